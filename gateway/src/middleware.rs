@@ -1,0 +1,211 @@
+//! The middleware contract: one interface, implemented by two drivers.
+//!
+//! A request passes two middleware phases, as in Tyk:
+//!
+//! - **pre**: in this phase the request is exactly as the client sent it; the
+//!   listen path has not been stripped yet.
+//! - **post**: in this phase the listen path has been stripped (when the API
+//!   says so); the request is about to go upstream.
+//!
+//! In either phase a middleware gets the whole request as an [`MwRequest`]
+//! (method, path, query, headers, and the buffered body) and may edit any of
+//! it. It returns a [`Flow`]: [`Flow::Continue`] runs the next middleware and
+//! finally proxies; [`Flow::Respond`] answers the client with the given status,
+//! headers and body, and nothing is proxied. An [`MwError`] answers 500 with
+//! Tyk's `{"error": "Internal Server Error"}` and is logged with the API and
+//! the middleware's name; the gateway keeps serving.
+//!
+//! Drivers (the native plugin host and the JS host) are adapters onto this
+//! contract, never forks of the request path. Each driver has two halves:
+//!
+//! - a [`ChainFactory`], built once per API at load on the main thread. Loading
+//!   is where every error a user can fix is found: a missing library or
+//!   symbol, a script that does not compile. It is `Send + Sync`.
+//! - a [`Chain`] of [`Middleware`], built by the factory once per worker
+//!   thread. Instances are not `Send`: a JS context belongs to one thread.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+
+use crate::config::{ApiSpec, Hook};
+use crate::stats::{CallRecorder, Stats};
+
+/// The request as a middleware sees and edits it.
+#[derive(Debug, Clone)]
+pub struct MwRequest {
+    /// HTTP method.
+    pub method: Method,
+    /// Path as received (still percent-encoded), always starting with `/`.
+    pub path: String,
+    /// Query string without the `?`; `None` when the URL has no `?`.
+    pub query: Option<String>,
+    /// Request headers. Hop-by-hop headers are removed later, at the proxy.
+    pub headers: HeaderMap,
+    /// The whole request body, buffered before the chain runs (empty if none).
+    pub body: Bytes,
+    /// The client's address (for `X-Forwarded-For`).
+    pub remote_addr: SocketAddr,
+}
+
+impl MwRequest {
+    /// `path?query`, as sent on a request line.
+    pub fn path_and_query(&self) -> String {
+        match &self.query {
+            Some(q) => format!("{}?{}", self.path, q),
+            None => self.path.clone(),
+        }
+    }
+}
+
+/// A complete answer written by a middleware; nothing is proxied.
+#[derive(Debug, Clone)]
+pub struct MwResponse {
+    /// Status code.
+    pub status: StatusCode,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// Response body.
+    pub body: Bytes,
+}
+
+/// What the request does after a middleware returns.
+#[derive(Debug)]
+pub enum Flow {
+    /// Run the next middleware, then proxy.
+    Continue,
+    /// Answer the client with this response; stop the chain; do not proxy.
+    Respond(MwResponse),
+}
+
+/// A middleware failed. The client gets Tyk's 500; the message is logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MwError(pub String);
+
+impl std::fmt::Display for MwError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MwError {}
+
+/// The future a middleware call returns. Native calls are ready at once; the
+/// JS host may await a VM thread.
+pub type MwFuture<'a> = Pin<Box<dyn Future<Output = Result<Flow, MwError>> + 'a>>;
+
+/// One middleware instance, owned by one worker thread.
+pub trait Middleware {
+    /// The entry's `name` (symbol or JS object), for logs and stats.
+    fn name(&self) -> &str;
+
+    /// Runs the middleware on `req`, which it may edit in place.
+    ///
+    /// The default path through the gateway calls this once per request per
+    /// entry, in the order the API definition lists them.
+    fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a>;
+}
+
+/// One worker thread's middleware for one API.
+#[derive(Default)]
+pub struct Chain {
+    /// `pre` entries in order.
+    pub pre: Vec<Box<dyn Middleware>>,
+    /// `post` entries in order.
+    pub post: Vec<Box<dyn Middleware>>,
+}
+
+/// Builds per-thread [`Chain`]s for one API. Made once at load.
+pub trait ChainFactory: Send + Sync {
+    /// Builds this worker thread's chain. Called on the worker thread, once,
+    /// before it accepts connections.
+    fn instantiate(&self) -> Result<Chain, MwError>;
+}
+
+/// Settings the middleware hosts need at load.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Tyk's `jsvm_timeout`: a JS call that runs longer is answered 500.
+    pub jsvm_timeout: Duration,
+    /// Number of worker threads that will instantiate chains.
+    pub workers: usize,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            jsvm_timeout: Duration::from_secs(5),
+            workers: 1,
+        }
+    }
+}
+
+/// A worker's chain for one API, with a call-time recorder per entry.
+pub struct ApiChain {
+    api_id: Arc<str>,
+    pre: Vec<(Box<dyn Middleware>, CallRecorder)>,
+    post: Vec<(Box<dyn Middleware>, CallRecorder)>,
+}
+
+impl ApiChain {
+    /// Wraps `chain`, registering one recorder per entry in `stats`.
+    pub fn new(spec: &ApiSpec, chain: Chain, stats: &Stats) -> ApiChain {
+        let wrap = |hook: Hook, list: Vec<Box<dyn Middleware>>| {
+            list.into_iter()
+                .map(|m| {
+                    let rec = stats.recorder(&spec.api_id, hook, m.name());
+                    (m, rec)
+                })
+                .collect()
+        };
+        ApiChain {
+            api_id: spec.api_id.as_str().into(),
+            pre: wrap(Hook::Pre, chain.pre),
+            post: wrap(Hook::Post, chain.post),
+        }
+    }
+
+    /// True when the hook has at least one middleware.
+    pub fn has(&self, hook: Hook) -> bool {
+        !self.list(hook).is_empty()
+    }
+
+    fn list(&self, hook: Hook) -> &[(Box<dyn Middleware>, CallRecorder)] {
+        match hook {
+            Hook::Pre => &self.pre,
+            Hook::Post => &self.post,
+        }
+    }
+
+    /// Runs every middleware of `hook` in order, timing each call.
+    ///
+    /// Stops at the first [`Flow::Respond`] or error. An error is logged here,
+    /// naming the API and the middleware, so every driver's failures read alike.
+    pub async fn run(&self, hook: Hook, req: &mut MwRequest) -> Result<Flow, MwError> {
+        for (mw, rec) in self.list(hook) {
+            let start = Instant::now();
+            let result = mw.call(req).await;
+            rec.record(start.elapsed());
+            match result {
+                Ok(Flow::Continue) => {}
+                Ok(flow) => return Ok(flow),
+                Err(e) => {
+                    tracing::error!(
+                        api_id = %self.api_id,
+                        hook = hook.as_str(),
+                        middleware = mw.name(),
+                        error = %e,
+                        "middleware failed"
+                    );
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Flow::Continue)
+    }
+}
