@@ -1,1 +1,31 @@
-//! loadgen
+//! loadgen: an ab-compatible HTTP load generator with exact percentiles and
+//! CPU accounting, and `loadgen bench`, the gateway benchmark.
+//!
+//! A run is a pipeline (after oha): flags are validated once into a
+//! [`RunConfig`]; the driver's workers produce per-request timings into
+//! per-thread HDR histograms, merged at the end; one [`Summary`] is rendered
+//! by printers that write to any `impl Write`.
+//!
+//! # Layout
+//! - [`cli`]: the ab command line, validated into a [`RunConfig`].
+//! - [`config`]: the validated run (target, request, work mode, checks).
+//! - [`driver`]: the one driver loop (threads, tickets, rate schedule, stop).
+//! - [`http1`]: one HTTP/1 exchange on a raw socket, with ab's timestamps.
+//! - [`record`]: per-thread histograms and counters, and their merge.
+//! - [`cpu`]: CPU time of other processes and of loadgen itself.
+//! - [`report`]: the summary and its printers (text, JSON, CSV, .hgrm).
+//! - [`app`]: `loadgen URL` from arguments to exit code.
+#![deny(missing_docs)]
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod cpu;
+pub mod driver;
+pub mod http1;
+pub mod record;
+pub mod report;
+
+pub use config::{RunConfig, WorkMode};
+pub use driver::{run, RunResult};
+pub use report::Summary;

@@ -1,0 +1,240 @@
+//! The ab-compatible command line, validated once into a [`RunConfig`].
+
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::Parser;
+
+use crate::config::{Expect, RequestSpec, RunConfig, Target, WorkMode};
+
+/// ab's flags with ab's meanings, plus outputs, checks, CPU accounting and
+/// constant-rate mode.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "loadgen",
+    version,
+    about = "An ab-compatible HTTP load generator with exact percentiles and CPU accounting",
+    after_help = "`loadgen bench --help` describes the gateway benchmark."
+)]
+pub struct Args {
+    /// Number of requests to perform (default 1, as ab; unlimited with -t alone).
+    #[arg(short = 'n', value_name = "requests")]
+    pub requests: Option<u64>,
+    /// Number of requests to make at a time.
+    #[arg(short = 'c', value_name = "concurrency", default_value_t = 1)]
+    pub concurrency: usize,
+    /// Seconds to run for; alone, the run lasts that long.
+    #[arg(short = 't', value_name = "timelimit")]
+    pub timelimit: Option<f64>,
+    /// Seconds to wait for each response (connect, send and receive).
+    #[arg(short = 's', value_name = "timeout", default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Use HTTP keep-alive: reuse connections.
+    #[arg(short = 'k')]
+    pub keepalive: bool,
+    /// Add a header, e.g. 'Accept-Encoding: gzip' (repeatable).
+    #[arg(short = 'H', value_name = "header")]
+    pub headers: Vec<String>,
+    /// Method (default GET, or POST with -p).
+    #[arg(short = 'm', value_name = "method")]
+    pub method: Option<String>,
+    /// File containing the body to POST.
+    #[arg(short = 'p', value_name = "postfile")]
+    pub postfile: Option<PathBuf>,
+    /// Content-type header for the body.
+    #[arg(short = 'T', value_name = "content-type", default_value = "text/plain")]
+    pub content_type: String,
+    /// Write the report as JSON to FILE (`-` for stdout); see the `report::json` docs.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Write a CSV of the time (ms) within which 0..100% of requests were served (ab -e).
+    #[arg(long = "percentiles-csv", short = 'e', value_name = "FILE")]
+    pub percentiles_csv: Option<PathBuf>,
+    /// Write the HdrHistogram percentile distribution (.hgrm, milliseconds) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub hgrm: Option<PathBuf>,
+    /// Measure the CPU time of this process over the run (repeatable).
+    #[arg(long = "cpu-pid", value_name = "PID")]
+    pub cpu_pids: Vec<u32>,
+    /// Count responses with another status as failed.
+    #[arg(long = "expect-status", value_name = "CODE")]
+    pub expect_status: Option<u16>,
+    /// Count responses whose body lacks TEXT as failed (repeatable).
+    #[arg(long = "expect-body-contains", value_name = "TEXT")]
+    pub expect_body_contains: Vec<String>,
+    /// Constant throughput: R requests per second overall, latency measured
+    /// from each request's intended send time.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// Load threads (default: one per core, at most -c).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// No progress bar.
+    #[arg(short = 'q')]
+    pub quiet: bool,
+    /// The URL to load: http://host[:port]/path.
+    #[arg(value_name = "URL")]
+    pub url: String,
+}
+
+/// Why the command line cannot run: ab exits 2 on bad usage, 1 when the
+/// target cannot be reached.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad flags or input files (exit 2).
+    Usage(String),
+    /// The host does not resolve (exit 1).
+    Unreachable(String),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Usage(m) | CliError::Unreachable(m) => f.write_str(m),
+        }
+    }
+}
+
+impl CliError {
+    /// The process exit code, as ab's.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Unreachable(_) => 1,
+        }
+    }
+}
+
+/// Splits `http://host[:port]/path?query` into its parts.
+pub fn parse_url(url: &str) -> Result<(String, u16, String), CliError> {
+    let bad = |why: &str| CliError::Usage(format!("invalid URL {url:?}: {why}"));
+    let uri: http::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "unsupported scheme {other:?} in URL {url:?}: only http:// is supported"
+            )))
+        }
+        None => return Err(bad("expected http://host[:port]/path")),
+    }
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad("no host"))?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let path = if path.is_empty() { "/" } else { path };
+    Ok((host, uri.port_u16().unwrap_or(80), path.to_string()))
+}
+
+/// Checks a `-H 'Name: value'` argument.
+pub fn parse_header(h: &str) -> Result<(String, String), CliError> {
+    let bad = |why: &str| CliError::Usage(format!("malformed header -H {h:?}: {why}"));
+    let (name, value) = h
+        .split_once(':')
+        .ok_or_else(|| bad("expected 'Name: value'"))?;
+    let name = name.trim();
+    http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("invalid header name"))?;
+    let value = value.trim();
+    http::HeaderValue::from_str(value).map_err(|_| bad("invalid header value"))?;
+    Ok((name.to_string(), value.to_string()))
+}
+
+impl Args {
+    /// Validates the flags and resolves the host.
+    pub fn into_config(self) -> Result<RunConfig, CliError> {
+        let usage = |m: String| CliError::Usage(m);
+        let (host, port, path) = parse_url(&self.url)?;
+        if self.concurrency == 0 {
+            return Err(usage("-c must be at least 1".into()));
+        }
+        let seconds = |flag: &str, v: f64| {
+            Duration::try_from_secs_f64(v)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    usage(format!(
+                        "{flag} must be a positive number of seconds, got {v}"
+                    ))
+                })
+        };
+        let mode = match (self.requests, self.timelimit) {
+            (Some(0), _) => return Err(usage("-n must be at least 1".into())),
+            (Some(n), None) => WorkMode::Count(n),
+            (None, None) => WorkMode::Count(1),
+            (None, Some(t)) => WorkMode::Duration(seconds("-t", t)?),
+            (Some(n), Some(t)) => WorkMode::CountOrDuration(n, seconds("-t", t)?),
+        };
+        if let Some(n) = mode.max_requests() {
+            if self.concurrency as u64 > n {
+                return Err(usage(format!(
+                    "cannot use concurrency level greater than total number of requests (-c {} > -n {n})",
+                    self.concurrency
+                )));
+            }
+        }
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(usage(format!("--rate must be a positive number, got {r}")));
+            }
+        }
+        let headers = self
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let body = match &self.postfile {
+            Some(p) => {
+                let data = std::fs::read(p)
+                    .map_err(|e| usage(format!("cannot read -p file {}: {e}", p.display())))?;
+                Some((Bytes::from(data), self.content_type.clone()))
+            }
+            None => None,
+        };
+        let method = self
+            .method
+            .clone()
+            .unwrap_or_else(|| if body.is_some() { "POST" } else { "GET" }.into());
+        http::Method::from_bytes(method.as_bytes())
+            .map_err(|_| usage(format!("invalid method -m {method:?}")))?;
+        let addr = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| CliError::Unreachable(format!("cannot resolve host {host:?}: {e}")))?
+            .next()
+            .ok_or_else(|| CliError::Unreachable(format!("host {host:?} has no address")))?;
+        let target = Target {
+            host,
+            port,
+            path,
+            addr,
+        };
+        let spec = RequestSpec {
+            method: method.clone(),
+            headers,
+            body,
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Ok(RunConfig {
+            request: spec.encode(&target, self.keepalive),
+            target,
+            head: method.eq_ignore_ascii_case("HEAD"),
+            keepalive: self.keepalive,
+            concurrency: self.concurrency,
+            mode,
+            rate: self.rate,
+            timeout: seconds("-s", self.timeout)?,
+            threads: self.threads.unwrap_or(cores).max(1),
+            expect: Expect {
+                status: self.expect_status,
+                body_contains: self.expect_body_contains.clone(),
+            },
+            cpu_pids: self.cpu_pids.clone(),
+        })
+    }
+}

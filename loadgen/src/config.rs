@@ -1,0 +1,182 @@
+//! A validated run: what to send, where, how often and when to stop.
+//!
+//! The command line (see [`crate::cli`]) is checked once into a [`RunConfig`];
+//! after that nothing in the driver can meet an invalid combination of flags.
+//! The bench builds `RunConfig`s directly.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+/// Where requests go: the resolved address and what goes on the request line.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Host as written in the URL (shown in the report as "Server Hostname").
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Path and query (the "Document Path").
+    pub path: String,
+    /// Address to connect to. Resolved once before the run, as ab does.
+    pub addr: SocketAddr,
+}
+
+/// When the run stops. One driver loop serves every mode; this enum is the
+/// only place where modes differ.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WorkMode {
+    /// Exactly `n` requests, as fast as `concurrency` connections allow.
+    Count(u64),
+    /// As many requests as fit in the duration (ab `-t` without `-n`).
+    Duration(Duration),
+    /// Stop at `n` requests or at the deadline, whichever comes first (ab `-t` with `-n`).
+    CountOrDuration(u64, Duration),
+}
+
+impl WorkMode {
+    /// The request budget, if any.
+    pub fn max_requests(self) -> Option<u64> {
+        match self {
+            WorkMode::Count(n) | WorkMode::CountOrDuration(n, _) => Some(n),
+            WorkMode::Duration(_) => None,
+        }
+    }
+
+    /// The time budget, if any.
+    pub fn time_limit(self) -> Option<Duration> {
+        match self {
+            WorkMode::Duration(d) | WorkMode::CountOrDuration(_, d) => Some(d),
+            WorkMode::Count(_) => None,
+        }
+    }
+}
+
+/// Checks applied to every response; a response failing one counts as a
+/// failed request, with the reason.
+#[derive(Debug, Clone, Default)]
+pub struct Expect {
+    /// The status every response must have.
+    pub status: Option<u16>,
+    /// Substrings every body must contain.
+    pub body_contains: Vec<String>,
+}
+
+impl Expect {
+    /// Whether bodies must be kept in memory to check them.
+    pub fn needs_body(&self) -> bool {
+        !self.body_contains.is_empty()
+    }
+
+    /// The reasons a response fails the checks; empty when it passes.
+    pub fn check(&self, status: u16, body: &[u8]) -> Vec<String> {
+        let mut reasons = Vec::new();
+        if let Some(want) = self.status {
+            if status != want {
+                reasons.push(format!("status {status}, expected {want}"));
+            }
+        }
+        for text in &self.body_contains {
+            let found = !text.is_empty() && body.windows(text.len()).any(|w| w == text.as_bytes());
+            if !found && !text.is_empty() {
+                reasons.push(format!("body does not contain {text:?}"));
+            }
+        }
+        reasons
+    }
+}
+
+/// Everything the driver needs for one run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Where requests go.
+    pub target: Target,
+    /// The complete request as sent on the wire, serialised once.
+    pub request: Bytes,
+    /// Whether the request is a HEAD (its responses carry no body).
+    pub head: bool,
+    /// Reuse connections (ab `-k`).
+    pub keepalive: bool,
+    /// Number of connections doing requests at the same time (ab `-c`).
+    pub concurrency: usize,
+    /// When to stop.
+    pub mode: WorkMode,
+    /// Constant-throughput schedule in requests per second overall (wrk2 `-R`).
+    pub rate: Option<f64>,
+    /// Per-request timeout (connect, write and read together), ab `-s`.
+    pub timeout: Duration,
+    /// OS threads running connections; each has its own event loop and histograms.
+    pub threads: usize,
+    /// Response checks.
+    pub expect: Expect,
+    /// Processes whose CPU time is measured over the run.
+    pub cpu_pids: Vec<u32>,
+}
+
+/// The HTTP request written on each connection. ab 2.3 always speaks
+/// HTTP/1.0; with keep-alive it adds `Connection: Keep-Alive`.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    /// Method (`GET`, or `POST` with a body).
+    pub method: String,
+    /// Extra headers, in order; a name given here replaces the default header
+    /// of that name (`Host`, `User-Agent`, `Accept`), as in ab.
+    pub headers: Vec<(String, String)>,
+    /// Body and its content type.
+    pub body: Option<(Bytes, String)>,
+}
+
+impl RequestSpec {
+    /// A plain GET.
+    pub fn get() -> Self {
+        RequestSpec {
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    /// Serialises the request for `target`.
+    pub fn encode(&self, target: &Target, keepalive: bool) -> Bytes {
+        let has = |name: &str| {
+            self.headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        let mut out = format!("{} {} HTTP/1.0\r\n", self.method, target.path);
+        if !has("host") {
+            if target.port == 80 {
+                out.push_str(&format!("Host: {}\r\n", target.host));
+            } else {
+                out.push_str(&format!("Host: {}:{}\r\n", target.host, target.port));
+            }
+        }
+        if keepalive && !has("connection") {
+            out.push_str("Connection: Keep-Alive\r\n");
+        }
+        if !has("user-agent") {
+            out.push_str(concat!(
+                "User-Agent: loadgen/",
+                env!("CARGO_PKG_VERSION"),
+                "\r\n"
+            ));
+        }
+        if !has("accept") {
+            out.push_str("Accept: */*\r\n");
+        }
+        for (name, value) in &self.headers {
+            out.push_str(&format!("{name}: {value}\r\n"));
+        }
+        let mut bytes = out.into_bytes();
+        if let Some((body, content_type)) = &self.body {
+            if !has("content-type") {
+                bytes.extend_from_slice(format!("Content-Type: {content_type}\r\n").as_bytes());
+            }
+            bytes.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+            bytes.extend_from_slice(body);
+        } else {
+            bytes.extend_from_slice(b"\r\n");
+        }
+        Bytes::from(bytes)
+    }
+}

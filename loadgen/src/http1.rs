@@ -1,0 +1,377 @@
+//! One HTTP/1 exchange on a raw TCP connection, with ab's timestamps.
+//!
+//! Why not hyper's client: ab's numbers need the instants hyper hides (connect
+//! done, request written, first response byte) and the exact byte count on the
+//! wire ("Total transferred" includes headers and chunk framing). The client
+//! side of HTTP/1 that a load generator needs is small: write a pre-encoded
+//! request, parse the head with `httparse`, then read a body framed by
+//! `Content-Length`, chunked encoding or connection close.
+
+use std::time::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::config::RunConfig;
+
+/// The instants of one request, as ab takes them.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Connection attempt began (or, on a reused connection, the request began).
+    pub start: Instant,
+    /// TCP connection established (equals `start` on a reused connection).
+    pub connected: Instant,
+    /// Request fully written.
+    pub written: Instant,
+    /// First response byte read.
+    pub first_byte: Instant,
+    /// Response complete.
+    pub done: Instant,
+    /// Sent on a kept-alive connection.
+    pub reused: bool,
+}
+
+/// What was read back.
+#[derive(Debug, Default)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Every byte read for this response: head, body and framing.
+    pub wire_bytes: u64,
+    /// Body bytes after de-chunking (ab's "Document Length").
+    pub body_len: u64,
+    /// The body ended before its declared length.
+    pub truncated: bool,
+    /// The connection may carry another request.
+    pub keep_alive: bool,
+    /// The `Server` header, when asked for.
+    pub server: Option<String>,
+}
+
+/// Why an exchange failed, in ab's failure classes.
+#[derive(Debug)]
+pub enum Failure {
+    /// The TCP connection could not be established.
+    Connect(std::io::Error),
+    /// The connection failed or closed before a complete response head.
+    Receive(String),
+    /// Anything else: write error, malformed response, timeout.
+    Exception(String),
+}
+
+/// Response heads larger than this are treated as malformed.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// Per-connection state that survives between requests: the socket (when
+/// kept alive) and the read buffer, whose capacity is reused.
+#[derive(Default)]
+pub struct Conn {
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+    /// The current response body, kept only when a check needs it.
+    pub body: Vec<u8>,
+}
+
+impl Conn {
+    /// Drops the socket, e.g. after a timeout left it mid-response.
+    pub fn reset(&mut self) {
+        self.stream = None;
+    }
+
+    /// Sends `cfg.request` and reads one response. A kept-alive connection
+    /// that the server closed while idle is retried once on a new connection,
+    /// silently, as ab does: that is not a failure of the request.
+    pub async fn exchange(
+        &mut self,
+        cfg: &RunConfig,
+        want_server: bool,
+    ) -> Result<(Timing, Response), Failure> {
+        loop {
+            let start = Instant::now();
+            let reused = self.stream.is_some();
+            let mut stream = match self.stream.take() {
+                Some(s) => s,
+                None => {
+                    let s = TcpStream::connect(cfg.target.addr)
+                        .await
+                        .map_err(Failure::Connect)?;
+                    // Requests are one small write; without NODELAY a
+                    // request could sit behind Nagle waiting for an ACK.
+                    let _ = s.set_nodelay(true);
+                    s
+                }
+            };
+            let connected = if reused { start } else { Instant::now() };
+            if let Err(e) = stream.write_all(&cfg.request).await {
+                if reused {
+                    continue;
+                }
+                return Err(Failure::Exception(format!("write: {e}")));
+            }
+            let written = Instant::now();
+            self.body.clear();
+            match read_response(&mut stream, &mut self.buf, &mut self.body, cfg, want_server).await
+            {
+                Ok((first_byte, resp)) => {
+                    if cfg.keepalive && resp.keep_alive {
+                        self.stream = Some(stream);
+                    }
+                    let done = Instant::now();
+                    let timing = Timing {
+                        start,
+                        connected,
+                        written,
+                        first_byte,
+                        done,
+                        reused,
+                    };
+                    return Ok((timing, resp));
+                }
+                Err(ReadError::Idle) if reused => continue,
+                Err(ReadError::Idle) => {
+                    return Err(Failure::Receive(
+                        "connection closed before any response byte".into(),
+                    ))
+                }
+                Err(ReadError::Closed) => {
+                    return Err(Failure::Receive(
+                        "connection closed inside the response head".into(),
+                    ))
+                }
+                Err(ReadError::Io(e)) if reused && self.buf.is_empty() => {
+                    let _ = e;
+                    continue;
+                }
+                Err(ReadError::Io(e)) => return Err(Failure::Receive(format!("read: {e}"))),
+                Err(ReadError::Malformed(m)) => return Err(Failure::Exception(m)),
+            }
+        }
+    }
+}
+
+enum ReadError {
+    /// EOF before any byte: a kept-alive connection the server closed.
+    Idle,
+    /// EOF inside the head.
+    Closed,
+    Io(std::io::Error),
+    Malformed(String),
+}
+
+/// Reads more bytes into `buf`; `Ok(0)` is EOF.
+async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(16 * 1024);
+    }
+    stream.read_buf(buf).await
+}
+
+async fn read_response(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    body: &mut Vec<u8>,
+    cfg: &RunConfig,
+    want_server: bool,
+) -> Result<(Instant, Response), ReadError> {
+    buf.clear();
+    let mut first_byte = None;
+    let mut resp = Response::default();
+    let (head_len, framing) = loop {
+        let n = fill(stream, buf).await.map_err(ReadError::Io)?;
+        if n == 0 {
+            return Err(if buf.is_empty() {
+                ReadError::Idle
+            } else {
+                ReadError::Closed
+            });
+        }
+        first_byte.get_or_insert_with(Instant::now);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Response::new(&mut headers);
+        match parsed.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => {
+                let framing = head_info(&parsed, &mut resp, want_server)?;
+                break (len, framing);
+            }
+            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+                return Err(ReadError::Malformed("response head over 64 KiB".into()))
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(ReadError::Malformed(format!("malformed response: {e}"))),
+        }
+    };
+    let first_byte = first_byte.unwrap_or_else(Instant::now);
+    let keep = cfg.expect.needs_body();
+    let no_body = cfg.head || resp.status == 204 || resp.status == 304 || resp.status < 200;
+    let mut wire = buf.len() as u64;
+    match framing {
+        _ if no_body => {}
+        Framing::Length(len) => {
+            let mut have = (buf.len() - head_len) as u64;
+            if keep {
+                body.extend_from_slice(&buf[head_len..]);
+            }
+            while have < len {
+                buf.clear();
+                let n = fill(stream, buf).await.map_err(ReadError::Io)?;
+                if n == 0 {
+                    resp.truncated = true;
+                    break;
+                }
+                have += n as u64;
+                wire += n as u64;
+                if keep {
+                    body.extend_from_slice(buf);
+                }
+            }
+            resp.body_len = have.min(len);
+        }
+        Framing::Close => {
+            resp.keep_alive = false;
+            let mut have = (buf.len() - head_len) as u64;
+            if keep {
+                body.extend_from_slice(&buf[head_len..]);
+            }
+            loop {
+                buf.clear();
+                let n = fill(stream, buf).await.map_err(ReadError::Io)?;
+                if n == 0 {
+                    break;
+                }
+                have += n as u64;
+                wire += n as u64;
+                if keep {
+                    body.extend_from_slice(buf);
+                }
+            }
+            resp.body_len = have;
+        }
+        Framing::Chunked => {
+            let (len, read) = read_chunked(stream, buf, head_len, keep.then_some(body)).await?;
+            resp.body_len = len;
+            resp.truncated = len == u64::MAX;
+            if resp.truncated {
+                resp.body_len = 0;
+                resp.keep_alive = false;
+            }
+            wire += read;
+        }
+    }
+    resp.wire_bytes = wire;
+    if resp.truncated {
+        resp.keep_alive = false;
+    }
+    Ok((first_byte, resp))
+}
+
+enum Framing {
+    Length(u64),
+    Chunked,
+    Close,
+}
+
+/// Pulls status, framing and connection reuse out of a parsed head.
+fn head_info(
+    parsed: &httparse::Response<'_, '_>,
+    resp: &mut Response,
+    want_server: bool,
+) -> Result<Framing, ReadError> {
+    resp.status = parsed.code.unwrap_or(0);
+    let http11 = parsed.version == Some(1);
+    let (mut close, mut keepalive, mut framing) = (false, false, Framing::Close);
+    for h in parsed.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let len = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| ReadError::Malformed("invalid Content-Length header".into()))?;
+            if !matches!(framing, Framing::Chunked) {
+                framing = Framing::Length(len);
+            }
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            if contains_token(h.value, "chunked") {
+                framing = Framing::Chunked;
+            }
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            close |= contains_token(h.value, "close");
+            keepalive |= contains_token(h.value, "keep-alive");
+        } else if want_server && h.name.eq_ignore_ascii_case("server") {
+            resp.server = Some(String::from_utf8_lossy(h.value).into_owned());
+        }
+    }
+    resp.keep_alive = if http11 { !close } else { keepalive && !close };
+    Ok(framing)
+}
+
+fn contains_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|b| *b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Decodes a chunked body that starts at `buf[pos..]`. Returns the body
+/// length (`u64::MAX` when the connection closed mid-body) and the bytes read
+/// from the socket beyond what `buf` held on entry.
+async fn read_chunked(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    mut pos: usize,
+    mut body: Option<&mut Vec<u8>>,
+) -> Result<(u64, u64), ReadError> {
+    let entry = buf.len();
+    let mut len = 0u64;
+    // Reads until `buf[pos..]` holds `need` bytes, or reports a truncation.
+    async fn need(
+        stream: &mut TcpStream,
+        buf: &mut Vec<u8>,
+        upto: usize,
+    ) -> Result<bool, ReadError> {
+        while buf.len() < upto {
+            if fill(stream, buf).await.map_err(ReadError::Io)? == 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+    loop {
+        let line_end = loop {
+            if let Some(i) = buf[pos..].windows(2).position(|w| w == b"\r\n") {
+                break pos + i;
+            }
+            if !need(stream, buf, buf.len() + 1).await? {
+                return Ok((u64::MAX, (buf.len() - entry) as u64));
+            }
+        };
+        let line = std::str::from_utf8(&buf[pos..line_end]).unwrap_or("");
+        let hex = line.split(';').next().unwrap_or("").trim();
+        let size = u64::from_str_radix(hex, 16)
+            .map_err(|_| ReadError::Malformed(format!("invalid chunk size {hex:?}")))?;
+        pos = line_end + 2;
+        if size == 0 {
+            // Trailer section: header lines until an empty line.
+            loop {
+                if !need(stream, buf, pos + 2).await? {
+                    return Ok((u64::MAX, (buf.len() - entry) as u64));
+                }
+                match buf[pos..].windows(2).position(|w| w == b"\r\n") {
+                    Some(0) => return Ok((len, (buf.len() - entry) as u64)),
+                    Some(i) => pos += i + 2,
+                    None => {
+                        if !need(stream, buf, buf.len() + 1).await? {
+                            return Ok((u64::MAX, (buf.len() - entry) as u64));
+                        }
+                    }
+                }
+            }
+        }
+        let end = pos + size as usize;
+        if !need(stream, buf, end + 2).await? {
+            return Ok((u64::MAX, (buf.len() - entry) as u64));
+        }
+        if let Some(b) = body.as_deref_mut() {
+            b.extend_from_slice(&buf[pos..end]);
+        }
+        len += size;
+        pos = end + 2;
+    }
+}

@@ -1,0 +1,193 @@
+//! Aggregation: per-thread HDR histograms and counters, merged at the end.
+//!
+//! Memory is fixed by the histograms (a few hundred KiB per thread), never by
+//! the number of requests: nothing per request is kept.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::http1::{Failure, Response, Timing};
+
+/// A latency histogram in microseconds (1 µs to 1 hour, 3 significant digits).
+pub type Hist = Histogram<u64>;
+
+/// A new, empty latency histogram.
+pub fn new_hist() -> Hist {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Failed requests by ab's classes, plus failed checks by reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Failures {
+    /// Connections that could not be established.
+    pub connect: u64,
+    /// Connections that failed or closed before a complete response.
+    pub receive: u64,
+    /// Bodies whose length differs from the first response's, or truncated bodies.
+    pub length: u64,
+    /// Write errors, malformed responses and timeouts.
+    pub exceptions: u64,
+    /// Responses that failed `--expect-*` checks, counted by reason.
+    pub expectations: BTreeMap<String, u64>,
+    /// First few error messages per class, for the report.
+    pub samples: BTreeMap<String, u64>,
+}
+
+impl Failures {
+    /// All failed requests.
+    pub fn total(&self) -> u64 {
+        self.connect
+            + self.receive
+            + self.length
+            + self.exceptions
+            + self.expectations.values().sum::<u64>()
+    }
+}
+
+/// What one thread (or, merged, the whole run) observed.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    /// Requests that came to an end, successful or not.
+    pub complete: u64,
+    /// Failures.
+    pub failures: Failures,
+    /// Responses with a status outside 200-299.
+    pub non_2xx: u64,
+    /// Requests sent on a reused connection.
+    pub keepalive_requests: u64,
+    /// All bytes read for complete responses.
+    pub wire_bytes: u64,
+    /// Body bytes of complete responses.
+    pub body_bytes: u64,
+    /// Status code counts.
+    pub statuses: BTreeMap<u16, u64>,
+    /// connect - start.
+    pub connect: Hist,
+    /// done - connect.
+    pub processing: Hist,
+    /// first byte - request written.
+    pub waiting: Hist,
+    /// done - start: the request's latency as ab measures it.
+    pub total: Hist,
+    /// done - intended send time (only with `--rate`): coordinated omission corrected.
+    pub corrected: Hist,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            complete: 0,
+            failures: Failures::default(),
+            non_2xx: 0,
+            keepalive_requests: 0,
+            wire_bytes: 0,
+            body_bytes: 0,
+            statuses: BTreeMap::new(),
+            connect: new_hist(),
+            processing: new_hist(),
+            waiting: new_hist(),
+            total: new_hist(),
+            corrected: new_hist(),
+        }
+    }
+}
+
+impl Recorder {
+    /// Records a complete response. `doc_len` is the first response's body
+    /// length (ab compares every later one against it); `reasons` are the
+    /// checks it failed.
+    pub fn response(
+        &mut self,
+        t: &Timing,
+        r: &Response,
+        doc_len: u64,
+        reasons: Vec<String>,
+        intended: Option<Instant>,
+    ) {
+        self.complete += 1;
+        if t.reused {
+            self.keepalive_requests += 1;
+        }
+        *self.statuses.entry(r.status).or_default() += 1;
+        if !(200..300).contains(&r.status) {
+            self.non_2xx += 1;
+        }
+        self.wire_bytes += r.wire_bytes;
+        self.body_bytes += r.body_len;
+        self.connect
+            .saturating_record(micros(t.connected - t.start));
+        self.processing
+            .saturating_record(micros(t.done - t.connected));
+        self.waiting
+            .saturating_record(micros(t.first_byte.saturating_duration_since(t.written)));
+        self.total.saturating_record(micros(t.done - t.start));
+        if let Some(at) = intended {
+            self.corrected
+                .saturating_record(micros(t.done.saturating_duration_since(at)));
+        }
+        if r.truncated || r.body_len != doc_len {
+            self.failures.length += 1;
+        } else if let Some(reason) = reasons.into_iter().next() {
+            *self.failures.expectations.entry(reason).or_default() += 1;
+        }
+    }
+
+    /// Records a request that ended without a complete response.
+    pub fn failure(&mut self, f: &Failure) {
+        self.complete += 1;
+        let (class, msg) = match f {
+            Failure::Connect(e) => {
+                self.failures.connect += 1;
+                ("connect", e.to_string())
+            }
+            Failure::Receive(m) => {
+                self.failures.receive += 1;
+                ("receive", m.clone())
+            }
+            Failure::Exception(m) => {
+                self.failures.exceptions += 1;
+                ("exception", m.clone())
+            }
+        };
+        // Keep a bounded set of distinct messages so the report can say why.
+        let key = format!("{class}: {msg}");
+        if self.failures.samples.len() < 16 || self.failures.samples.contains_key(&key) {
+            *self.failures.samples.entry(key).or_default() += 1;
+        }
+    }
+
+    /// Adds another thread's observations to this one.
+    pub fn merge(&mut self, o: &Recorder) {
+        self.complete += o.complete;
+        self.non_2xx += o.non_2xx;
+        self.keepalive_requests += o.keepalive_requests;
+        self.wire_bytes += o.wire_bytes;
+        self.body_bytes += o.body_bytes;
+        let f = &mut self.failures;
+        f.connect += o.failures.connect;
+        f.receive += o.failures.receive;
+        f.length += o.failures.length;
+        f.exceptions += o.failures.exceptions;
+        for (k, v) in &o.failures.expectations {
+            *f.expectations.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &o.failures.samples {
+            *f.samples.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &o.statuses {
+            *self.statuses.entry(*k).or_default() += v;
+        }
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.connect.add(&o.connect);
+        let _ = self.processing.add(&o.processing);
+        let _ = self.waiting.add(&o.waiting);
+        let _ = self.total.add(&o.total);
+        let _ = self.corrected.add(&o.corrected);
+    }
+}

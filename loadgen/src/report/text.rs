@@ -1,0 +1,174 @@
+//! The text report: ab's lines and meanings, with sub-millisecond values.
+
+use std::io::Write;
+
+use super::{Percentile, PhaseStats, Summary};
+
+/// Writes `s` as ab does, after the "Benchmarking ..." preamble.
+pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
+    let kv = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "{:<24}{v}", format!("{k}:"));
+    if s.interrupted {
+        writeln!(
+            out,
+            "Interrupted: the report covers the requests done so far."
+        )?;
+    }
+    writeln!(out)?;
+    kv(
+        out,
+        "Server Software",
+        s.server_software.clone().unwrap_or_default(),
+    )?;
+    kv(out, "Server Hostname", s.server_hostname.clone())?;
+    kv(out, "Server Port", s.server_port.to_string())?;
+    writeln!(out)?;
+    kv(out, "Document Path", s.document_path.clone())?;
+    kv(
+        out,
+        "Document Length",
+        format!("{} bytes", s.document_length),
+    )?;
+    writeln!(out)?;
+    kv(out, "Concurrency Level", s.concurrency.to_string())?;
+    if let Some(r) = s.rate {
+        kv(
+            out,
+            "Target rate",
+            format!("{r} [#/sec] (intended send times)"),
+        )?;
+    }
+    kv(
+        out,
+        "Time taken for tests",
+        format!("{:.3} seconds", s.time_taken_s),
+    )?;
+    kv(out, "Complete requests", s.complete_requests.to_string())?;
+    let f = &s.failed_requests;
+    kv(out, "Failed requests", f.total.to_string())?;
+    if f.total > 0 {
+        writeln!(
+            out,
+            "   (Connect: {}, Receive: {}, Length: {}, Exceptions: {})",
+            f.connect, f.receive, f.length, f.exceptions
+        )?;
+        for (reason, n) in &f.expectations {
+            writeln!(out, "   (Expectation failed: {reason}: {n})")?;
+        }
+        for (msg, n) in &f.errors {
+            writeln!(out, "   ({msg}: {n})")?;
+        }
+    }
+    if s.non_2xx_responses > 0 {
+        kv(out, "Non-2xx responses", s.non_2xx_responses.to_string())?;
+    }
+    if s.keepalive {
+        kv(out, "Keep-Alive requests", s.keepalive_requests.to_string())?;
+    }
+    kv(
+        out,
+        "Total transferred",
+        format!("{} bytes", s.total_transferred_bytes),
+    )?;
+    kv(
+        out,
+        "HTML transferred",
+        format!("{} bytes", s.html_transferred_bytes),
+    )?;
+    kv(
+        out,
+        "Requests per second",
+        format!("{:.2} [#/sec] (mean)", s.requests_per_second),
+    )?;
+    kv(
+        out,
+        "Time per request",
+        format!("{:.3} [ms] (mean)", s.time_per_request_ms),
+    )?;
+    kv(
+        out,
+        "Time per request",
+        format!(
+            "{:.3} [ms] (mean, across all concurrent requests)",
+            s.time_per_request_all_ms
+        ),
+    )?;
+    kv(
+        out,
+        "Transfer rate",
+        format!("{:.2} [Kbytes/sec] received", s.transfer_rate_kib_s),
+    )?;
+    for c in &s.cpu {
+        let who = format!("({})", c.name);
+        match (c.cpu_time_s, c.utilisation, &c.error) {
+            (Some(t), u, _) => {
+                kv(out, "CPU time consumed", format!("{t:.3} s {who}"))?;
+                let u = u.map_or("-".into(), |u| format!("{:.1}%", u * 100.0));
+                kv(out, "CPU utilization", format!("{u} {who}"))?;
+            }
+            (None, _, e) => kv(
+                out,
+                "CPU time consumed",
+                format!("unknown {who}: {}", e.clone().unwrap_or_default()),
+            )?,
+        }
+    }
+    writeln!(out)?;
+    let t = &s.connection_times_ms;
+    writeln!(out, "Connection Times (ms)")?;
+    writeln!(
+        out,
+        "              {:>9} {:>9} {:>7} {:>9} {:>9}",
+        "min", "mean", "[+/-sd]", "median", "max"
+    )?;
+    let row = |out: &mut dyn Write, name: &str, p: &PhaseStats| {
+        writeln!(
+            out,
+            "{:<14}{:9.3} {:9.3} {:7.3} {:9.3} {:9.3}",
+            format!("{name}:"),
+            p.min,
+            p.mean,
+            p.sd,
+            p.median,
+            p.max
+        )
+    };
+    row(out, "Connect", &t.connect)?;
+    row(out, "Processing", &t.processing)?;
+    row(out, "Waiting", &t.waiting)?;
+    row(out, "Total", &t.total)?;
+    match &s.corrected_percentiles_ms {
+        Some(corrected) => {
+            let head = "Percentage of the requests served within a certain time (ms)";
+            table(
+                out,
+                &format!("{head},\ncorrected: measured from each request's intended send time"),
+                corrected,
+            )?;
+            table(
+                out,
+                &format!("{head},\nuncorrected: measured from the actual send time"),
+                &s.percentiles_ms,
+            )?;
+        }
+        None => table(
+            out,
+            "Percentage of the requests served within a certain time (ms)",
+            &s.percentiles_ms,
+        )?,
+    }
+    Ok(())
+}
+
+fn table(out: &mut dyn Write, head: &str, rows: &[Percentile]) -> std::io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "{head}")?;
+    for p in rows {
+        let label = format!("{}%", p.percent);
+        if p.percent >= 100.0 {
+            writeln!(out, "{label:>7} {:10.3} (longest request)", p.ms)?;
+        } else {
+            writeln!(out, "{label:>7} {:10.3}", p.ms)?;
+        }
+    }
+    Ok(())
+}
