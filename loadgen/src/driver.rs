@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::config::RunConfig;
@@ -120,6 +121,14 @@ pub fn run_with(
     if let Some(f) = on_start {
         f(StopHandle(stop_tx.clone()));
     }
+    // Installed before any request goes out, so an early Ctrl-C is never
+    // the default "kill the process" and always yields a report.
+    let mut sigint = if ctrl_c {
+        let _guard = coordinator.enter();
+        Some(signal(SignalKind::interrupt())?)
+    } else {
+        None
+    };
     let cfg = Arc::new(cfg.clone());
     let probe = CpuProbe::start(&cfg.cpu_pids);
     let start = Instant::now();
@@ -160,20 +169,20 @@ pub fn run_with(
     drop(finished_tx);
 
     let mut interrupted = false;
+    let mut deadline_hit = false;
     coordinator.block_on(async {
         let deadline = shared.deadline.map(tokio::time::Instant::from_std);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         loop {
             tokio::select! {
                 _ = finished_rx.recv() => break,
-                _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {
+                _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() && !deadline_hit => {
+                    deadline_hit = true;
                     stop_tx.send_replace(true);
                 }
-                r = tokio::signal::ctrl_c(), if ctrl_c && !interrupted => {
-                    if r.is_ok() {
-                        interrupted = true;
-                        stop_tx.send_replace(true);
-                    }
+                _ = async { sigint.as_mut().unwrap().recv().await }, if sigint.is_some() && !interrupted => {
+                    interrupted = true;
+                    stop_tx.send_replace(true);
                 }
                 _ = tick.tick() => {
                     if let Some(p) = progress.as_mut() {
@@ -211,7 +220,7 @@ pub fn run_with(
         server,
         cpu,
         own_cpu,
-        interrupted: interrupted || (*stop_rx.borrow() && shared.deadline.is_none()),
+        interrupted: interrupted || (*stop_rx.borrow() && !deadline_hit),
     })
 }
 

@@ -1,0 +1,247 @@
+//! The `loadgen` binary: ab's report lines, output files, exit codes on bad
+//! input, and Ctrl-C.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::{Mode, Server};
+use serde_json::Value;
+
+const HELLO: Mode = Mode::Ok {
+    status: 200,
+    body: "hello",
+};
+
+fn loadgen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_text_report_has_abs_lines_in_abs_order() {
+    let srv = Server::start(HELLO);
+    let out = loadgen(&["-n", "30", "-c", "3", &srv.url("/doc")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines = [
+        "Server Software:        testsrv",
+        "Server Hostname:        127.0.0.1",
+        "Document Path:          /doc",
+        "Document Length:        5 bytes",
+        "Concurrency Level:      3",
+        "Time taken for tests:",
+        "Complete requests:      30",
+        "Failed requests:        0",
+        "Total transferred:",
+        "HTML transferred:       150 bytes",
+        "Requests per second:",
+        "Time per request:",
+        "(mean, across all concurrent requests)",
+        "Transfer rate:",
+        "CPU time consumed:",
+        "Connection Times (ms)",
+        "Connect:",
+        "Processing:",
+        "Waiting:",
+        "Total:",
+        "Percentage of the requests served within a certain time (ms)",
+        "    50%",
+        "    66%",
+        "    99%",
+        "  99.9%",
+        " 99.99%",
+        "   100%",
+    ];
+    let mut at = 0;
+    for l in lines {
+        let found = text[at..]
+            .find(l)
+            .unwrap_or_else(|| panic!("{l:?} missing after byte {at}:\n{text}"));
+        at += found + l.len();
+    }
+    assert!(text.contains("(longest request)"));
+}
+
+#[test]
+fn json_csv_and_hgrm_outputs_follow_their_schemas() {
+    let srv = Server::start(HELLO);
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv, hgrm) = (
+        dir.path().join("r.json"),
+        dir.path().join("p.csv"),
+        dir.path().join("r.hgrm"),
+    );
+    let out = loadgen(&[
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        "--percentiles-csv",
+        csv.to_str().unwrap(),
+        "--hgrm",
+        hgrm.to_str().unwrap(),
+        &srv.url("/"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "loadgen.report/1");
+    assert_eq!(v["complete_requests"], 20);
+    assert_eq!(v["failed_requests"]["total"], 0);
+    assert_eq!(v["document_length"], 5);
+    assert_eq!(v["status_codes"]["200"], 20);
+    for key in [
+        "time_taken_s",
+        "requests_per_second",
+        "time_per_request_ms",
+        "time_per_request_all_ms",
+        "transfer_rate_kib_s",
+    ] {
+        assert!(
+            v[key].as_f64().is_some_and(|x| x > 0.0),
+            "{key}: {}",
+            v[key]
+        );
+    }
+    for phase in ["connect", "processing", "waiting", "total"] {
+        for stat in ["min", "mean", "sd", "median", "max"] {
+            assert!(
+                v["connection_times_ms"][phase][stat].is_number(),
+                "{phase}.{stat}"
+            );
+        }
+    }
+    let pcts = v["percentiles_ms"].as_array().unwrap();
+    let percents: Vec<f64> = pcts
+        .iter()
+        .map(|p| p["percent"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        percents,
+        [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 99.99, 100.0]
+    );
+    let ms: Vec<f64> = pcts.iter().map(|p| p["ms"].as_f64().unwrap()).collect();
+    assert!(ms.windows(2).all(|w| w[0] <= w[1]), "{ms:?}");
+    assert!(v["corrected_percentiles_ms"].is_null());
+    let cpu = v["cpu"].as_array().unwrap();
+    assert_eq!(cpu.last().unwrap()["name"], "loadgen");
+
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "Percentage served,Time in ms");
+    assert_eq!(rows.len(), 102);
+    assert!(rows[101].starts_with("100,"));
+
+    let hgrm = std::fs::read_to_string(&hgrm).unwrap();
+    assert!(hgrm
+        .lines()
+        .next()
+        .unwrap()
+        .contains("Value     Percentile TotalCount 1/(1-Percentile)"));
+    assert!(hgrm.contains("#[Mean    ="));
+    let max_line = hgrm.lines().find(|l| l.starts_with("#[Max")).unwrap();
+    assert!(max_line.trim_end().ends_with("20]"), "{max_line}");
+}
+
+#[test]
+fn json_to_stdout_replaces_the_text_report() {
+    let srv = Server::start(HELLO);
+    let out = loadgen(&["-n", "3", "--json", "-", &srv.url("/")]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["complete_requests"], 3);
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.txt");
+    let cases: [(&[&str], &str); 6] = [
+        (&["not a url"], "invalid URL"),
+        (&["https://127.0.0.1/"], "unsupported scheme \"https\""),
+        (
+            &["-n", "5", "-c", "10", "http://127.0.0.1:1/"],
+            "-c 10 > -n 5",
+        ),
+        (
+            &["-p", missing.to_str().unwrap(), "http://127.0.0.1:1/"],
+            "cannot read -p file",
+        ),
+        (
+            &["-H", "NoColon", "http://127.0.0.1:1/"],
+            "malformed header -H \"NoColon\"",
+        ),
+        (&["-n", "abc", "http://127.0.0.1:1/"], "-n"),
+    ];
+    for (args, needle) in cases {
+        let out = loadgen(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_unreachable_host_exits_1_with_the_reason() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = loadgen(&["-n", "3", &format!("http://127.0.0.1:{port}/")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot connect to 127.0.0.1") && err.contains("refused"),
+        "{err}"
+    );
+    let out = loadgen(&["-n", "3", "http://no-such-host.invalid/"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_prints_what_was_done() {
+    let srv = Server::start(HELLO);
+    let child = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(["-t", "20", "-c", "2", "-k", &srv.url("/")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while srv.requests.load(Ordering::SeqCst) < 20 && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: plain kill(2) on the child we spawned.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Interrupted"), "{text}");
+    let complete: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Complete requests:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(complete >= 20);
+}

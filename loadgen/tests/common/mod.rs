@@ -1,0 +1,172 @@
+//! Purpose-built HTTP/1 servers for loadgen's tests: each misbehaves in one
+//! known way, and counts what it accepted, so tests compare loadgen's report
+//! with what really happened on the wire.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How the server answers.
+#[derive(Clone, Copy, Debug)]
+pub enum Mode {
+    /// `status` with `body`, honouring keep-alive.
+    Ok { status: u16, body: &'static str },
+    /// Reads the request, then closes without answering.
+    CloseEarly,
+    /// Declares 100 body bytes, sends 10, closes.
+    ShortBody,
+    /// Every other response has a longer body.
+    Varying,
+    /// A chunked HTTP/1.1 response in three chunks.
+    Chunked,
+}
+
+/// A running test server; stops when dropped.
+pub struct Server {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// TCP connections accepted.
+    pub accepted: Arc<AtomicU64>,
+    /// Requests read.
+    pub requests: Arc<AtomicU64>,
+    /// Request bodies received.
+    pub bodies: Arc<Mutex<Vec<Vec<u8>>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Server {
+    /// Starts a server on 127.0.0.1:0.
+    pub fn start(mode: Mode) -> Server {
+        Server::start_limited(mode, None)
+    }
+
+    /// Starts a server that stops listening after `max_conns` connections,
+    /// so later connects are refused.
+    pub fn start_limited(mode: Mode, max_conns: Option<u64>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let requests = Arc::new(AtomicU64::new(0));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (acc, req, bod, st) = (
+            accepted.clone(),
+            requests.clone(),
+            bodies.clone(),
+            stop.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            for conn in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                acc.fetch_add(1, Ordering::SeqCst);
+                n += 1;
+                let (req, bod) = (req.clone(), bod.clone());
+                std::thread::spawn(move || serve(conn, mode, n, &req, &bod));
+                if max_conns.is_some_and(|m| n >= m) {
+                    // Dropping the listener makes later connects fail with
+                    // "connection refused".
+                    break;
+                }
+            }
+        });
+        Server {
+            addr,
+            accepted,
+            requests,
+            bodies,
+            stop,
+        }
+    }
+
+    /// The URL of `path` on this server.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop so it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+    }
+}
+
+fn serve(
+    conn: TcpStream,
+    mode: Mode,
+    conn_no: u64,
+    requests: &AtomicU64,
+    bodies: &Mutex<Vec<Vec<u8>>>,
+) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut out = conn;
+    let mut served = 0u64;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let http11 = line.trim_end().ends_with("HTTP/1.1");
+        let (mut len, mut keep, mut close) = (0usize, false, false);
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end().to_ascii_lowercase();
+            if h.is_empty() {
+                break;
+            }
+            if let Some(v) = h.strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+            if h.starts_with("connection:") {
+                keep |= h.contains("keep-alive");
+                close |= h.contains("close");
+            }
+        }
+        let mut body = vec![0; len];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        requests.fetch_add(1, Ordering::SeqCst);
+        bodies.lock().unwrap().push(body);
+        let keep_alive = if http11 { !close } else { keep };
+        served += 1;
+        let conn_hdr = if keep_alive {
+            "Connection: keep-alive\r\n"
+        } else {
+            "Connection: close\r\n"
+        };
+        let resp = match mode {
+            Mode::Ok { status, body } => format!(
+                "HTTP/1.1 {status} X\r\nServer: testsrv\r\nContent-Length: {}\r\n{conn_hdr}\r\n{body}",
+                body.len()
+            ),
+            Mode::CloseEarly => return,
+            Mode::ShortBody => {
+                let _ = out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789");
+                return;
+            }
+            Mode::Varying => {
+                let body = if (conn_no + served).is_multiple_of(2) { "short" } else { "a longer body" };
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{conn_hdr}\r\n{body}", body.len())
+            }
+            Mode::Chunked => format!(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n{conn_hdr}\r\n5\r\nhello\r\n1;ext=1\r\n,\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
+            ),
+        };
+        if out.write_all(resp.as_bytes()).is_err() || !keep_alive {
+            return;
+        }
+    }
+}
