@@ -64,6 +64,7 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = Args::parse();
     let mut config = GatewayConfig {
@@ -83,7 +84,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    tracing::info!(addr = %gw.local_addr(), "gateway listening");
+    // One plain line on stdout for scripts and the bench (logs go to stderr).
+    println!("gateway listening on {}", gw.local_addr());
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     match gw.run(shutdown_signal()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

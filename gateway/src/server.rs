@@ -227,7 +227,18 @@ impl Gateway {
 
 /// Binds `n` listeners on the same address with `SO_REUSEPORT`. With port 0,
 /// the first picks the port and the rest join it.
+///
+/// `SO_REUSEPORT` would also let us join a port that another gateway already
+/// serves, silently splitting its traffic. A plain bind first proves the port
+/// is free (it fails against any listener, reuseport or not).
 fn bind_reuseport(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        drop(
+            std::net::TcpListener::bind(addr).with_context(|| {
+                format!("cannot listen on {addr} (is another process using it?)")
+            })?,
+        );
+    }
     let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(n);
     for _ in 0..n {
         let at = out.first().map_or(Ok(addr), |l| l.local_addr())?;
