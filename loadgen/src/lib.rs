@@ -15,6 +15,7 @@
 //! - [`cpu`]: CPU time of other processes and of loadgen itself.
 //! - [`report`]: the summary and its printers (text, JSON, CSV, .hgrm).
 //! - [`app`]: `loadgen URL` from arguments to exit code.
+//! - [`mock`]: the seed's mock upstream server.
 #![deny(missing_docs)]
 
 pub mod app;
@@ -23,6 +24,7 @@ pub mod config;
 pub mod cpu;
 pub mod driver;
 pub mod http1;
+pub mod mock;
 pub mod record;
 pub mod report;
 
