@@ -1,0 +1,55 @@
+//! loadgen against the real mock upstream, with and without keep-alive.
+
+use clap::Parser;
+use loadgen::cli::Args;
+use loadgen::Summary;
+
+fn mock() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).unwrap();
+            loadgen::mock::serve(l, std::future::pending()).await.unwrap();
+        });
+    });
+    addr
+}
+
+fn run(args: &[&str]) -> Summary {
+    let mut argv = vec!["loadgen"];
+    argv.extend_from_slice(args);
+    let cfg = Args::try_parse_from(argv).unwrap().into_config().unwrap();
+    Summary::new(&cfg, &loadgen::run(&cfg, false, None).unwrap())
+}
+
+#[test]
+fn every_echo_is_checked_and_counted() {
+    let addr = mock();
+    let url = format!("http://{addr}/some/path");
+    for keepalive in [false, true] {
+        let mut args = vec!["-n", "300", "-c", "6", "-H", "X-Probe: 42"];
+        if keepalive {
+            args.push("-k");
+        }
+        args.extend([
+            "--expect-status",
+            "200",
+            "--expect-body-contains",
+            "\"message\":\"hello from mock upstream\"",
+            "--expect-body-contains",
+            "\"path\":\"/some/path\"",
+            "--expect-body-contains",
+            "\"X-Probe\":\"42\"",
+            &url,
+        ]);
+        let s = run(&args);
+        assert_eq!(s.complete_requests, 300, "keepalive={keepalive}");
+        assert_eq!(s.failed_requests.total, 0, "keepalive={keepalive}: {:?}", s.failed_requests);
+        assert_eq!(s.status_codes.get(&200), Some(&300));
+        assert_eq!(s.keepalive_requests, if keepalive { 294 } else { 0 });
+        assert_eq!(s.html_transferred_bytes, 300 * s.document_length);
+    }
+}
