@@ -15,10 +15,12 @@
 //! - [`cpu`]: CPU time of other processes and of loadgen itself.
 //! - [`report`]: the summary and its printers (text, JSON, CSV, .hgrm).
 //! - [`app`]: `loadgen URL` from arguments to exit code.
+//! - [`bench`]: `loadgen bench`, the seed's benchmark against the gateway.
 //! - [`mock`]: the seed's mock upstream server.
 #![deny(missing_docs)]
 
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod cpu;

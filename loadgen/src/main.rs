@@ -3,6 +3,13 @@
 use clap::Parser;
 
 fn main() {
-    let code = loadgen::app::main(loadgen::cli::Args::parse());
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // `bench` is a mode, not a URL: ab's command line stays as ab's.
+    let code = if args.get(1).is_some_and(|a| a == "bench") {
+        args.remove(1);
+        loadgen::bench::main(loadgen::bench::BenchArgs::parse_from(args))
+    } else {
+        loadgen::app::main(loadgen::cli::Args::parse_from(args))
+    };
     std::process::exit(code);
 }

@@ -9,10 +9,15 @@ fn mock() -> std::net::SocketAddr {
     l.set_nonblocking(true).unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
             let l = tokio::net::TcpListener::from_std(l).unwrap();
-            loadgen::mock::serve(l, std::future::pending()).await.unwrap();
+            loadgen::mock::serve(l, std::future::pending())
+                .await
+                .unwrap();
         });
     });
     addr
@@ -47,7 +52,11 @@ fn every_echo_is_checked_and_counted() {
         ]);
         let s = run(&args);
         assert_eq!(s.complete_requests, 300, "keepalive={keepalive}");
-        assert_eq!(s.failed_requests.total, 0, "keepalive={keepalive}: {:?}", s.failed_requests);
+        assert_eq!(
+            s.failed_requests.total, 0,
+            "keepalive={keepalive}: {:?}",
+            s.failed_requests
+        );
         assert_eq!(s.status_codes.get(&200), Some(&300));
         assert_eq!(s.keepalive_requests, if keepalive { 294 } else { 0 });
         assert_eq!(s.html_transferred_bytes, 300 * s.document_length);

@@ -1,0 +1,117 @@
+//! Single blocking requests for the bench's checks and the gateway's
+//! control API (`/tyk/stats`). Not on any measured path.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Sends one HTTP/1.0 request and reads the whole response: (status, body).
+pub fn request(
+    method: &str,
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT)?;
+    s.set_read_timeout(Some(TIMEOUT))?;
+    s.set_write_timeout(Some(TIMEOUT))?;
+    let mut req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .context("response without a complete head")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .context("response without a status code")?;
+    Ok((status, body.to_string()))
+}
+
+/// `GET path`.
+pub fn get(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<(u16, String)> {
+    request("GET", addr, path, headers)
+}
+
+/// One middleware's call times, as `GET /tyk/stats` reports them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CallStats {
+    /// API id.
+    pub api_id: String,
+    /// `pre` or `post`.
+    pub hook: String,
+    /// Middleware name.
+    pub middleware: String,
+    /// Calls.
+    pub count: u64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 90th percentile, µs.
+    pub p90_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Slowest, µs.
+    pub max_us: f64,
+}
+
+#[derive(Deserialize)]
+struct StatsBody {
+    apis: Vec<CallStats>,
+}
+
+/// The gateway's control API.
+pub struct Control {
+    /// Gateway address.
+    pub addr: SocketAddr,
+    /// `X-Tyk-Authorization` value.
+    pub secret: String,
+}
+
+impl Control {
+    /// Clears the middleware histograms.
+    pub fn reset(&self) -> anyhow::Result<()> {
+        let (status, body) = request(
+            "DELETE",
+            self.addr,
+            "/tyk/stats",
+            &[("X-Tyk-Authorization", &self.secret)],
+        )?;
+        if !(200..300).contains(&status) {
+            bail!("DELETE /tyk/stats answered {status}: {body}");
+        }
+        Ok(())
+    }
+
+    /// Reads the middleware histograms.
+    pub fn stats(&self) -> anyhow::Result<Vec<CallStats>> {
+        let (status, body) = get(
+            self.addr,
+            "/tyk/stats",
+            &[("X-Tyk-Authorization", &self.secret)],
+        )?;
+        if status != 200 {
+            bail!("GET /tyk/stats answered {status}: {body}");
+        }
+        let parsed: StatsBody = serde_json::from_str(&body)
+            .with_context(|| format!("GET /tyk/stats: unexpected body {body}"))?;
+        Ok(parsed.apis)
+    }
+}

@@ -1,0 +1,186 @@
+//! The bench's child processes: found next to loadgen, started on checked
+//! ports, and always stopped (on success, failure, panic or Ctrl-C), because
+//! [`Child`] stops its process when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// Where `name` is in `bin_dir`, or a message that says how to build it.
+pub fn binary(bin_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let path = bin_dir.join(name);
+    if !path.is_file() {
+        bail!(
+            "{name} binary not found at {}: run `cargo build --release` first, or point --bin-dir at the directory holding it",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Fails with a clear message when something already listens on `port`.
+pub fn check_port_free(port: u16, flag: &str) -> anyhow::Result<()> {
+    if let Err(e) = TcpListener::bind(("127.0.0.1", port)) {
+        bail!("port {port} on 127.0.0.1 is taken ({e}); stop what uses it or choose another with {flag}");
+    }
+    Ok(())
+}
+
+/// A started child process, stopped by pid when dropped.
+pub struct Child {
+    /// What it is, for messages.
+    pub name: String,
+    /// The address it printed on its first stdout line ("... listening on ADDR").
+    pub addr: Option<SocketAddr>,
+    inner: std::process::Child,
+    log: PathBuf,
+}
+
+impl Child {
+    /// Starts `program args` in `cwd`, stderr to `log`, and waits (at most
+    /// `timeout`) for its first stdout line, which both our servers print
+    /// once they listen.
+    pub fn start(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        cwd: &Path,
+        log: PathBuf,
+        timeout: Duration,
+    ) -> anyhow::Result<Child> {
+        let err = std::fs::File::create(&log)
+            .with_context(|| format!("cannot create log file {}", log.display()))?;
+        let mut inner = Command::new(program)
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            // Its own process group: a terminal Ctrl-C goes to loadgen
+            // only, which then stops the child itself, after reporting.
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start {}", program.display()))?;
+        let stdout = inner.stdout.take().expect("piped stdout");
+        let mut child = Child {
+            name: name.into(),
+            addr: None,
+            inner,
+            log,
+        };
+        // The first line arrives on another thread so that a child that
+        // never prints cannot block us past `timeout`.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let mut r = BufReader::new(stdout);
+            let _ = tx.send(r.read_line(&mut line).map(|_| line));
+            // Keep draining so the child never blocks on a full pipe.
+            let mut sink = String::new();
+            while r.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        match rx.recv_timeout(timeout) {
+            Ok(Ok(line)) if !line.is_empty() => {
+                // Both servers end that line with the bound address, which
+                // is how port 0 ("any free port") becomes a real port.
+                child.addr = line.split_whitespace().last().and_then(|a| a.parse().ok());
+                Ok(child)
+            }
+            _ => {
+                let status = child.exited();
+                bail!(
+                    "{name} did not start{}; {}",
+                    status.map(|s| format!(" ({s})")).unwrap_or_default(),
+                    child.log_tail()
+                )
+            }
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.inner.id()
+    }
+
+    /// How it ended, if it has.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.inner.try_wait() {
+            Ok(Some(s)) => Some(format!("exited with {s}")),
+            _ => None,
+        }
+    }
+
+    /// The last lines of its stderr, for error messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(8)..].join("\n  ");
+        format!("its log ({}) ends with:\n  {tail}", self.log.display())
+    }
+
+    /// Lines of its stderr that contain every one of `needles`.
+    pub fn log_lines(&self, needles: &[&str]) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within two seconds.
+    pub fn stop(&mut self) {
+        if self.exited().is_some() {
+            return;
+        }
+        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+        unsafe { libc::kill(self.inner.id() as libc::pid_t, libc::SIGTERM) };
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.inner.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.inner.kill();
+        let _ = self.inner.wait();
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Waits until `addr` answers `GET path` with any status (at most `timeout`).
+pub fn wait_ready(
+    child: &mut Child,
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let until = Instant::now() + timeout;
+    loop {
+        if super::probe::get(addr, path, &[]).is_ok() {
+            return Ok(());
+        }
+        if let Some(s) = child.exited() {
+            bail!("{} {s} before answering; {}", child.name, child.log_tail());
+        }
+        if Instant::now() > until {
+            bail!(
+                "{} did not answer on {addr} within {timeout:?}; {}",
+                child.name,
+                child.log_tail()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

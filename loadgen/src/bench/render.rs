@@ -1,0 +1,323 @@
+//! The bench's tables, rendered as aligned text or Markdown, and its files.
+
+use std::io::Write;
+
+use anyhow::Context;
+
+use super::model::{BenchReport, RunFigures};
+use super::BenchArgs;
+
+/// The seed's published numbers (Tyk + otto, ab -n 10000 -c 10).
+pub const SEED_OTTO: (f64, f64, f64, f64) = (14_247.0, 1_130.0, 2.32, 21.51);
+/// Tyk's later numbers after moving the JSVM to goja (req/s).
+pub const TYK_GOJA: (f64, f64) = (14_593.0, 14_061.0);
+
+/// A titled table.
+pub struct Table {
+    /// Title.
+    pub title: String,
+    /// Column heads.
+    pub head: Vec<String>,
+    /// Rows of cells.
+    pub rows: Vec<Vec<String>>,
+    /// Lines printed under the table.
+    pub notes: Vec<String>,
+}
+
+fn thousands(x: f64) -> String {
+    let s = format!("{:.0}", x);
+    let (sign, digits) = s.split_at(if s.starts_with('-') { 1 } else { 0 });
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}
+
+fn cell(f: Option<&RunFigures>, show: impl Fn(&RunFigures) -> Option<String>) -> String {
+    f.and_then(show).unwrap_or_else(|| "n/a".into())
+}
+
+/// "native ~12.6x faster"-style comparison of `a` (native) and `b` (JS).
+fn ratio(a: Option<f64>, b: Option<f64>, more: &str, less: &str, higher_is_better: bool) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 && b > 0.0 => {
+            let r = a / b;
+            let native_wins = if higher_is_better { r >= 1.0 } else { r <= 1.0 };
+            let k = if r >= 1.0 { r } else { 1.0 / r };
+            let who = if native_wins { "native" } else { "JS" };
+            format!(
+                "{who} ~{k:.2}x {}",
+                if native_wins == higher_is_better {
+                    more
+                } else {
+                    less
+                }
+            )
+        }
+        _ => "n/a".into(),
+    }
+}
+
+/// The report's tables, in print order.
+pub fn tables(r: &BenchReport) -> Vec<Table> {
+    let (nat, js) = (r.get("ours", "native"), r.get("ours", "js"));
+    let (plain, up) = (r.get("ours", "plain"), r.get("ours", "upstream"));
+    let row = |name: &str, f: &dyn Fn(&RunFigures) -> Option<String>, diff: String| {
+        let mut v = vec![name.to_string(), cell(nat, f), cell(js, f), diff];
+        v.extend([cell(plain, f), cell(up, f)]);
+        v
+    };
+    let mut seed = Table {
+        title: "1. The seed's table, our numbers (medians)".into(),
+        head: ["Metric", "native plugin", "JS (VM)", "Difference", "no middleware", "upstream direct"]
+            .map(String::from)
+            .to_vec(),
+        rows: vec![
+            row("Requests/sec", &|f| Some(thousands(f.rps)), ratio(nat.map(|f| f.rps), js.map(|f| f.rps), "faster", "slower", true)),
+            row(
+                "Mean latency",
+                &|f| Some(format!("{:.3} ms", f.mean_latency_ms)),
+                ratio(nat.map(|f| f.mean_latency_ms), js.map(|f| f.mean_latency_ms), "lower", "higher", false),
+            ),
+            row("Wall time", &|f| Some(format!("{:.2} s", f.wall_s)), String::new()),
+            row(
+                "CPU time consumed",
+                &|f| f.server_cpu_s.map(|c| format!("{c:.2} s")),
+                ratio(nat.and_then(|f| f.server_cpu_s), js.and_then(|f| f.server_cpu_s), "less CPU", "more CPU", false),
+            ),
+            row("CPU utilization", &|f| f.server_cpu_util.map(|u| format!("{:.0}%", u * 100.0)), String::new()),
+            row("Failed requests", &|f| Some(f.failed.to_string()), String::new()),
+        ],
+        notes: vec![
+            "CPU is the gateway process's (user+sys) over the run; for \"upstream direct\" it is mock-upstream's.".into(),
+        ],
+    };
+    for rr in r.routes.iter().filter(|rr| rr.target == "ours") {
+        if let Some(why) = &rr.skipped {
+            seed.notes.push(format!(
+                "{} ({}) was not measured: {why}",
+                rr.route.label, rr.route.path
+            ));
+        }
+    }
+
+    let mut time = Table {
+        title: "2. Where the time goes (medians)".into(),
+        head: ["Route", "middleware p50", "middleware p99", "calls/request", "gateway CPU/request", "latency p50", "latency p99"]
+            .map(String::from)
+            .to_vec(),
+        rows: Vec::new(),
+        notes: vec![
+            "middleware = time inside the middleware call, from the gateway's own histograms (GET /tyk/stats);".into(),
+            "CPU/request above the no-middleware route's is what the middleware costs in all (call + marshalling).".into(),
+        ],
+    };
+    for rr in r.routes.iter().filter(|rr| rr.target == "ours") {
+        let f = rr.median.as_ref();
+        time.rows.push(vec![
+            format!("{} {}", rr.route.label, rr.route.path),
+            cell(f, |f| f.mw_p50_us.map(|v| format!("{v:.2} µs"))),
+            cell(f, |f| f.mw_p99_us.map(|v| format!("{v:.2} µs"))),
+            cell(f, |f| f.mw_calls_per_req.map(|v| format!("{v:.2}"))),
+            cell(f, |f| f.server_cpu_us_per_req.map(|v| format!("{v:.1} µs"))),
+            cell(f, |f| Some(format!("{:.3} ms", f.p50_ms))),
+            cell(f, |f| Some(format!("{:.3} ms", f.p99_ms))),
+        ]);
+    }
+
+    let x = |a: f64, b: f64| format!("{:.2}x", a / b);
+    let mut tyk = Table {
+        title: "3. Tyk beside us (absolute numbers depend on the machine; ratios compare)".into(),
+        head: [
+            "Gateway",
+            "native req/s",
+            "JS req/s",
+            "throughput ratio",
+            "native CPU",
+            "JS CPU",
+            "CPU ratio",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![
+            vec![
+                "Tyk + otto (seed: Go plugin vs JSVM)".into(),
+                thousands(SEED_OTTO.0),
+                thousands(SEED_OTTO.1),
+                x(SEED_OTTO.0, SEED_OTTO.1),
+                format!("{:.2} s", SEED_OTTO.2),
+                format!("{:.2} s", SEED_OTTO.3),
+                x(SEED_OTTO.3, SEED_OTTO.2),
+            ],
+            vec![
+                "Tyk + goja (later Tyk)".into(),
+                thousands(TYK_GOJA.0),
+                thousands(TYK_GOJA.1),
+                x(TYK_GOJA.0, TYK_GOJA.1),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ],
+        ],
+        notes: vec![
+            "throughput ratio = native req/s / JS req/s; CPU ratio = JS CPU / native CPU.".into(),
+        ],
+    };
+    for t in r.targets() {
+        let (n, j) = (r.get(&t, "native"), r.get(&t, "js"));
+        let name = if t == "ours" {
+            "this gateway (this machine)".to_string()
+        } else {
+            format!("{t} (this machine)")
+        };
+        let both = |g: &dyn Fn(&RunFigures) -> Option<f64>| match (n.and_then(g), j.and_then(g)) {
+            (Some(a), Some(b)) if b > 0.0 && a > 0.0 => Some((a, b)),
+            _ => None,
+        };
+        tyk.rows.push(vec![
+            name,
+            cell(n, |f| Some(thousands(f.rps))),
+            cell(j, |f| Some(thousands(f.rps))),
+            both(&|f| Some(f.rps)).map_or("n/a".into(), |(a, b)| x(a, b)),
+            cell(n, |f| f.server_cpu_s.map(|c| format!("{c:.2} s"))),
+            cell(j, |f| f.server_cpu_s.map(|c| format!("{c:.2} s"))),
+            both(&|f| f.server_cpu_s).map_or("n/a".into(), |(a, b)| x(b, a)),
+        ]);
+    }
+    let mut out = vec![seed, time, tyk];
+
+    if r.targets().len() > 1 {
+        let mut cmp = Table {
+            title: "4. Every target and route (medians)".into(),
+            head: [
+                "Target",
+                "Route",
+                "req/s",
+                "mean latency",
+                "p50",
+                "p99",
+                "failed",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: Vec::new(),
+            notes: Vec::new(),
+        };
+        for rr in &r.routes {
+            let f = rr.median.as_ref();
+            cmp.rows.push(vec![
+                rr.target.clone(),
+                format!("{} {}", rr.route.label, rr.route.path),
+                cell(f, |f| Some(thousands(f.rps))),
+                cell(f, |f| Some(format!("{:.3} ms", f.mean_latency_ms))),
+                cell(f, |f| Some(format!("{:.3} ms", f.p50_ms))),
+                cell(f, |f| Some(format!("{:.3} ms", f.p99_ms))),
+                cell(f, |f| Some(f.failed.to_string())),
+            ]);
+            if let Some(why) = &rr.skipped {
+                cmp.notes
+                    .push(format!("{} {}: {why}", rr.target, rr.route.path));
+            }
+        }
+        out.push(cmp);
+    }
+    out
+}
+
+fn preamble(r: &BenchReport) -> String {
+    format!(
+        "loadgen bench: {} requests per run, concurrency {}, {}, {} run(s) per route alternated, {} cores",
+        r.requests,
+        r.concurrency,
+        if r.keepalive { "keep-alive" } else { "no keep-alive (new connection per request, as ab)" },
+        r.repeat,
+        r.cores
+    )
+}
+
+/// Aligned text tables.
+pub fn write_text(r: &BenchReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(out, "{}", preamble(r))?;
+    for t in tables(r) {
+        let widths: Vec<usize> = (0..t.head.len())
+            .map(|i| {
+                std::iter::once(&t.head[i])
+                    .chain(t.rows.iter().map(|row| &row[i]))
+                    .map(|c| c.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: &[String]| {
+            cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        writeln!(out, "\n{}\n", t.title)?;
+        writeln!(out, "{}", line(&t.head))?;
+        for row in &t.rows {
+            writeln!(out, "{}", line(row))?;
+        }
+        for n in &t.notes {
+            writeln!(out, "  {n}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Markdown: the same tables, ready to paste into an issue.
+pub fn write_markdown(r: &BenchReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "# loadgen bench\n\n{}\n\nCommand: `{}`",
+        preamble(r),
+        r.command
+    )?;
+    for t in tables(r) {
+        writeln!(out, "\n## {}\n", t.title)?;
+        writeln!(out, "| {} |", t.head.join(" | "))?;
+        writeln!(out, "|{}", "---|".repeat(t.head.len()))?;
+        for row in &t.rows {
+            writeln!(out, "| {} |", row.join(" | "))?;
+        }
+        if !t.notes.is_empty() {
+            writeln!(out)?;
+            for n in &t.notes {
+                writeln!(out, "- {n}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `--json`, `--markdown` and `--svg`.
+pub fn write_files(r: &BenchReport, args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(j) = &args.json {
+        if j == "-" {
+            serde_json::to_writer_pretty(std::io::stdout().lock(), r)?;
+            println!();
+        } else {
+            std::fs::write(j, serde_json::to_string_pretty(r)?)
+                .with_context(|| format!("cannot write {j}"))?;
+        }
+    }
+    if let Some(p) = &args.markdown {
+        let mut buf = Vec::new();
+        write_markdown(r, &mut buf)?;
+        std::fs::write(p, buf).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if let Some(p) = &args.svg {
+        std::fs::write(p, super::svg::render(r))
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
