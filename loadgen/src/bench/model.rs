@@ -157,6 +157,8 @@ pub struct BenchReport {
     pub gateway_threads: Option<usize>,
     /// The exact command line.
     pub command: String,
+    /// The processes the bench started, (name, pid); all stopped when it ends.
+    pub processes: Vec<(String, u32)>,
     /// Every route of every target.
     pub routes: Vec<RouteResult>,
 }

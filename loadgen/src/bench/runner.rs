@@ -239,6 +239,7 @@ pub fn run(args: &BenchArgs, command: String) -> anyhow::Result<BenchReport> {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         gateway_threads: args.gateway_threads,
         command,
+        processes: children.iter().map(|c| (c.name.clone(), c.pid())).collect(),
         routes,
     })
 }
