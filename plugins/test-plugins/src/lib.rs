@@ -92,6 +92,16 @@ fn bad_response_header(req: &mut Request<'_>) -> Result<(), PluginError> {
     Ok(())
 }
 
+/// Fails or panics only when asked to (`X-Trigger: fail|panic`), so a test
+/// can show the very next request through the same plugin succeeds.
+fn moody(req: &mut Request<'_>) -> Result<(), PluginError> {
+    match req.header("X-Trigger") {
+        Some(b"fail") => Err(PluginError::new("asked to fail")),
+        Some(b"panic") => panic!("asked to panic"),
+        _ => req.set_header("X-Survived", "yes"),
+    }
+}
+
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts calls in a process-wide static: APIs sharing this library share it.
@@ -113,4 +123,5 @@ export_plugin!(
     EmptyHeaderName => empty_header_name,
     BadResponseHeader => bad_response_header,
     Count => count,
+    Moody => moody,
 );
