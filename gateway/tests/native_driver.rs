@@ -94,6 +94,30 @@ fn add_header_sets_the_seed_header() {
 }
 
 #[test]
+fn a_relative_library_path_resolves_against_the_working_directory() {
+    let cwd = std::env::current_dir().unwrap();
+    let rel = relative_to(&plugins().add_header, &cwd);
+    assert!(rel.is_relative(), "{}", rel.display());
+    let dir = tempfile::tempdir().unwrap();
+    let w = Worker::new(&spec(dir.path(), &[(&rel, "AddHeader")]));
+    let mut req = request("/api/x", None, &[], "");
+    w.run(&mut req).unwrap();
+    assert_eq!(values(&req, "x-custom-goplugin"), ["hello-from-go-plugin"]);
+}
+
+/// `target` as a path relative to `base` (both absolute).
+fn relative_to(target: &Path, base: &Path) -> std::path::PathBuf {
+    let (t, b): (Vec<_>, Vec<_>) = (target.components().collect(), base.components().collect());
+    let common = t.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut rel = std::path::PathBuf::new();
+    for _ in common..b.len() {
+        rel.push("..");
+    }
+    rel.extend(&t[common..]);
+    rel
+}
+
+#[test]
 fn headers_are_set_appended_and_deleted() {
     let (_d, w) = one("EditHeaders");
     let mut req = request(
@@ -204,17 +228,20 @@ fn errors_and_panics_fail_one_request_not_the_next() {
 }
 
 #[test]
-fn invalid_header_edits_fail_the_request_even_when_ignored() {
+fn refused_edits_fail_the_request_even_when_ignored() {
     for (symbol, why) in [
         ("BadHeaderValue", "invalid value"),
         ("EmptyHeaderName", "invalid header name"),
         ("BadResponseHeader", "invalid value"),
+        ("BadPath", "invalid path"),
+        ("BadStatus", "invalid response status 99"),
     ] {
         let (_d, w) = one(symbol);
         let mut req = request("/api/x", None, &[], "");
         let err = w.run(&mut req).unwrap_err();
         assert!(err.0.contains(why), "{symbol}: {err}");
         assert!(req.headers.is_empty(), "{symbol} left {:?}", req.headers);
+        assert_eq!(req.path, "/api/x", "{symbol}");
     }
 }
 
@@ -252,4 +279,40 @@ fn apis_naming_one_library_share_one_load() {
     assert_eq!(count(&b), first + 1);
     assert_eq!(count(&a), first + 2);
     drop((da, db));
+}
+
+/// The C header and the Rust ABI module must describe one layout: a C
+/// program compiled against the header prints its sizes and offsets.
+#[test]
+fn the_c_header_and_the_rust_abi_agree_on_layout() {
+    use plugin_sdk::abi::{GwHeader, GwHost, GwStr, ABI_VERSION};
+    use std::mem::{offset_of, size_of};
+
+    let ws = native_common::workspace();
+    let out_dir = tempfile::tempdir().unwrap();
+    let exe = out_dir.path().join("layout");
+    let status = std::process::Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Werror", "-I"])
+        .arg(ws.join("plugins/sdk/include"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(ws.join("gateway/tests/fixtures/layout.c"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = std::process::Command::new(&exe).output().unwrap();
+    let c = String::from_utf8(out.stdout).unwrap();
+    let rust = format!(
+        "version={} str={} header={} host={} method={} header_line={} set_header={} respond={} set_error={}\n",
+        ABI_VERSION,
+        size_of::<GwStr>(),
+        size_of::<GwHeader>(),
+        size_of::<GwHost>(),
+        offset_of!(GwHost, method),
+        offset_of!(GwHost, header_line),
+        offset_of!(GwHost, set_header),
+        offset_of!(GwHost, respond),
+        offset_of!(GwHost, set_error),
+    );
+    assert_eq!(c, rust);
 }

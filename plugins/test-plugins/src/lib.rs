@@ -102,6 +102,18 @@ fn moody(req: &mut Request<'_>) -> Result<(), PluginError> {
     }
 }
 
+/// Sets a path that is not a path, ignoring the refusal.
+fn bad_path(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let _ = req.set_path("no-leading-slash");
+    Ok(())
+}
+
+/// Answers with a status no client can be sent, ignoring the refusal.
+fn bad_status(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let _ = req.respond(99, &[], "x");
+    Ok(())
+}
+
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts calls in a process-wide static: APIs sharing this library share it.
@@ -124,4 +136,6 @@ export_plugin!(
     BadResponseHeader => bad_response_header,
     Count => count,
     Moody => moody,
+    BadPath => bad_path,
+    BadStatus => bad_status,
 );
