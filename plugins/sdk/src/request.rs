@@ -143,11 +143,13 @@ impl<'a> Request<'a> {
         unsafe { (self.host.body)(self.ptr()).as_bytes() }
     }
 
-    fn edit(&mut self, what: &str, rc: i32) -> Result<(), PluginError> {
+    /// Maps a callback's return code. `what` is only formatted on refusal:
+    /// this runs on every edit of every request.
+    fn edit(&mut self, rc: i32, what: impl FnOnce() -> String) -> Result<(), PluginError> {
         if rc == GW_OK {
             Ok(())
         } else {
-            Err(PluginError(format!("the gateway refused {what}")))
+            Err(PluginError(format!("the gateway refused {}", what())))
         }
     }
 
@@ -159,7 +161,7 @@ impl<'a> Request<'a> {
         let (n, v) = (GwStr::new(name.as_bytes()), GwStr::new(value.as_ref()));
         // SAFETY: valid table and handle; the host copies n and v.
         let rc = unsafe { (self.host.set_header)(self.raw.as_ptr(), n, v) };
-        self.edit(&format!("header {name:?}"), rc)
+        self.edit(rc, || format!("header {name:?}"))
     }
 
     /// Adds a value to header `name`, keeping the others.
@@ -171,7 +173,7 @@ impl<'a> Request<'a> {
         let (n, v) = (GwStr::new(name.as_bytes()), GwStr::new(value.as_ref()));
         // SAFETY: as above.
         let rc = unsafe { (self.host.append_header)(self.raw.as_ptr(), n, v) };
-        self.edit(&format!("header {name:?}"), rc)
+        self.edit(rc, || format!("header {name:?}"))
     }
 
     /// Removes every value of header `name` (absent is fine).
@@ -179,14 +181,14 @@ impl<'a> Request<'a> {
         // SAFETY: as above.
         let rc =
             unsafe { (self.host.delete_header)(self.raw.as_ptr(), GwStr::new(name.as_bytes())) };
-        self.edit(&format!("header {name:?}"), rc)
+        self.edit(rc, || format!("header {name:?}"))
     }
 
     /// Replaces the path (must start with `/`; no `?` or `#`).
     pub fn set_path(&mut self, path: &str) -> Result<(), PluginError> {
         // SAFETY: as above.
         let rc = unsafe { (self.host.set_path)(self.raw.as_ptr(), GwStr::new(path.as_bytes())) };
-        self.edit(&format!("path {path:?}"), rc)
+        self.edit(rc, || format!("path {path:?}"))
     }
 
     /// Replaces the query string (`Some`, without `?`) or removes it (`None`).
@@ -195,14 +197,14 @@ impl<'a> Request<'a> {
         let p = q.as_ref().map_or(std::ptr::null(), |q| q as *const GwStr);
         // SAFETY: as above; `p` is NULL or points at `q`, alive here.
         let rc = unsafe { (self.host.set_query)(self.raw.as_ptr(), p) };
-        self.edit(&format!("query {query:?}"), rc)
+        self.edit(rc, || format!("query {query:?}"))
     }
 
     /// Replaces the body; the gateway fixes `Content-Length`.
     pub fn set_body(&mut self, body: impl AsRef<[u8]>) -> Result<(), PluginError> {
         // SAFETY: as above.
         let rc = unsafe { (self.host.set_body)(self.raw.as_ptr(), GwStr::new(body.as_ref())) };
-        self.edit("the body", rc)
+        self.edit(rc, || "the body".to_string())
     }
 
     /// Answers the request: when the middleware returns `Ok`, the chain
@@ -225,7 +227,7 @@ impl<'a> Request<'a> {
         let rc = unsafe {
             (self.host.respond)(self.raw.as_ptr(), status, lines.as_ptr(), lines.len(), body)
         };
-        self.edit(&format!("response status {status} or its headers"), rc)
+        self.edit(rc, || format!("response status {status} or its headers"))
     }
 
     pub(crate) fn set_error(&mut self, message: &str) {

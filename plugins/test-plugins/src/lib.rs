@@ -6,6 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use plugin_sdk::{export_plugin, PluginError, Request};
 
+/// Does nothing: isolates the cost of the call itself in benchmarks.
+fn noop(_: &mut Request<'_>) -> Result<(), PluginError> {
+    Ok(())
+}
+
 /// Sets, appends and deletes headers.
 fn edit_headers(req: &mut Request<'_>) -> Result<(), PluginError> {
     req.set_header("X-Set", "replaced")?;
@@ -123,6 +128,7 @@ fn count(req: &mut Request<'_>) -> Result<(), PluginError> {
 }
 
 export_plugin!(
+    Noop => noop,
     EditHeaders => edit_headers,
     Rewrite => rewrite,
     DropQuery => drop_query,
