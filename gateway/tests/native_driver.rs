@@ -168,13 +168,13 @@ fn every_read_callback_sees_the_request() {
     w.run(&mut req).unwrap();
     assert_eq!(
         values(&req, "x-read"),
-        ["method=POST path=/api/r query=k=v multi=one,two lines=2 body=payload"]
+        ["method=POST path=/api/r query=k=v multi=one,two count=2 lines=2 body=payload"]
     );
     let mut req = request("/", None, &[], "");
     w.run(&mut req).unwrap();
     assert_eq!(
         values(&req, "x-read"),
-        ["method=POST path=/ query=<none> multi= lines=0 body="]
+        ["method=POST path=/ query=<none> multi= count=0 lines=0 body="]
     );
 }
 

@@ -117,6 +117,12 @@ impl<'a> Request<'a> {
         (found == GW_FOUND).then(|| unsafe { out.as_bytes() })
     }
 
+    /// How many values header `name` has (0 when absent).
+    pub fn header_count(&self, name: &str) -> usize {
+        // SAFETY: valid table and handle; `name` lives across the call.
+        unsafe { (self.host.header_count)(self.ptr(), GwStr::new(name.as_bytes())) }
+    }
+
     /// Every value of header `name`, in order.
     pub fn header_values<'r>(&'r self, name: &'r str) -> impl Iterator<Item = &'r [u8]> + 'r {
         (0..).map_while(move |i| self.header_at(name, i))

@@ -44,11 +44,12 @@ fn read_all(req: &mut Request<'_>) -> Result<(), PluginError> {
         .filter(|(n, _)| n.starts_with("x-multi"))
         .count();
     let summary = format!(
-        "method={} path={} query={} multi={} lines={} body={}",
+        "method={} path={} query={} multi={} count={} lines={} body={}",
         req.method(),
         req.path(),
         req.query().unwrap_or("<none>"),
         multi.join(","),
+        req.header_count("X-MULTI"),
         lines,
         String::from_utf8_lossy(req.body()),
     );
