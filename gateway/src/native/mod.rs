@@ -50,8 +50,8 @@ struct NativeFactory {
 pub fn load(spec: &ApiSpec, _opts: &HostOptions) -> Result<Arc<dyn ChainFactory>, LoadError> {
     let resolve = |hook: Hook| -> Result<Vec<Entry>, LoadError> {
         let mut out = Vec::new();
-        for (i, e) in spec.entries(hook).iter().enumerate() {
-            let field = |f: &str| format!("custom_middleware.{}[{i}].{f}", hook.as_str());
+        for e in spec.entries(hook) {
+            let field = |f: &str| format!("custom_middleware.{}[{}].{f}", hook.as_str(), e.index);
             let resolved =
                 library::open(&e.path).and_then(|lib| library::symbol(lib, &e.path, &e.name));
             let func = resolved.map_err(|err| match err {
