@@ -102,6 +102,10 @@ pub struct MiddlewareEntry {
     /// Parsed; sessions are out of scope, so it has no effect yet.
     #[serde(default)]
     pub require_session: bool,
+    /// Position in the definition's list, counting disabled entries, so
+    /// errors name the entry the user wrote (`pre[2]`).
+    #[serde(skip)]
+    pub index: usize,
 }
 
 /// Which engine runs an API's middleware.
@@ -404,7 +408,11 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
     }
     let mw = def.custom_middleware;
     let enabled = |v: Vec<MiddlewareEntry>| -> Vec<MiddlewareEntry> {
-        v.into_iter().filter(|e| !e.disabled).collect()
+        v.into_iter()
+            .enumerate()
+            .map(|(index, e)| MiddlewareEntry { index, ..e })
+            .filter(|e| !e.disabled)
+            .collect()
     };
     let (pre, post, response) = (enabled(mw.pre), enabled(mw.post), enabled(mw.response));
     let driver = if pre.is_empty() && post.is_empty() && response.is_empty() {
@@ -426,7 +434,8 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
             ));
         }
         for (hook, list) in [("pre", &pre), ("post", &post)] {
-            for (i, e) in list.iter().enumerate() {
+            for e in list.iter() {
+                let i = e.index;
                 if e.name.is_empty() {
                     return Err(err(
                         &format!("custom_middleware.{hook}[{i}].name"),
@@ -481,6 +490,18 @@ mod tests {
             .contains("only http://"));
         assert!(Target::parse("localhost:8222").is_err());
         assert!(Target::parse("not a url").is_err());
+    }
+
+    #[test]
+    fn entry_errors_count_disabled_entries() {
+        let json = br#"{"api_id": "a", "use_keyless": true,
+            "proxy": {"listen_path": "/a/", "target_url": "http://h:1"},
+            "custom_middleware": {"driver": "goplugin", "pre": [
+                {"name": "Off", "path": "x.so", "disabled": true},
+                {"name": "", "path": "x.so"}]}}"#;
+        let def = parse_definition(Path::new("a.json"), json).unwrap();
+        let e = validate(Path::new("a.json"), def).unwrap_err();
+        assert_eq!(e.field, "custom_middleware.pre[1].name");
     }
 
     #[test]

@@ -1,0 +1,135 @@
+//! What one native middleware call costs, without the network: the real
+//! plugin libraries (release builds) loaded through the driver, called the
+//! way a worker calls them. A benchmark, not a test: it prints, never asserts.
+//!
+//! To try this: `cargo bench -p gateway --bench native_call`. It runs a
+//! bounded number of batches (BATCHES x CALLS calls per symbol) and prints
+//! the median batch's time per call, for the bare `Middleware::call` and for
+//! `ApiChain::run` (which adds the timing and recording the stats show).
+
+use std::future::Future;
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::process::Command;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use gateway::config::{load_dir, Hook};
+use gateway::middleware::{ApiChain, HostOptions, MwRequest};
+use gateway::stats::Stats;
+use http::{HeaderMap, HeaderValue, Method};
+
+const BATCHES: usize = 21;
+const CALLS: usize = 20_000;
+
+fn build_plugins(ws: &Path) -> PathBuf {
+    // Own target dir: `cargo bench` holds the main one's lock while running.
+    let target = ws.join("target/plugin-bench");
+    let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
+        .current_dir(ws)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "add-header",
+            "-p",
+            "test-plugins",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "building the plugins failed");
+    target.join("release")
+}
+
+/// A request like ab's: a handful of headers, no body.
+fn request() -> MwRequest {
+    let mut headers = HeaderMap::new();
+    for (n, v) in [
+        ("host", "127.0.0.1:8091"),
+        ("user-agent", "ApacheBench/2.3"),
+        ("accept", "*/*"),
+    ] {
+        headers.insert(n, HeaderValue::from_static(v));
+    }
+    MwRequest {
+        method: Method::GET,
+        path: "/gopl/hello/".into(),
+        query: None,
+        headers,
+        body: Bytes::new(),
+        remote_addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+    }
+}
+
+/// Polls a future once: native calls are ready at once, and a runtime's
+/// `block_on` would cost more than the call being measured.
+fn poll_once<F: Future>(f: F) -> Poll<F::Output> {
+    let mut f = pin!(f);
+    f.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn median_ns(mut f: impl FnMut()) -> f64 {
+    let mut per_call: Vec<f64> = (0..BATCHES)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                f();
+            }
+            start.elapsed().as_nanos() as f64 / CALLS as f64
+        })
+        .collect();
+    per_call.sort_by(f64::total_cmp);
+    per_call[BATCHES / 2]
+}
+
+fn main() {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let libs = build_plugins(&ws);
+    for (lib, symbol) in [
+        ("libtest_plugins.so", "Noop"),
+        ("libadd_header.so", "AddHeader"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let def = serde_json::json!({
+            "api_id": symbol, "use_keyless": true,
+            "proxy": {"listen_path": "/b/", "target_url": "http://127.0.0.1:9"},
+            "custom_middleware": {"driver": "goplugin",
+                "pre": [{"name": symbol, "path": libs.join(lib)}]}
+        });
+        std::fs::write(dir.path().join("b.json"), def.to_string()).unwrap();
+        let spec = load_dir(dir.path()).unwrap().apis.remove(0);
+        let factory = gateway::native::load(&spec, &HostOptions::default()).unwrap();
+
+        let chain = factory.instantiate().unwrap();
+        let mw = &chain.pre[0];
+        let template = request();
+        // The clone is measured separately and subtracted: each call must see
+        // a fresh request, as each proxied request is.
+        let clone = median_ns(|| drop(black_box(template.clone())));
+        let bare = median_ns(|| {
+            let mut req = template.clone();
+            let _ = black_box(poll_once(mw.call(&mut req)));
+        });
+        let stats = Stats::default();
+        let api = ApiChain::new(&spec, factory.instantiate().unwrap(), &stats);
+        let run = median_ns(|| {
+            let mut req = template.clone();
+            let _ = black_box(poll_once(api.run(Hook::Pre, &mut req)));
+        });
+        let p50 = stats.summaries()[0].p50_us * 1000.0;
+        println!(
+            "{symbol:>9}: call {:6.1} ns  ApiChain::run {:6.1} ns  (request clone {clone:.1} ns subtracted; recorded p50 {p50:.0} ns)",
+            bare - clone,
+            run - clone,
+        );
+    }
+}

@@ -1,0 +1,314 @@
+//! The host side of the ABI: the callback table a plugin gets, and the
+//! per-call context its opaque `GwRequest` handle points at.
+//!
+//! Every callback is `extern "C"`, so a panic in one would abort the gateway.
+//! They are written not to panic (all input is validated, never unwrapped)
+//! and additionally run inside `guard`, which turns a panic into a failed
+//! request instead of a dead process.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use plugin_sdk::abi::{
+    GwHeader, GwHost, GwRequest, GwStr, ABI_VERSION, GW_FOUND, GW_NOT_FOUND, GW_OK, GW_REJECTED,
+};
+
+use crate::middleware::{MwRequest, MwResponse};
+
+/// What one call can touch and what it leaves behind. A `*mut GwRequest` is a
+/// `*mut Ctx` in disguise, valid only while the plugin function runs.
+pub(crate) struct Ctx<'a> {
+    pub req: &'a mut MwRequest,
+    /// Set by `respond`: the answer that short-circuits the chain.
+    pub response: Option<MwResponse>,
+    /// Set by the first refused edit: the request fails whatever the plugin
+    /// returns, so invalid data cannot reach the upstream.
+    pub fault: Option<String>,
+    /// Set by `set_error`: the plugin's own explanation of a `GW_ERROR`.
+    pub error: Option<String>,
+}
+
+/// The one callback table, shared by every call on every thread (it is all
+/// function pointers and constants, so it can be a `static`).
+pub(crate) static HOST: GwHost = GwHost {
+    abi_version: ABI_VERSION,
+    size: std::mem::size_of::<GwHost>() as u32,
+    method,
+    path,
+    query,
+    header_count,
+    header_get,
+    header_lines,
+    header_line,
+    body,
+    set_header,
+    append_header,
+    delete_header,
+    set_path,
+    set_query,
+    set_body,
+    respond,
+    set_error,
+};
+
+fn s(bytes: &[u8]) -> GwStr {
+    GwStr::new(bytes)
+}
+
+/// Runs a callback body, turning a panic into `on_panic` (and, for editing
+/// callbacks, a fault) instead of unwinding into C.
+fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
+}
+
+/// # Safety
+/// `req` must be the handle of a live call (see `Ctx`).
+unsafe fn ctx<'a>(req: *const GwRequest) -> &'a Ctx<'a> {
+    // SAFETY: per the function's contract.
+    unsafe { &*(req as *const Ctx<'a>) }
+}
+
+/// # Safety
+/// As for `ctx`, and no other reference to the context is live.
+unsafe fn ctx_mut<'a>(req: *mut GwRequest) -> &'a mut Ctx<'a> {
+    // SAFETY: per the function's contract.
+    unsafe { &mut *(req as *mut Ctx<'a>) }
+}
+
+/// # Safety
+/// `g` must describe readable memory for the duration of the callback.
+unsafe fn bytes<'a>(g: GwStr) -> &'a [u8] {
+    // SAFETY: per the function's contract (the plugin's own buffer).
+    unsafe { g.as_bytes() }
+}
+
+unsafe extern "C" fn method(req: *const GwRequest) -> GwStr {
+    // SAFETY (all callbacks): the plugin passes back the handle it was given.
+    guard(GwStr::EMPTY, || {
+        s(unsafe { ctx(req) }.req.method.as_str().as_bytes())
+    })
+}
+
+unsafe extern "C" fn path(req: *const GwRequest) -> GwStr {
+    guard(GwStr::EMPTY, || s(unsafe { ctx(req) }.req.path.as_bytes()))
+}
+
+unsafe extern "C" fn query(req: *const GwRequest, out: *mut GwStr) -> i32 {
+    guard(GW_NOT_FOUND, || match &unsafe { ctx(req) }.req.query {
+        Some(q) if !out.is_null() => {
+            // SAFETY: non-null, and the plugin gave us a place to write.
+            unsafe { out.write(s(q.as_bytes())) };
+            GW_FOUND
+        }
+        _ => GW_NOT_FOUND,
+    })
+}
+
+/// Header lookups by a name that is not valid UTF-8 or not a valid header
+/// name simply find nothing: a read never fails the request.
+fn lookup<'h>(
+    headers: &'h HeaderMap,
+    name: GwStr,
+) -> Option<http::header::GetAll<'h, HeaderValue>> {
+    // SAFETY: the name is the plugin's buffer, alive during the callback.
+    let name = std::str::from_utf8(unsafe { bytes(name) }).ok()?;
+    Some(headers.get_all(name))
+}
+
+unsafe extern "C" fn header_count(req: *const GwRequest, name: GwStr) -> usize {
+    guard(0, || {
+        lookup(&unsafe { ctx(req) }.req.headers, name).map_or(0, |all| all.iter().count())
+    })
+}
+
+unsafe extern "C" fn header_get(
+    req: *const GwRequest,
+    name: GwStr,
+    index: usize,
+    out: *mut GwStr,
+) -> i32 {
+    guard(GW_NOT_FOUND, || {
+        let headers = &unsafe { ctx(req) }.req.headers;
+        match lookup(headers, name).and_then(|all| all.iter().nth(index)) {
+            Some(v) if !out.is_null() => {
+                // SAFETY: non-null place the plugin gave us.
+                unsafe { out.write(s(v.as_bytes())) };
+                GW_FOUND
+            }
+            _ => GW_NOT_FOUND,
+        }
+    })
+}
+
+unsafe extern "C" fn header_lines(req: *const GwRequest) -> usize {
+    guard(0, || unsafe { ctx(req) }.req.headers.len())
+}
+
+unsafe extern "C" fn header_line(req: *const GwRequest, index: usize, out: *mut GwHeader) -> i32 {
+    guard(GW_NOT_FOUND, || {
+        match unsafe { ctx(req) }.req.headers.iter().nth(index) {
+            Some((n, v)) if !out.is_null() => {
+                let line = GwHeader {
+                    name: s(n.as_str().as_bytes()),
+                    value: s(v.as_bytes()),
+                };
+                // SAFETY: non-null place the plugin gave us.
+                unsafe { out.write(line) };
+                GW_FOUND
+            }
+            _ => GW_NOT_FOUND,
+        }
+    })
+}
+
+unsafe extern "C" fn body(req: *const GwRequest) -> GwStr {
+    guard(GwStr::EMPTY, || s(&unsafe { ctx(req) }.req.body))
+}
+
+/// Runs an edit; a refusal (or a panic) records a fault that fails the
+/// request. Only the first fault is kept: it is the one to fix.
+fn edit(req: *mut GwRequest, f: impl FnOnce(&mut Ctx<'_>) -> Result<(), String>) -> i32 {
+    // SAFETY: the plugin passes back its handle; no read borrow outlives a
+    // callback, so this is the only reference.
+    let ctx = unsafe { ctx_mut(req) };
+    let result = catch_unwind(AssertUnwindSafe(|| f(&mut *ctx)))
+        .unwrap_or_else(|_| Err("the gateway failed applying an edit".to_string()));
+    match result {
+        Ok(()) => GW_OK,
+        Err(why) => {
+            ctx.fault.get_or_insert(why);
+            GW_REJECTED
+        }
+    }
+}
+
+fn header_pair(name: GwStr, value: GwStr) -> Result<(HeaderName, HeaderValue), String> {
+    // SAFETY: the plugin's buffers, alive during the callback.
+    let (name, value) = unsafe { (bytes(name), bytes(value)) };
+    let n = HeaderName::from_bytes(name)
+        .map_err(|_| format!("invalid header name {:?}", String::from_utf8_lossy(name)))?;
+    let v = HeaderValue::from_bytes(value).map_err(|_| {
+        format!(
+            "invalid value {:?} for header {n}",
+            String::from_utf8_lossy(value)
+        )
+    })?;
+    Ok((n, v))
+}
+
+unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
+    edit(req, |c| {
+        let (n, v) = header_pair(name, value)?;
+        c.req.headers.insert(n, v);
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn append_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
+    edit(req, |c| {
+        let (n, v) = header_pair(name, value)?;
+        c.req.headers.append(n, v);
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn delete_header(req: *mut GwRequest, name: GwStr) -> i32 {
+    edit(req, |c| {
+        let (n, _) = header_pair(name, GwStr::EMPTY)?;
+        c.req.headers.remove(n);
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn set_path(req: *mut GwRequest, path: GwStr) -> i32 {
+    edit(req, |c| {
+        // SAFETY: the plugin's buffer, alive during the callback.
+        let raw = unsafe { bytes(path) };
+        let bad = || format!("invalid path {:?}", String::from_utf8_lossy(raw));
+        let text = std::str::from_utf8(raw).map_err(|_| bad())?;
+        if !text.starts_with('/') || text.contains(['?', '#']) {
+            return Err(bad());
+        }
+        PathAndQuery::try_from(text).map_err(|_| bad())?;
+        c.req.path = text.to_string();
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn set_query(req: *mut GwRequest, query: *const GwStr) -> i32 {
+    edit(req, |c| {
+        if query.is_null() {
+            c.req.query = None;
+            return Ok(());
+        }
+        // SAFETY: non-null pointer to the plugin's GwStr and buffer.
+        let raw = unsafe { bytes(query.read()) };
+        let bad = || format!("invalid query {:?}", String::from_utf8_lossy(raw));
+        let text = std::str::from_utf8(raw).map_err(|_| bad())?;
+        if text.contains('#') {
+            return Err(bad());
+        }
+        PathAndQuery::try_from(format!("/?{text}").as_str()).map_err(|_| bad())?;
+        c.req.query = Some(text.to_string());
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn set_body(req: *mut GwRequest, body: GwStr) -> i32 {
+    edit(req, |c| {
+        // SAFETY: the plugin's buffer, alive during the callback.
+        let new = Bytes::copy_from_slice(unsafe { bytes(body) });
+        // The body is sent whole, so its length is known: a stale
+        // Content-Length or a chunked Transfer-Encoding would corrupt it.
+        c.req.headers.remove(TRANSFER_ENCODING);
+        c.req
+            .headers
+            .insert(CONTENT_LENGTH, HeaderValue::from(new.len()));
+        c.req.body = new;
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn respond(
+    req: *mut GwRequest,
+    status: u16,
+    headers: *const GwHeader,
+    count: usize,
+    body: GwStr,
+) -> i32 {
+    edit(req, |c| {
+        let status = StatusCode::from_u16(status)
+            .ok()
+            .filter(|s| (200..=599).contains(&s.as_u16()))
+            .ok_or_else(|| format!("invalid response status {status} (must be 200..=599)"))?;
+        let lines: &[GwHeader] = if count == 0 || headers.is_null() {
+            &[]
+        } else {
+            // SAFETY: the plugin passes `count` headers at `headers`.
+            unsafe { std::slice::from_raw_parts(headers, count) }
+        };
+        let mut map = HeaderMap::with_capacity(lines.len());
+        for line in lines {
+            let (n, v) = header_pair(line.name, line.value)?;
+            map.append(n, v);
+        }
+        c.response = Some(MwResponse {
+            status,
+            headers: map,
+            // SAFETY: the plugin's buffer, alive during the callback.
+            body: Bytes::copy_from_slice(unsafe { bytes(body) }),
+        });
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn set_error(req: *mut GwRequest, message: GwStr) {
+    guard((), || {
+        // SAFETY: the plugin's handle and buffer.
+        let (ctx, msg) = unsafe { (ctx_mut(req), bytes(message)) };
+        ctx.error = Some(String::from_utf8_lossy(msg).into_owned());
+    })
+}

@@ -1,0 +1,133 @@
+//! The native plugin host (`driver: "goplugin"`, alias `"native"`).
+//!
+//! Each `pre`/`post` entry names a library (`path`) and an exported symbol
+//! (`name`) speaking the C ABI of the `plugin-sdk` crate (`plugin_sdk::abi`,
+//! `plugins/sdk/include/gw_plugin.h`). At load every library is opened (once
+//! per file, shared by all APIs, never unloaded), its ABI version checked and
+//! every symbol resolved, so that every fixable mistake surfaces as a
+//! [`LoadError`] before the API serves. A call is then one indirect function
+//! call with a pointer to the host table and to the request.
+//!
+//! # Layout
+//!
+//! - [`library`]: opening, caching and version-checking libraries.
+//! - `host`: the callback table and the per-call context behind the handle.
+
+mod host;
+pub mod library;
+
+use std::future::ready;
+use std::sync::Arc;
+
+use plugin_sdk::abi::{GwPluginFn, GwRequest, GW_CONTINUE};
+
+use crate::config::{ApiSpec, Hook, LoadError};
+use crate::middleware::{
+    Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
+};
+use host::{Ctx, HOST};
+use library::OpenError;
+
+/// One resolved entry: the symbol's name and its address. Plain data, so the
+/// factory is `Send + Sync` and instances are trivially cheap.
+#[derive(Clone)]
+struct Entry {
+    name: Arc<str>,
+    func: GwPluginFn,
+}
+
+struct NativeFactory {
+    pre: Vec<Entry>,
+    post: Vec<Entry>,
+}
+
+/// Loads an API's native middleware: opens each library, checks its ABI
+/// version and resolves each symbol.
+///
+/// Errors name the definition file, the field (`custom_middleware.pre[0].path`
+/// for library problems, `.name` for a missing symbol), the library and the
+/// symbol.
+pub fn load(spec: &ApiSpec, _opts: &HostOptions) -> Result<Arc<dyn ChainFactory>, LoadError> {
+    let resolve = |hook: Hook| -> Result<Vec<Entry>, LoadError> {
+        let mut out = Vec::new();
+        for e in spec.entries(hook) {
+            let field = |f: &str| format!("custom_middleware.{}[{}].{f}", hook.as_str(), e.index);
+            let resolved =
+                library::open(&e.path).and_then(|lib| library::symbol(lib, &e.path, &e.name));
+            let func = resolved.map_err(|err| match err {
+                OpenError::Path(m) => LoadError::new(
+                    &spec.file,
+                    field("path"),
+                    format!("{m} (wanted for symbol {:?})", e.name),
+                ),
+                OpenError::Symbol(m) => LoadError::new(&spec.file, field("name"), m),
+            })?;
+            out.push(Entry {
+                name: e.name.as_str().into(),
+                func,
+            });
+        }
+        Ok(out)
+    };
+    Ok(Arc::new(NativeFactory {
+        pre: resolve(Hook::Pre)?,
+        post: resolve(Hook::Post)?,
+    }))
+}
+
+impl ChainFactory for NativeFactory {
+    fn instantiate(&self) -> Result<Chain, MwError> {
+        let boxed = |list: &[Entry]| -> Vec<Box<dyn Middleware>> {
+            list.iter()
+                .map(|e| Box::new(NativeMiddleware(e.clone())) as Box<dyn Middleware>)
+                .collect()
+        };
+        Ok(Chain {
+            pre: boxed(&self.pre),
+            post: boxed(&self.post),
+        })
+    }
+}
+
+struct NativeMiddleware(Entry);
+
+impl NativeMiddleware {
+    /// The synchronous call: plugins run to completion on the worker thread.
+    fn call_sync(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
+        let mut ctx = Ctx {
+            req,
+            response: None,
+            fault: None,
+            error: None,
+        };
+        let handle = &mut ctx as *mut Ctx<'_> as *mut GwRequest;
+        // SAFETY: `func` was resolved from a version-checked library that is
+        // never unloaded; `HOST` is 'static; `handle` points at `ctx`, which
+        // outlives the call and is not touched by us until it returns.
+        let rc = unsafe { (self.0.func)(&HOST, handle) };
+        let name = &self.0.name;
+        if let Some(fault) = ctx.fault {
+            return Err(MwError(format!("native plugin {name}: {fault}")));
+        }
+        if rc != GW_CONTINUE {
+            let why = ctx.error.unwrap_or_else(|| "no message".to_string());
+            return Err(MwError(format!(
+                "native plugin {name} returned error code {rc}: {why}"
+            )));
+        }
+        Ok(match ctx.response {
+            Some(resp) => Flow::Respond(resp),
+            None => Flow::Continue,
+        })
+    }
+}
+
+impl Middleware for NativeMiddleware {
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
+        Box::pin(ready(self.call_sync(req)))
+    }
+}

@@ -1,0 +1,138 @@
+//! Shared by the native plugin tests: builds the plugin crates and the C
+//! plugins once per test binary, and writes API definitions.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+/// Paths of every plugin library the tests load.
+pub struct Plugins {
+    /// `plugins/add-header` (exports `AddHeader`).
+    pub add_header: PathBuf,
+    /// `plugins/test-plugins` (one symbol per behaviour).
+    pub test: PathBuf,
+    /// `plugins/c-example/require_header.c` (exports `RequireHeader`).
+    pub c_require: PathBuf,
+    /// A C library whose ABI version is wrong.
+    pub wrong_abi: PathBuf,
+    /// A C library without the ABI version symbol.
+    pub no_version: PathBuf,
+}
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Builds everything once per test binary. A separate target dir: `cargo
+/// test` holds the main one's lock while tests run, so a nested build there
+/// would wait forever.
+pub fn plugins() -> &'static Plugins {
+    static PLUGINS: OnceLock<Plugins> = OnceLock::new();
+    PLUGINS.get_or_init(|| {
+        let ws = workspace();
+        let target = ws.join("target/plugin-tests");
+        let cargo = option_env!("CARGO").unwrap_or("cargo");
+        let status = Command::new(cargo)
+            .current_dir(&ws)
+            .args(["build", "--quiet", "-p", "add-header", "-p", "test-plugins"])
+            .arg("--target-dir")
+            .arg(&target)
+            .status()
+            .expect("run cargo");
+        assert!(status.success(), "building the plugin crates failed");
+        let c_dir = target.join("c");
+        std::fs::create_dir_all(&c_dir).unwrap();
+        let include = ws.join("plugins/sdk/include");
+        Plugins {
+            add_header: target.join("debug/libadd_header.so"),
+            test: target.join("debug/libtest_plugins.so"),
+            c_require: cc(
+                &ws.join("plugins/c-example/require_header.c"),
+                &include,
+                &c_dir,
+            ),
+            wrong_abi: cc(
+                &ws.join("gateway/tests/fixtures/wrong_abi.c"),
+                &include,
+                &c_dir,
+            ),
+            no_version: cc(
+                &ws.join("gateway/tests/fixtures/no_version.c"),
+                &include,
+                &c_dir,
+            ),
+        }
+    })
+}
+
+/// Compiles one C file into a shared library with the machine's compiler,
+/// warnings as errors, so the header stays clean C.
+fn cc(src: &Path, include: &Path, out_dir: &Path) -> PathBuf {
+    let stem = src.file_stem().unwrap().to_str().unwrap();
+    let out = out_dir.join(format!("lib{stem}.so"));
+    // Written under a temporary name, then renamed: a library another test
+    // process has already mapped is never overwritten in place.
+    let tmp = out_dir.join(format!("lib{stem}.{}.tmp", std::process::id()));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let status = Command::new(&cc)
+        .args([
+            "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror",
+        ])
+        .arg("-I")
+        .arg(include)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(src)
+        .status()
+        .unwrap_or_else(|e| panic!("run {cc}: {e}"));
+    assert!(status.success(), "compiling {} failed", src.display());
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+/// A keyless API definition with native middleware. `pre`/`post` are
+/// `(library, symbol)` pairs.
+pub fn native_api(
+    api_id: &str,
+    listen_path: &str,
+    target: &str,
+    pre: &[(&Path, &str)],
+    post: &[(&Path, &str)],
+) -> Value {
+    let entries = |list: &[(&Path, &str)]| -> Vec<Value> {
+        list.iter()
+            .map(|(lib, name)| json!({"name": name, "path": lib.to_str().unwrap()}))
+            .collect()
+    };
+    json!({
+        "name": api_id,
+        "api_id": api_id,
+        "org_id": "default",
+        "active": true,
+        "use_keyless": true,
+        "proxy": {
+            "listen_path": listen_path,
+            "target_url": format!("http://{target}"),
+            "strip_listen_path": true
+        },
+        "custom_middleware": {
+            "driver": "goplugin",
+            "pre": entries(pre),
+            "post": entries(post)
+        }
+    })
+}
+
+/// Writes `value` as `<dir>/<name>.json`.
+pub fn write_def(dir: &Path, name: &str, value: &Value) -> PathBuf {
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(value).unwrap()).unwrap();
+    path
+}

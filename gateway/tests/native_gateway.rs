@@ -1,0 +1,330 @@
+//! The native driver end to end: the real gateway in-process on 127.0.0.1:0,
+//! definitions in a temp dir, the real plugin libraries, real upstreams (the
+//! mock echo server and a recorder); assertions on what the upstream saw and
+//! what the client got.
+
+mod common;
+mod native_common;
+
+use std::path::Path;
+
+use common::{get, mock, recorder, send, start_gateway};
+use native_common::{native_api, plugins, write_def};
+use serde_json::json;
+
+const TYK_500: &str = "Internal Server Error";
+
+fn values(h: &http::HeaderMap, name: &str) -> Vec<String> {
+    h.get_all(name)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_seed_add_header_reaches_the_mock_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = mock().to_string();
+    let lib = &plugins().add_header;
+    write_def(
+        dir.path(),
+        "gopl",
+        &native_api("gopl-hello", "/gopl/", &up, &[(lib, "AddHeader")], &[]),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for _ in 0..3 {
+        let got = get(gw.addr, "/gopl/hello/");
+        assert_eq!(got.status, 200, "{}", got.text());
+        let echo = got.json();
+        assert_eq!(echo["path"], "/hello/");
+        assert_eq!(echo["headers"]["X-Custom-Goplugin"], "hello-from-go-plugin");
+    }
+    let s = gw.stats.summaries();
+    let mine: Vec<_> = s.iter().filter(|s| s.api_id == "gopl-hello").collect();
+    assert_eq!(mine.len(), 1, "{s:?}");
+    assert_eq!(
+        (mine[0].hook.as_str(), mine[0].middleware.as_str()),
+        ("pre", "AddHeader")
+    );
+    assert_eq!(mine[0].count, 3);
+    gw.stop();
+}
+
+#[test]
+fn the_upstream_sees_header_path_query_and_body_edits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let t = &plugins().test;
+    write_def(
+        dir.path(),
+        "edit",
+        &native_api(
+            "edit",
+            "/edit/",
+            &up.to_string(),
+            &[(t, "EditHeaders")],
+            &[(t, "Rewrite")],
+        ),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let got = send(
+        gw.addr,
+        "POST",
+        "/edit/x?q=1",
+        &[("X-Set", "a"), ("X-Append", "first"), ("X-Delete", "gone")],
+        b"hello",
+    );
+    assert_eq!(got.status, 200, "{}", got.text());
+    let seen = rec.last();
+    assert_eq!(values(&seen.headers, "x-set"), ["replaced"]);
+    assert_eq!(values(&seen.headers, "x-append"), ["first", "added"]);
+    assert!(seen.headers.get("x-delete").is_none());
+    // Rewrite runs in post, after the strip: it saw /x and made /rewritten/x.
+    assert_eq!(seen.uri, "/rewritten/x?a=1&b=two");
+    assert_eq!(values(&seen.headers, "x-old"), [r#"/x Some("q=1") 5"#]);
+    assert_eq!(&seen.body[..], b"rewritten body");
+    assert_eq!(values(&seen.headers, "content-length"), ["14"]);
+    gw.stop();
+}
+
+#[test]
+fn pre_sees_the_listen_path_and_post_the_stripped_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let t = &plugins().test;
+    let mut api = native_api(
+        "order",
+        "/svc/",
+        &up.to_string(),
+        &[(t, "SeenPath")],
+        &[(t, "SeenPath")],
+    );
+    // A disabled entry is skipped, even when its library does not exist.
+    api["custom_middleware"]["pre"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "Nope", "path": "/does/not/exist.so", "disabled": true}));
+    write_def(dir.path(), "order", &api);
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    assert_eq!(get(gw.addr, "/svc/a/b").status, 200);
+    let seen = rec.last();
+    assert_eq!(values(&seen.headers, "x-seen-path"), ["/svc/a/b", "/a/b"]);
+    assert_eq!(seen.uri, "/a/b");
+    gw.stop();
+}
+
+#[test]
+fn a_plugin_answer_reaches_the_client_and_nothing_is_proxied() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let (t, c) = (&plugins().test, &plugins().c_require);
+    write_def(
+        dir.path(),
+        "tea",
+        &native_api(
+            "tea",
+            "/tea/",
+            &up.to_string(),
+            &[(t, "Teapot")],
+            &[(t, "Panic")],
+        ),
+    );
+    write_def(
+        dir.path(),
+        "c",
+        &native_api("c", "/c/", &up.to_string(), &[(c, "RequireHeader")], &[]),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+
+    // The short-circuit also stops the chain: post's Panic never runs.
+    let got = get(gw.addr, "/tea/x");
+    assert_eq!(got.status, 418);
+    assert_eq!(values(&got.headers, "x-short"), ["circuit"]);
+    assert_eq!(values(&got.headers, "content-type"), ["application/json"]);
+    assert_eq!(got.json(), json!({"teapot": true}));
+
+    let got = get(gw.addr, "/c/x");
+    assert_eq!(got.status, 403);
+    assert_eq!(values(&got.headers, "x-denied-by"), ["c-plugin"]);
+    assert_eq!(got.json()["error"], "X-Api-Key header is required");
+    assert_eq!(rec.count(), 0, "a short-circuited request was proxied");
+
+    let got = send(gw.addr, "GET", "/c/x", &[("X-Api-Key", "k1")], b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(values(&rec.last().headers, "x-c-plugin"), ["GET key-len=2"]);
+    gw.stop();
+}
+
+#[test]
+fn errors_and_panics_answer_500_and_the_next_request_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let t = &plugins().test;
+    write_def(
+        dir.path(),
+        "moody",
+        &native_api("moody", "/m/", &up.to_string(), &[(t, "Moody")], &[]),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for trigger in ["fail", "panic", "panic", "fail"] {
+        let got = send(gw.addr, "GET", "/m/x", &[("X-Trigger", trigger)], b"");
+        assert_eq!(got.status, 500, "{trigger}");
+        assert_eq!(got.json(), json!({"error": TYK_500}), "{trigger}");
+        let got = get(gw.addr, "/m/x");
+        assert_eq!(got.status, 200, "after {trigger}: {}", got.text());
+        assert_eq!(values(&rec.last().headers, "x-survived"), ["yes"]);
+    }
+    assert_eq!(rec.count(), 4, "a failed request was proxied");
+    gw.stop();
+}
+
+#[test]
+fn invalid_headers_from_a_plugin_answer_500_and_send_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let t = &plugins().test;
+    for (i, symbol) in ["BadHeaderValue", "EmptyHeaderName", "BadResponseHeader"]
+        .iter()
+        .enumerate()
+    {
+        let api = native_api(
+            &format!("bad{i}"),
+            &format!("/bad{i}/"),
+            &up.to_string(),
+            &[(t, symbol)],
+            &[],
+        );
+        write_def(dir.path(), &format!("bad{i}"), &api);
+    }
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for i in 0..3 {
+        let got = get(gw.addr, &format!("/bad{i}/x"));
+        assert_eq!(got.status, 500, "bad{i}");
+        assert_eq!(got.json(), json!({"error": TYK_500}));
+        assert!(got.headers.get("x-bad").is_none() && got.headers.get("x-evil").is_none());
+    }
+    assert_eq!(rec.count(), 0, "an invalid request reached the upstream");
+    gw.stop();
+}
+
+#[test]
+fn each_broken_library_fails_only_its_api_naming_file_and_symbol() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = mock().to_string();
+    let p = plugins();
+    let missing = dir.path().join("missing.so");
+    let a_dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &Path, &str, &str, &str); 5] = [
+        (
+            "missing",
+            &missing,
+            "AddHeader",
+            "pre[0].path",
+            "cannot open library",
+        ),
+        (
+            "nosym",
+            &p.add_header,
+            "NoSuchSymbol",
+            "pre[0].name",
+            "does not export symbol \"NoSuchSymbol\"",
+        ),
+        (
+            "wrongabi",
+            &p.wrong_abi,
+            "AddHeader",
+            "pre[0].path",
+            "speaks plugin ABI version 99",
+        ),
+        (
+            "noversion",
+            &p.no_version,
+            "AddHeader",
+            "pre[0].path",
+            "does not export \"gw_plugin_abi_version\"",
+        ),
+        (
+            "isdir",
+            a_dir.path(),
+            "AddHeader",
+            "pre[0].path",
+            "is a directory",
+        ),
+    ];
+    for (name, lib, symbol, _, _) in &cases {
+        write_def(
+            dir.path(),
+            name,
+            &native_api(name, &format!("/{name}/"), &up, &[(lib, symbol)], &[]),
+        );
+    }
+    let good = native_api("good", "/good/", &up, &[(&p.add_header, "AddHeader")], &[]);
+    write_def(dir.path(), "good", &good);
+    let gw = start_gateway(dir.path());
+
+    assert_eq!(gw.load_errors.len(), cases.len(), "{:?}", gw.load_errors);
+    for (name, lib, symbol, field, why) in &cases {
+        let e = gw
+            .load_errors
+            .iter()
+            .find(|e| e.file.ends_with(format!("{name}.json")))
+            .unwrap_or_else(|| panic!("no error for {name}: {:?}", gw.load_errors));
+        let text = e.to_string();
+        assert_eq!(e.field, format!("custom_middleware.{field}"), "{text}");
+        assert!(text.contains(why), "{text}");
+        assert!(
+            text.contains(lib.to_str().unwrap()),
+            "library not named: {text}"
+        );
+        assert!(text.contains(symbol), "symbol not named: {text}");
+        assert_eq!(
+            get(gw.addr, &format!("/{name}/x")).status,
+            404,
+            "{name} serves"
+        );
+    }
+    let got = get(gw.addr, "/good/x");
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.json()["headers"]["X-Custom-Goplugin"],
+        "hello-from-go-plugin"
+    );
+    gw.stop();
+}
+
+#[test]
+fn apis_naming_one_library_share_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = mock().to_string();
+    let t = &plugins().test;
+    write_def(
+        dir.path(),
+        "a",
+        &native_api("a", "/a/", &up, &[(t, "Count")], &[]),
+    );
+    write_def(
+        dir.path(),
+        "b",
+        &native_api("b", "/b/", &up, &[(t, "Count")], &[]),
+    );
+    let gw = start_gateway(dir.path());
+    let count = |path: &str| -> u64 {
+        let got = get(gw.addr, path);
+        got.json()["headers"]["X-Count"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    // One static counter behind both APIs and both workers: one load.
+    let first = count("/a/");
+    assert_eq!(count("/b/"), first + 1);
+    assert_eq!(count("/a/"), first + 2);
+    gw.stop();
+}

@@ -1,0 +1,134 @@
+/*
+ * gw_plugin.h: the gateway's native plugin ABI, version 1, for C authors.
+ *
+ * This declares exactly what plugins/sdk/src/abi.rs declares for Rust; the
+ * two change together, and GW_PLUGIN_ABI_VERSION with them.
+ *
+ * A plugin library:
+ *   - exports `uint32_t gw_plugin_abi_version(void)` returning
+ *     GW_PLUGIN_ABI_VERSION (use GW_PLUGIN_EXPORT_ABI_VERSION() once); the
+ *     gateway refuses the library at load otherwise;
+ *   - exports one `int32_t Name(const GwHost *host, GwRequest *req)` per
+ *     middleware, under the `name` the API definition gives.
+ *
+ * The gateway calls a middleware on one of its worker threads, possibly on
+ * several threads at once: keep global state thread-safe. `req` is valid only
+ * during the call. Return GW_CONTINUE, or GW_ERROR (the client gets Tyk's
+ * 500 {"error": "Internal Server Error"}; call host->set_error first to say
+ * why in the gateway log).
+ *
+ * Memory: GwStr is a borrowed (pointer, length) pair, not NUL-terminated.
+ * Strings the host returns stay valid until the next editing callback on the
+ * same request or the end of the call. Strings you pass in are copied.
+ *
+ * Editing callbacks return GW_OK or GW_REJECTED. A rejected edit (a header
+ * name or value that is not valid HTTP, a bad path, a status outside
+ * 200..599) is not applied and fails the request with 500, whatever the
+ * plugin returns: invalid data never reaches the upstream.
+ *
+ * To try this: 1. write a plugin including this header (see
+ * plugins/c-example/require_header.c); 2. `cc -shared -fPIC -I
+ * plugins/sdk/include -o libx.so x.c`; 3. name libx.so and the symbol in an
+ * API definition with "driver": "goplugin".
+ */
+#ifndef GW_PLUGIN_H
+#define GW_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GW_PLUGIN_ABI_VERSION 1u
+
+/* Plugin return values. */
+#define GW_CONTINUE 0
+#define GW_ERROR 1
+
+/* Editing callback return values. */
+#define GW_OK 0
+#define GW_REJECTED (-1)
+
+/* Lookup return values. */
+#define GW_FOUND 1
+#define GW_NOT_FOUND 0
+
+/* A borrowed byte string; ptr may be NULL when len is 0. */
+typedef struct GwStr {
+    const uint8_t *ptr;
+    size_t len;
+} GwStr;
+
+typedef struct GwHeader {
+    GwStr name;
+    GwStr value;
+} GwHeader;
+
+/* The request: opaque, owned by the gateway, valid for one call. */
+typedef struct GwRequest GwRequest;
+
+/* The gateway's callbacks. abi_version and size come first and never move. */
+typedef struct GwHost {
+    uint32_t abi_version; /* GW_PLUGIN_ABI_VERSION of the gateway */
+    uint32_t size;        /* sizeof(GwHost) in the gateway */
+
+    /* Method ("GET", ...). */
+    GwStr (*method)(const GwRequest *req);
+    /* Path, still percent-encoded, starting with '/'. */
+    GwStr (*path)(const GwRequest *req);
+    /* Query without '?': GW_FOUND and *out set, or GW_NOT_FOUND (no '?'). */
+    int32_t (*query)(const GwRequest *req, GwStr *out);
+    /* Number of values of header `name` (case-insensitive). */
+    size_t (*header_count)(const GwRequest *req, GwStr name);
+    /* Value `index` of header `name`: GW_FOUND and *out set, or GW_NOT_FOUND. */
+    int32_t (*header_get)(const GwRequest *req, GwStr name, size_t index, GwStr *out);
+    /* Number of header lines (one per value). */
+    size_t (*header_lines)(const GwRequest *req);
+    /* Header line `index` (lower-case name): GW_FOUND, or GW_NOT_FOUND. */
+    int32_t (*header_line)(const GwRequest *req, size_t index, GwHeader *out);
+    /* The whole buffered body. */
+    GwStr (*body)(const GwRequest *req);
+
+    /* Replace every value of header `name` with `value`. */
+    int32_t (*set_header)(GwRequest *req, GwStr name, GwStr value);
+    /* Add a value to header `name`. */
+    int32_t (*append_header)(GwRequest *req, GwStr name, GwStr value);
+    /* Remove header `name` (absent is fine). */
+    int32_t (*delete_header)(GwRequest *req, GwStr name);
+    /* Replace the path (starts with '/', no '?' or '#'). */
+    int32_t (*set_path)(GwRequest *req, GwStr path);
+    /* Replace the query (without '?'); NULL removes it. */
+    int32_t (*set_query)(GwRequest *req, const GwStr *query);
+    /* Replace the body; the gateway fixes Content-Length. */
+    int32_t (*set_body)(GwRequest *req, GwStr body);
+    /* Answer the request yourself: when the plugin then returns GW_CONTINUE,
+     * the chain stops, nothing is proxied, and the client gets exactly this. */
+    int32_t (*respond)(GwRequest *req, uint16_t status, const GwHeader *headers,
+                       size_t header_count, GwStr body);
+    /* Say why the plugin is about to return GW_ERROR (logged, not sent). */
+    void (*set_error)(GwRequest *req, GwStr message);
+} GwHost;
+
+typedef int32_t (*GwPluginFn)(const GwHost *host, GwRequest *req);
+
+/* A GwStr for a string literal or NUL-terminated C string. */
+#define GW_STR(s) ((GwStr){(const uint8_t *)(s), sizeof(s) - 1})
+#define GW_CSTR(s) ((GwStr){(const uint8_t *)(s), strlen(s)})
+
+#if defined(_WIN32)
+#define GW_EXPORT __declspec(dllexport)
+#else
+#define GW_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Exports the version symbol the gateway checks at load. Use once. */
+#define GW_PLUGIN_EXPORT_ABI_VERSION()                                         \
+    GW_EXPORT uint32_t gw_plugin_abi_version(void) { return GW_PLUGIN_ABI_VERSION; }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GW_PLUGIN_H */

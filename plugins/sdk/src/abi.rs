@@ -1,0 +1,185 @@
+//! The raw C ABI, version [`ABI_VERSION`]. `include/gw_plugin.h` declares the
+//! same types for C authors; the two must change together.
+//!
+//! # The contract in one paragraph
+//!
+//! A plugin library exports `uint32_t gw_plugin_abi_version(void)`, which the
+//! host calls once at load and refuses the library unless it returns
+//! [`ABI_VERSION`], and one [`GwPluginFn`] per middleware under the name the
+//! API definition gives (`custom_middleware.pre[i].name`). The host calls a
+//! middleware on a gateway worker thread with its callback table
+//! ([`GwHost`]) and an opaque request handle ([`GwRequest`]) that is valid
+//! only for the duration of that call. The plugin reads and edits the request
+//! only through the callbacks; it returns [`GW_CONTINUE`] or [`GW_ERROR`].
+//!
+//! # Memory
+//!
+//! Strings are [`GwStr`] (pointer + length, not NUL-terminated, borrowed).
+//! - Strings the host returns point into the request and stay valid until the
+//!   next editing callback on the same request, or the end of the call,
+//!   whichever comes first. Copy them if you need them longer.
+//! - Strings the plugin passes in are copied by the host before it returns;
+//!   the plugin keeps ownership.
+//!
+//! # Errors
+//!
+//! Editing callbacks return [`GW_OK`] or [`GW_REJECTED`]. A rejected edit (a
+//! header name or value that is not valid HTTP, a path that is not a path, a
+//! status out of range) is not applied *and fails the request*: the client
+//! gets 500 whatever the plugin returns afterwards, so invalid data can never
+//! reach the upstream because a plugin ignored a return code.
+
+use core::marker::PhantomData;
+
+/// The ABI version this SDK and the host speak. Bump on any change to the
+/// layout or meaning of anything in this module.
+pub const ABI_VERSION: u32 = 1;
+
+/// The symbol a plugin library exports, of type [`GwAbiVersionFn`].
+pub const ABI_VERSION_SYMBOL: &str = "gw_plugin_abi_version";
+
+/// Plugin return value: carry on (run the next middleware, then proxy; or
+/// send the response set with [`GwHost::respond`]).
+pub const GW_CONTINUE: i32 = 0;
+/// Plugin return value: the middleware failed; the client gets 500.
+pub const GW_ERROR: i32 = 1;
+
+/// Callback return value: done.
+pub const GW_OK: i32 = 0;
+/// Callback return value: the edit was refused and the request will fail.
+pub const GW_REJECTED: i32 = -1;
+
+/// Query lookups: the request has a query string (possibly empty).
+pub const GW_FOUND: i32 = 1;
+/// Query and header lookups: nothing there.
+pub const GW_NOT_FOUND: i32 = 0;
+
+/// A borrowed byte string: `len` bytes at `ptr`, no NUL terminator.
+/// `ptr` may be dangling (or NULL) when `len` is 0.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GwStr {
+    /// First byte.
+    pub ptr: *const u8,
+    /// Number of bytes.
+    pub len: usize,
+}
+
+impl GwStr {
+    /// Borrows `bytes` for a call into the host.
+    pub fn new(bytes: &[u8]) -> GwStr {
+        GwStr {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+        }
+    }
+
+    /// The empty string.
+    pub const EMPTY: GwStr = GwStr {
+        ptr: core::ptr::NonNull::<u8>::dangling().as_ptr(),
+        len: 0,
+    };
+
+    /// Views the bytes.
+    ///
+    /// # Safety
+    /// `ptr` must point to `len` readable bytes that outlive `'a` (or `len`
+    /// must be 0).
+    pub unsafe fn as_bytes<'a>(self) -> &'a [u8] {
+        if self.len == 0 || self.ptr.is_null() {
+            &[]
+        } else {
+            // SAFETY: the caller guarantees ptr..ptr+len is live for 'a.
+            unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+        }
+    }
+}
+
+/// One header, as a name and a value.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GwHeader {
+    /// Header name.
+    pub name: GwStr,
+    /// Header value.
+    pub value: GwStr,
+}
+
+/// The request, opaque to the plugin. Only ever seen behind a pointer.
+#[repr(C)]
+pub struct GwRequest {
+    _private: [u8; 0],
+    // Neither Send nor Sync, nor Unpin: it is the host's, for one call.
+    _marker: PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// The host's callback table, passed to every middleware call.
+///
+/// `abi_version` and `size` come first and never move, so a plugin can check
+/// that the table it got is at least as long as the one it was built with.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GwHost {
+    /// [`ABI_VERSION`] of the host.
+    pub abi_version: u32,
+    /// `size_of::<GwHost>()` in the host.
+    pub size: u32,
+    /// The method (`GET`, ...).
+    pub method: unsafe extern "C" fn(req: *const GwRequest) -> GwStr,
+    /// The path, still percent-encoded, starting with `/`.
+    pub path: unsafe extern "C" fn(req: *const GwRequest) -> GwStr,
+    /// Writes the query string (without `?`) to `out` and returns
+    /// [`GW_FOUND`], or returns [`GW_NOT_FOUND`] when the URL has no `?`.
+    pub query: unsafe extern "C" fn(req: *const GwRequest, out: *mut GwStr) -> i32,
+    /// Number of values of header `name` (case-insensitive); 0 if absent.
+    pub header_count: unsafe extern "C" fn(req: *const GwRequest, name: GwStr) -> usize,
+    /// Writes value number `index` of header `name` to `out`: [`GW_FOUND`],
+    /// or [`GW_NOT_FOUND`] past the last value.
+    pub header_get: unsafe extern "C" fn(
+        req: *const GwRequest,
+        name: GwStr,
+        index: usize,
+        out: *mut GwStr,
+    ) -> i32,
+    /// Number of header lines (each value of a repeated header counts).
+    pub header_lines: unsafe extern "C" fn(req: *const GwRequest) -> usize,
+    /// Writes header line number `index` (names lower-case) to `out`:
+    /// [`GW_FOUND`], or [`GW_NOT_FOUND`] past the last line. Walking all lines
+    /// is quadratic; it is meant for logging and debugging, not the hot path.
+    pub header_line:
+        unsafe extern "C" fn(req: *const GwRequest, index: usize, out: *mut GwHeader) -> i32,
+    /// The whole (already buffered) request body.
+    pub body: unsafe extern "C" fn(req: *const GwRequest) -> GwStr,
+    /// Replaces every value of header `name` with `value`.
+    pub set_header: unsafe extern "C" fn(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32,
+    /// Adds `value` to header `name`, keeping existing values.
+    pub append_header: unsafe extern "C" fn(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32,
+    /// Removes every value of header `name`; absent is fine.
+    pub delete_header: unsafe extern "C" fn(req: *mut GwRequest, name: GwStr) -> i32,
+    /// Replaces the path (must start with `/`, no `?` or `#`).
+    pub set_path: unsafe extern "C" fn(req: *mut GwRequest, path: GwStr) -> i32,
+    /// Replaces the query string (without `?`); a NULL `query` removes it.
+    pub set_query: unsafe extern "C" fn(req: *mut GwRequest, query: *const GwStr) -> i32,
+    /// Replaces the body; the host fixes `Content-Length`.
+    pub set_body: unsafe extern "C" fn(req: *mut GwRequest, body: GwStr) -> i32,
+    /// Answers the request: after the plugin returns [`GW_CONTINUE`], the
+    /// chain stops, nothing is proxied, and the client gets exactly this
+    /// status (200..=599), these headers and this body. Calling it again
+    /// replaces the earlier answer.
+    pub respond: unsafe extern "C" fn(
+        req: *mut GwRequest,
+        status: u16,
+        headers: *const GwHeader,
+        header_count: usize,
+        body: GwStr,
+    ) -> i32,
+    /// Records why the middleware is about to return [`GW_ERROR`]; the host
+    /// logs it with the API and symbol. The client still sees only Tyk's 500.
+    pub set_error: unsafe extern "C" fn(req: *mut GwRequest, message: GwStr),
+}
+
+/// A middleware: the type of each symbol an API definition names.
+pub type GwPluginFn = unsafe extern "C" fn(host: *const GwHost, req: *mut GwRequest) -> i32;
+
+/// The type of the [`ABI_VERSION_SYMBOL`] export.
+pub type GwAbiVersionFn = unsafe extern "C" fn() -> u32;

@@ -1,0 +1,243 @@
+//! The safe view of one request during one middleware call.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+use crate::abi::{GwHeader, GwHost, GwRequest, GwStr, GW_FOUND, GW_OK};
+
+/// Why a middleware failed. The client gets Tyk's 500; the gateway logs this
+/// message with the API and the symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginError(String);
+
+impl PluginError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> PluginError {
+        PluginError(message.into())
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PluginError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PluginError {}
+
+impl From<&str> for PluginError {
+    fn from(s: &str) -> Self {
+        PluginError(s.to_string())
+    }
+}
+
+impl From<String> for PluginError {
+    fn from(s: String) -> Self {
+        PluginError(s)
+    }
+}
+
+/// One request, for the duration of one middleware call.
+///
+/// Reads borrow `&self` and edits take `&mut self`: the host may move the
+/// bytes a read returned when the request is edited, and the borrow checker
+/// then stops a plugin from holding a read across an edit, which is exactly
+/// the ABI's lifetime rule.
+pub struct Request<'a> {
+    host: &'a GwHost,
+    raw: NonNull<GwRequest>,
+    // The handle is the host's, lent mutably for this call only.
+    _call: PhantomData<&'a mut GwRequest>,
+}
+
+impl<'a> Request<'a> {
+    /// Wraps the raw handle the host passed.
+    ///
+    /// # Safety
+    /// `host` must be a table of this ABI version and `raw` the live request
+    /// handle of the current call.
+    pub unsafe fn from_raw(host: &'a GwHost, raw: *mut GwRequest) -> Request<'a> {
+        Request {
+            host,
+            raw: NonNull::new(raw).expect("the host passes a non-null request"),
+            _call: PhantomData,
+        }
+    }
+
+    fn ptr(&self) -> *const GwRequest {
+        self.raw.as_ptr()
+    }
+
+    fn text(&self, s: GwStr) -> &str {
+        // SAFETY: the host returns strings valid until the next edit; `&self`
+        // rules out edits while the result is borrowed.
+        let bytes = unsafe { s.as_bytes() };
+        // The host's method, path and query are Rust strings, so UTF-8; an
+        // empty string is the safe answer if a foreign host ever breaks that.
+        std::str::from_utf8(bytes).unwrap_or("")
+    }
+
+    /// The method, e.g. `GET`.
+    pub fn method(&self) -> &str {
+        // SAFETY: valid table and handle (see `from_raw`).
+        self.text(unsafe { (self.host.method)(self.ptr()) })
+    }
+
+    /// The path, still percent-encoded, starting with `/`.
+    pub fn path(&self) -> &str {
+        // SAFETY: as above.
+        self.text(unsafe { (self.host.path)(self.ptr()) })
+    }
+
+    /// The query string without `?`; `None` when the URL has no `?`.
+    pub fn query(&self) -> Option<&str> {
+        let mut out = GwStr::EMPTY;
+        // SAFETY: as above; `out` is a valid place to write.
+        let found = unsafe { (self.host.query)(self.ptr(), &mut out) };
+        (found == GW_FOUND).then(|| self.text(out))
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.header_at(name, 0)
+    }
+
+    fn header_at(&self, name: &str, index: usize) -> Option<&[u8]> {
+        let mut out = GwStr::EMPTY;
+        let key = GwStr::new(name.as_bytes());
+        // SAFETY: valid table and handle; `name` and `out` live across the call.
+        let found = unsafe { (self.host.header_get)(self.ptr(), key, index, &mut out) };
+        // SAFETY: valid until the next edit, which `&self` rules out.
+        (found == GW_FOUND).then(|| unsafe { out.as_bytes() })
+    }
+
+    /// How many values header `name` has (0 when absent).
+    pub fn header_count(&self, name: &str) -> usize {
+        // SAFETY: valid table and handle; `name` lives across the call.
+        unsafe { (self.host.header_count)(self.ptr(), GwStr::new(name.as_bytes())) }
+    }
+
+    /// Every value of header `name`, in order.
+    pub fn header_values<'r>(&'r self, name: &'r str) -> impl Iterator<Item = &'r [u8]> + 'r {
+        (0..).map_while(move |i| self.header_at(name, i))
+    }
+
+    /// Every header line as (lower-case name, value), repeated names once per
+    /// value. Quadratic in the number of headers: for debugging, not hot paths.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        (0..).map_while(move |i| {
+            let mut out = GwHeader {
+                name: GwStr::EMPTY,
+                value: GwStr::EMPTY,
+            };
+            // SAFETY: as above.
+            let found = unsafe { (self.host.header_line)(self.ptr(), i, &mut out) };
+            // SAFETY: valid until the next edit, which `&self` rules out.
+            (found == GW_FOUND).then(|| (self.text(out.name), unsafe { out.value.as_bytes() }))
+        })
+    }
+
+    /// The whole request body.
+    pub fn body(&self) -> &[u8] {
+        // SAFETY: as above.
+        unsafe { (self.host.body)(self.ptr()).as_bytes() }
+    }
+
+    /// Maps a callback's return code. `what` is only formatted on refusal:
+    /// this runs on every edit of every request.
+    fn edit(&mut self, rc: i32, what: impl FnOnce() -> String) -> Result<(), PluginError> {
+        if rc == GW_OK {
+            Ok(())
+        } else {
+            Err(PluginError(format!("the gateway refused {}", what())))
+        }
+    }
+
+    /// Sets header `name` to `value`, replacing every earlier value.
+    ///
+    /// An invalid name or value (empty name, CR/LF) is refused, and the
+    /// request then fails with 500 even if this error is ignored.
+    pub fn set_header(&mut self, name: &str, value: impl AsRef<[u8]>) -> Result<(), PluginError> {
+        let (n, v) = (GwStr::new(name.as_bytes()), GwStr::new(value.as_ref()));
+        // SAFETY: valid table and handle; the host copies n and v.
+        let rc = unsafe { (self.host.set_header)(self.raw.as_ptr(), n, v) };
+        self.edit(rc, || format!("header {name:?}"))
+    }
+
+    /// Adds a value to header `name`, keeping the others.
+    pub fn append_header(
+        &mut self,
+        name: &str,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), PluginError> {
+        let (n, v) = (GwStr::new(name.as_bytes()), GwStr::new(value.as_ref()));
+        // SAFETY: as above.
+        let rc = unsafe { (self.host.append_header)(self.raw.as_ptr(), n, v) };
+        self.edit(rc, || format!("header {name:?}"))
+    }
+
+    /// Removes every value of header `name` (absent is fine).
+    pub fn delete_header(&mut self, name: &str) -> Result<(), PluginError> {
+        // SAFETY: as above.
+        let rc =
+            unsafe { (self.host.delete_header)(self.raw.as_ptr(), GwStr::new(name.as_bytes())) };
+        self.edit(rc, || format!("header {name:?}"))
+    }
+
+    /// Replaces the path (must start with `/`; no `?` or `#`).
+    pub fn set_path(&mut self, path: &str) -> Result<(), PluginError> {
+        // SAFETY: as above.
+        let rc = unsafe { (self.host.set_path)(self.raw.as_ptr(), GwStr::new(path.as_bytes())) };
+        self.edit(rc, || format!("path {path:?}"))
+    }
+
+    /// Replaces the query string (`Some`, without `?`) or removes it (`None`).
+    pub fn set_query(&mut self, query: Option<&str>) -> Result<(), PluginError> {
+        let q = query.map(|q| GwStr::new(q.as_bytes()));
+        let p = q.as_ref().map_or(std::ptr::null(), |q| q as *const GwStr);
+        // SAFETY: as above; `p` is NULL or points at `q`, alive here.
+        let rc = unsafe { (self.host.set_query)(self.raw.as_ptr(), p) };
+        self.edit(rc, || format!("query {query:?}"))
+    }
+
+    /// Replaces the body; the gateway fixes `Content-Length`.
+    pub fn set_body(&mut self, body: impl AsRef<[u8]>) -> Result<(), PluginError> {
+        // SAFETY: as above.
+        let rc = unsafe { (self.host.set_body)(self.raw.as_ptr(), GwStr::new(body.as_ref())) };
+        self.edit(rc, || "the body".to_string())
+    }
+
+    /// Answers the request: when the middleware returns `Ok`, the chain
+    /// stops, nothing is proxied, and the client gets exactly this.
+    pub fn respond(
+        &mut self,
+        status: u16,
+        headers: &[(&str, &str)],
+        body: impl AsRef<[u8]>,
+    ) -> Result<(), PluginError> {
+        let lines: Vec<GwHeader> = headers
+            .iter()
+            .map(|(n, v)| GwHeader {
+                name: GwStr::new(n.as_bytes()),
+                value: GwStr::new(v.as_bytes()),
+            })
+            .collect();
+        let body = GwStr::new(body.as_ref());
+        // SAFETY: as above; `lines` outlives the call.
+        let rc = unsafe {
+            (self.host.respond)(self.raw.as_ptr(), status, lines.as_ptr(), lines.len(), body)
+        };
+        self.edit(rc, || format!("response status {status} or its headers"))
+    }
+
+    pub(crate) fn set_error(&mut self, message: &str) {
+        // SAFETY: as above.
+        unsafe { (self.host.set_error)(self.raw.as_ptr(), GwStr::new(message.as_bytes())) }
+    }
+}

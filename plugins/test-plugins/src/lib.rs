@@ -1,0 +1,148 @@
+//! Plugins that exercise every host callback, one behaviour per symbol, so
+//! the gateway's tests can check what the upstream (or the client) saw.
+//! Also a tour of the SDK: each function is a small, complete middleware.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use plugin_sdk::{export_plugin, PluginError, Request};
+
+/// Does nothing: isolates the cost of the call itself in benchmarks.
+fn noop(_: &mut Request<'_>) -> Result<(), PluginError> {
+    Ok(())
+}
+
+/// Sets, appends and deletes headers.
+fn edit_headers(req: &mut Request<'_>) -> Result<(), PluginError> {
+    req.set_header("X-Set", "replaced")?;
+    req.append_header("X-Append", "added")?;
+    req.delete_header("X-Delete")
+}
+
+/// Rewrites path, query and body, keeping the old ones in headers.
+fn rewrite(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let old = format!("{} {:?} {}", req.path(), req.query(), req.body().len());
+    req.set_header("X-Old", old)?;
+    let path = format!("/rewritten{}", req.path());
+    req.set_path(&path)?;
+    req.set_query(Some("a=1&b=two"))?;
+    req.set_body("rewritten body")
+}
+
+/// Removes the query string altogether.
+fn drop_query(req: &mut Request<'_>) -> Result<(), PluginError> {
+    req.set_query(None)
+}
+
+/// Reports everything it can read in one header, to check the read side.
+fn read_all(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let multi: Vec<String> = req
+        .header_values("x-multi")
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    let lines = req
+        .headers()
+        .filter(|(n, _)| n.starts_with("x-multi"))
+        .count();
+    let summary = format!(
+        "method={} path={} query={} multi={} count={} lines={} body={}",
+        req.method(),
+        req.path(),
+        req.query().unwrap_or("<none>"),
+        multi.join(","),
+        req.header_count("X-MULTI"),
+        lines,
+        String::from_utf8_lossy(req.body()),
+    );
+    req.set_header("X-Read", summary)
+}
+
+/// Appends the path it sees, to tell pre (unstripped) from post (stripped).
+fn seen_path(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let path = req.path().to_string();
+    req.append_header("X-Seen-Path", path)
+}
+
+/// Answers 418 itself: nothing is proxied.
+fn teapot(req: &mut Request<'_>) -> Result<(), PluginError> {
+    req.respond(
+        418,
+        &[("Content-Type", "application/json"), ("X-Short", "circuit")],
+        r#"{"teapot":true}"#,
+    )
+}
+
+fn fail(_: &mut Request<'_>) -> Result<(), PluginError> {
+    Err(PluginError::new("deliberate failure"))
+}
+
+fn panics(_: &mut Request<'_>) -> Result<(), PluginError> {
+    panic!("deliberate panic")
+}
+
+/// Sets a header value with CR/LF and ignores the refusal: the gateway must
+/// still fail the request.
+fn bad_header_value(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let _ = req.set_header("X-Injected", "a\r\nX-Evil: yes");
+    Ok(())
+}
+
+/// Sets a header with an empty name, ignoring the refusal.
+fn empty_header_name(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let _ = req.append_header("", "value");
+    Ok(())
+}
+
+/// Answers with a header value containing a newline, ignoring the refusal.
+fn bad_response_header(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let _ = req.respond(200, &[("X-Bad", "line\nbreak")], "x");
+    Ok(())
+}
+
+/// Fails or panics only when asked to (`X-Trigger: fail|panic`), so a test
+/// can show the very next request through the same plugin succeeds.
+fn moody(req: &mut Request<'_>) -> Result<(), PluginError> {
+    match req.header("X-Trigger") {
+        Some(b"fail") => Err(PluginError::new("asked to fail")),
+        Some(b"panic") => panic!("asked to panic"),
+        _ => req.set_header("X-Survived", "yes"),
+    }
+}
+
+/// Sets a path that is not a path, ignoring the refusal.
+fn bad_path(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let _ = req.set_path("no-leading-slash");
+    Ok(())
+}
+
+/// Answers with a status no client can be sent, ignoring the refusal.
+fn bad_status(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let _ = req.respond(99, &[], "x");
+    Ok(())
+}
+
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts calls in a process-wide static: APIs sharing this library share it.
+fn count(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let n = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+    req.set_header("X-Count", n.to_string())
+}
+
+export_plugin!(
+    Noop => noop,
+    EditHeaders => edit_headers,
+    Rewrite => rewrite,
+    DropQuery => drop_query,
+    ReadAll => read_all,
+    SeenPath => seen_path,
+    Teapot => teapot,
+    Fail => fail,
+    Panic => panics,
+    BadHeaderValue => bad_header_value,
+    EmptyHeaderName => empty_header_name,
+    BadResponseHeader => bad_response_header,
+    Count => count,
+    Moody => moody,
+    BadPath => bad_path,
+    BadStatus => bad_status,
+);
