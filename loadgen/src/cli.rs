@@ -68,7 +68,8 @@ pub struct Args {
     /// from each request's intended send time.
     #[arg(long, value_name = "R")]
     pub rate: Option<f64>,
-    /// Load threads (default: one per core, at most -c).
+    /// Load threads (default: half the cores, at least 1, at most -c: on
+    /// loopback the server under test needs the other half).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// No progress bar.
@@ -220,6 +221,7 @@ impl Args {
             body,
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let default_threads = cores.div_ceil(2);
         Ok(RunConfig {
             request: spec.encode(&target, self.keepalive),
             target,
@@ -229,7 +231,7 @@ impl Args {
             mode,
             rate: self.rate,
             timeout: seconds("-s", self.timeout)?,
-            threads: self.threads.unwrap_or(cores).max(1),
+            threads: self.threads.unwrap_or(default_threads).max(1),
             expect: Expect {
                 status: self.expect_status,
                 body_contains: self.expect_body_contains.clone(),

@@ -47,12 +47,12 @@ pub struct RunResult {
 
 /// Ends a running run from elsewhere, as Ctrl-C does.
 #[derive(Clone)]
-pub struct StopHandle(Arc<watch::Sender<bool>>);
+pub struct StopHandle(Arc<Shared>);
 
 impl StopHandle {
     /// Asks the run to stop; in-flight requests are abandoned, not counted.
     pub fn stop(&self) {
-        self.0.send_replace(true);
+        self.0.stop();
     }
 }
 
@@ -72,12 +72,20 @@ struct Shared {
     /// First response's body length and `Server` header.
     first: OnceLock<(u64, Option<String>)>,
     stop: Arc<watch::Sender<bool>>,
+    /// Mirror of `stop` read on every ticket: a plain atomic load, where
+    /// the watch channel would take its lock.
+    stopped: AtomicBool,
 }
 
 impl Shared {
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.stop.send_replace(true);
+    }
+
     /// The next ticket and its intended send time, or `None` when the run is over.
     fn ticket(&self) -> Option<Option<Instant>> {
-        if *self.stop.borrow() {
+        if self.stopped.load(Ordering::Relaxed) {
             return None;
         }
         let t = self.next_ticket.fetch_add(1, Ordering::Relaxed);
@@ -118,9 +126,6 @@ pub fn run_with(
         .build()?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
-    if let Some(f) = on_start {
-        f(StopHandle(stop_tx.clone()));
-    }
     // Installed before any request goes out, so an early Ctrl-C is never
     // the default "kill the process" and always yields a report.
     let mut sigint = if ctrl_c {
@@ -143,7 +148,11 @@ pub fn run_with(
         fatal: Mutex::new(None),
         first: OnceLock::new(),
         stop: stop_tx.clone(),
+        stopped: AtomicBool::new(false),
     });
+    if let Some(f) = on_start {
+        f(StopHandle(shared.clone()));
+    }
 
     // Each thread gets concurrency/threads connections (the remainder spread
     // over the first ones); a thread with none is not started.
@@ -178,11 +187,11 @@ pub fn run_with(
                 _ = finished_rx.recv() => break,
                 _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() && !deadline_hit => {
                     deadline_hit = true;
-                    stop_tx.send_replace(true);
+                    shared.stop();
                 }
                 _ = async { sigint.as_mut().unwrap().recv().await }, if sigint.is_some() && !interrupted => {
                     interrupted = true;
-                    stop_tx.send_replace(true);
+                    shared.stop();
                 }
                 _ = tick.tick() => {
                     if let Some(p) = progress.as_mut() {
@@ -240,7 +249,7 @@ fn worker_thread(
         Err(e) => {
             *shared.fatal.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(format!("cannot start a load thread: {e}"));
-            shared.stop.send_replace(true);
+            shared.stop();
             return Recorder::default();
         }
     };
@@ -287,7 +296,7 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .get_or_insert(msg);
-                shared.stop.send_replace(true);
+                shared.stop();
                 return;
             }
             Ok(Err(f)) => {

@@ -60,7 +60,7 @@ pub struct BenchArgs {
     /// mock-upstream runtime threads (default: its own, one per core).
     #[arg(long)]
     pub upstream_threads: Option<usize>,
-    /// loadgen threads (default: one per core, at most -c).
+    /// loadgen threads (default: half the cores, at least 1, at most -c).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Directory of API definitions; relative middleware paths in them are
