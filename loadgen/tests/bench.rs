@@ -62,6 +62,26 @@ fn apis_dir(tmp: &Path) -> PathBuf {
     dir
 }
 
+/// The mock upstream in-process, standing in for another gateway.
+fn echo_server() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).unwrap();
+            loadgen::mock::serve(l, std::future::pending())
+                .await
+                .unwrap();
+        });
+    });
+    addr
+}
+
 fn bench(args: &[&str]) -> Output {
     Command::new(bin_dir().join("loadgen"))
         .arg("bench")
@@ -88,7 +108,12 @@ fn a_short_bench_measures_every_working_route_and_stops_its_children() {
         tmp.path().join("b.md"),
         tmp.path().join("b.svg"),
     );
+    // A peer for --compare: a bare echo server, whose /plain/hello/ passes
+    // the checks and whose plugin routes must be skipped (no marker).
+    let peer = format!("echo=http://{}", echo_server());
     let out = bench(&[
+        "--compare",
+        &peer,
         "-n",
         "300",
         "--repeat",
@@ -157,6 +182,19 @@ fn a_short_bench_measures_every_working_route_and_stops_its_children() {
             );
         }
     }
+
+    let peer_route = |k: &str| {
+        routes
+            .iter()
+            .find(|r| r["target"] == "echo" && r["route"]["key"] == k)
+            .unwrap()
+    };
+    assert_eq!(peer_route("plain")["median"]["complete"], 300);
+    assert!(peer_route("plain")["median"]["server_cpu_s"].is_null());
+    let why = peer_route("native")["skipped"].as_str().unwrap();
+    assert!(why.contains("did not see X-Custom-Goplugin"), "{why}");
+    assert!(text.contains("4. Every target and route"));
+    measured += 1;
 
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(
