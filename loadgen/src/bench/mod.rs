@@ -94,7 +94,12 @@ pub fn main(args: BenchArgs) -> i32 {
         Ok(r) => r,
         Err(e) => {
             eprintln!("loadgen bench: {e:#}");
-            return 1;
+            // Children are already stopped (dropped on the way out).
+            return if INTERRUPTED.load(Ordering::SeqCst) {
+                130
+            } else {
+                1
+            };
         }
     };
     let stdout_json = args.json.as_deref() == Some("-");
