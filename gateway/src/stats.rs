@@ -15,17 +15,18 @@ use serde::Serialize;
 use crate::config::Hook;
 
 type Key = (String, Hook, String);
+type Shared = Arc<Mutex<Histogram<u64>>>;
 
 /// The registry of every recorder, shared by all workers.
 #[derive(Clone, Default)]
 pub struct Stats {
-    inner: Arc<Mutex<Vec<(Key, Arc<Mutex<Histogram<u64>>>)>>>,
+    inner: Arc<Mutex<Vec<(Key, Shared)>>>,
 }
 
 /// One worker's histogram for one middleware entry.
 #[derive(Clone)]
 pub struct CallRecorder {
-    hist: Arc<Mutex<Histogram<u64>>>,
+    hist: Shared,
 }
 
 impl CallRecorder {

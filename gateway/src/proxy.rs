@@ -1,0 +1,246 @@
+//! One request through the gateway:
+//!
+//! ```text
+//! route (longest listen_path) -> pre chain -> strip listen path -> post chain
+//!       -> upstream (pooled keep-alive HTTP/1.1) -> response to the client
+//! ```
+//!
+//! Routes without middleware take the streaming path: the request body and
+//! the upstream's response body flow through without being buffered. Routes
+//! with middleware buffer the request body first (a middleware may read or
+//! replace it), up to [`MAX_BUFFERED_BODY`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, Uri};
+use http_body_util::{BodyExt, Either, Full, Limited};
+use hyper::body::Incoming;
+
+use crate::config::{ApiSpec, Hook};
+use crate::error::{Kind, Origin, ProxyError};
+use crate::middleware::{ApiChain, Flow, MwRequest, MwResponse};
+use crate::router::{self, Router};
+use crate::upstream::{self, UpstreamBody, UpstreamClient};
+
+/// Largest request body buffered for middleware (32 MiB); larger gets 413.
+pub const MAX_BUFFERED_BODY: usize = 32 << 20;
+
+/// A response on its way to the client: the upstream's, streamed, or one the
+/// gateway or a middleware wrote.
+pub type ClientBody = Either<Incoming, Full<Bytes>>;
+
+/// One API as a worker serves it.
+pub struct Route {
+    /// The definition.
+    pub spec: Arc<ApiSpec>,
+    /// This worker's middleware; `None` without middleware. `Err` when the
+    /// chain could not be built on this worker: every request then fails
+    /// with 500 rather than silently skipping the middleware.
+    pub chain: Option<Result<ApiChain, String>>,
+}
+
+/// Everything a worker thread needs to proxy a request.
+pub struct Proxy {
+    /// Routes by listen path.
+    pub router: Router<Route>,
+    /// This worker's upstream pool.
+    pub client: UpstreamClient,
+    /// How long to wait for the upstream's response head.
+    pub upstream_timeout: Duration,
+}
+
+impl Proxy {
+    /// Proxies one request, mapping every failure to Tyk's answer.
+    pub async fn handle(&self, req: Request<Incoming>, remote: SocketAddr) -> Response<ClientBody> {
+        match self.try_handle(req, remote).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                match e.origin {
+                    Origin::Client => tracing::debug!(error = %e, "request refused"),
+                    _ => tracing::warn!(error = %e, "request failed"),
+                }
+                e.response().map(|b| Either::Right(Full::new(b)))
+            }
+        }
+    }
+
+    async fn try_handle(
+        &self,
+        req: Request<Incoming>,
+        remote: SocketAddr,
+    ) -> Result<Response<ClientBody>, ProxyError> {
+        let route = self
+            .router
+            .find(req.uri().path())
+            .ok_or_else(|| ProxyError::new(Kind::NoRoute, Origin::Client))?;
+        let spec = &route.spec;
+        let (mut parts, body) = req.into_parts();
+
+        let chain = match &route.chain {
+            None => {
+                // Streaming path: no middleware, nothing buffered.
+                let path = router::upstream_path(
+                    &spec.listen_path,
+                    spec.strip_listen_path,
+                    &spec.target.base_path,
+                    parts.uri.path(),
+                );
+                let query = parts.uri.query().map(str::to_string);
+                prepare_headers(spec, &mut parts.headers, remote);
+                let uri = upstream_uri(spec, &path, query.as_deref())?;
+                let mut up = Request::from_parts(parts, Either::Left(body));
+                *up.uri_mut() = uri;
+                *up.version_mut() = http::Version::HTTP_11;
+                return self.forward(up).await;
+            }
+            Some(Ok(chain)) => chain,
+            Some(Err(e)) => {
+                return Err(ProxyError::with_cause(
+                    Kind::MiddlewareFailed,
+                    Origin::Middleware,
+                    format!(
+                        "api {}: middleware unavailable on this worker: {e}",
+                        spec.api_id
+                    ),
+                ))
+            }
+        };
+
+        let body = read_body(body).await?;
+        let mut mw = MwRequest {
+            method: parts.method.clone(),
+            path: parts.uri.path().to_string(),
+            query: parts.uri.query().map(str::to_string),
+            headers: std::mem::take(&mut parts.headers),
+            body,
+            remote_addr: remote,
+        };
+        if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
+            return Ok(resp);
+        }
+        if spec.strip_listen_path {
+            mw.path = router::strip(&spec.listen_path, &mw.path);
+        }
+        if let Some(resp) = run_hook(chain, Hook::Post, &mut mw).await? {
+            return Ok(resp);
+        }
+
+        let path = router::join(&spec.target.base_path, &mw.path);
+        let uri = upstream_uri(spec, &path, mw.query.as_deref())?;
+        let mut headers = mw.headers;
+        prepare_headers(spec, &mut headers, remote);
+        // The body may have been replaced: its length is what we send now.
+        headers.remove(header::CONTENT_LENGTH);
+        if !mw.body.is_empty() || method_has_body(&mw.method) {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(mw.body.len()));
+        }
+        let mut up = Request::new(Either::Right(Full::new(mw.body)));
+        *up.method_mut() = mw.method;
+        *up.uri_mut() = uri;
+        *up.headers_mut() = headers;
+        self.forward(up).await
+    }
+
+    async fn forward(
+        &self,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<ClientBody>, ProxyError> {
+        let resp = match tokio::time::timeout(self.upstream_timeout, self.client.request(req)).await
+        {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => {
+                return Err(ProxyError::with_cause(
+                    Kind::UpstreamFailed,
+                    Origin::Upstream,
+                    e,
+                ))
+            }
+            Err(_) => return Err(ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream)),
+        };
+        let (mut parts, body) = resp.into_parts();
+        upstream::remove_hop_by_hop(&mut parts.headers);
+        Ok(Response::from_parts(parts, Either::Left(body)))
+    }
+}
+
+fn method_has_body(m: &http::Method) -> bool {
+    matches!(
+        *m,
+        http::Method::POST | http::Method::PUT | http::Method::PATCH
+    )
+}
+
+/// Runs one hook; `Some(response)` when a middleware answered the request.
+async fn run_hook(
+    chain: &ApiChain,
+    hook: Hook,
+    req: &mut MwRequest,
+) -> Result<Option<Response<ClientBody>>, ProxyError> {
+    if !chain.has(hook) {
+        return Ok(None);
+    }
+    match chain.run(hook, req).await {
+        Ok(Flow::Continue) => Ok(None),
+        Ok(Flow::Respond(r)) => Ok(Some(middleware_response(r))),
+        Err(e) => Err(ProxyError::with_cause(
+            Kind::MiddlewareFailed,
+            Origin::Middleware,
+            e,
+        )),
+    }
+}
+
+fn middleware_response(r: MwResponse) -> Response<ClientBody> {
+    let mut resp = Response::new(Either::Right(Full::new(r.body)));
+    *resp.status_mut() = r.status;
+    *resp.headers_mut() = r.headers;
+    upstream::remove_hop_by_hop(resp.headers_mut());
+    // hyper sets Content-Length from the body; a stale one from the
+    // middleware would corrupt the framing.
+    resp.headers_mut().remove(header::CONTENT_LENGTH);
+    resp
+}
+
+async fn read_body(body: Incoming) -> Result<Bytes, ProxyError> {
+    match Limited::new(body, MAX_BUFFERED_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ProxyError::new(Kind::BodyTooLarge, Origin::Client))
+        }
+        Err(e) => Err(ProxyError::with_cause(Kind::BadRequest, Origin::Client, e)),
+    }
+}
+
+/// Header edits every proxied request gets, with or without middleware.
+fn prepare_headers(spec: &ApiSpec, headers: &mut http::HeaderMap, remote: SocketAddr) {
+    upstream::remove_hop_by_hop(headers);
+    upstream::append_forwarded_for(headers, remote);
+    if !spec.preserve_host_header || !headers.contains_key(header::HOST) {
+        if let Ok(v) = HeaderValue::from_str(&spec.target.authority) {
+            headers.insert(header::HOST, v);
+        }
+    }
+}
+
+fn upstream_uri(spec: &ApiSpec, path: &str, query: Option<&str>) -> Result<Uri, ProxyError> {
+    let pq = match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    Uri::builder()
+        .scheme("http")
+        .authority(spec.target.authority.as_str())
+        .path_and_query(pq)
+        .build()
+        .map_err(|e| {
+            ProxyError::with_cause(
+                Kind::MiddlewareFailed,
+                Origin::Middleware,
+                format!("the rewritten URL is not valid: {e}"),
+            )
+        })
+}

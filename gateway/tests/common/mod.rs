@@ -1,0 +1,327 @@
+//! Test harness: real servers on 127.0.0.1:0, the real gateway in-process,
+//! and a plain HTTP client. Each test binary includes it with `mod common;`.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use gateway::config::LoadError;
+use gateway::server::{Gateway, GatewayConfig};
+use gateway::stats::Stats;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::{json, Value};
+
+/// Runs `f` on a fresh thread with its own current-thread runtime.
+fn spawn_runtime<F, Fut>(f: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(f());
+    });
+}
+
+fn bind_local() -> (std::net::TcpListener, SocketAddr) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let addr = l.local_addr().unwrap();
+    (l, addr)
+}
+
+/// Starts the real mock upstream (the seed's echo server); returns its address.
+pub fn mock() -> SocketAddr {
+    let (l, addr) = bind_local();
+    spawn_runtime(move || async move {
+        let l = tokio::net::TcpListener::from_std(l).unwrap();
+        loadgen::mock::serve(l, std::future::pending())
+            .await
+            .unwrap();
+    });
+    addr
+}
+
+/// One request as an upstream received it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: Method,
+    /// Path and query, as on the request line.
+    pub uri: String,
+    pub version: http::Version,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// A capturing upstream: records every request in full and answers 200
+/// `recorded` with `X-Upstream: recorder` (plus a hop-by-hop header that must
+/// not reach the client).
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// TCP connections the recorder accepted (pooling shows here).
+    pub connections: Arc<AtomicUsize>,
+}
+
+impl Recorder {
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+    pub fn last(&self) -> Seen {
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("the upstream saw no request")
+    }
+    pub fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// Starts a capturing upstream; returns its address and its record.
+pub fn recorder() -> (SocketAddr, Recorder) {
+    recorder_with_delay(Duration::ZERO)
+}
+
+/// A capturing upstream that waits `delay` before answering.
+pub fn recorder_with_delay(delay: Duration) -> (SocketAddr, Recorder) {
+    let (l, addr) = bind_local();
+    let rec = Recorder::default();
+    let r = rec.clone();
+    spawn_runtime(move || async move {
+        let l = tokio::net::TcpListener::from_std(l).unwrap();
+        loop {
+            let (s, _) = l.accept().await.unwrap();
+            r.connections.fetch_add(1, Ordering::SeqCst);
+            let r = r.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let r = r.clone();
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let body = body.collect().await.unwrap().to_bytes();
+                        r.seen.lock().unwrap().push(Seen {
+                            method: parts.method,
+                            uri: parts.uri.to_string(),
+                            version: parts.version,
+                            headers: parts.headers,
+                            body,
+                        });
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        let mut resp = Response::new(Full::new(Bytes::from_static(b"recorded")));
+                        resp.headers_mut()
+                            .insert("x-upstream", "recorder".parse().unwrap());
+                        resp.headers_mut()
+                            .insert("keep-alive", "timeout=5".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, rec)
+}
+
+/// An address nothing listens on (bound, then closed).
+pub fn dead_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// A minimal keyless API definition, as a Tyk user writes one.
+pub fn api_json(api_id: &str, listen_path: &str, target: &str, strip: bool, mw: Value) -> Value {
+    let mut v = json!({
+        "name": api_id,
+        "api_id": api_id,
+        "org_id": "default",
+        "active": true,
+        "use_keyless": true,
+        "proxy": {
+            "listen_path": listen_path,
+            "target_url": target,
+            "strip_listen_path": strip
+        }
+    });
+    if !mw.is_null() {
+        v["custom_middleware"] = mw;
+    }
+    v
+}
+
+/// Writes a definition as `dir/name.json`.
+pub fn write_api(dir: &Path, name: &str, v: &Value) {
+    std::fs::write(
+        dir.join(format!("{name}.json")),
+        serde_json::to_vec_pretty(v).unwrap(),
+    )
+    .unwrap();
+}
+
+/// A gateway running in-process on its own threads.
+pub struct TestGateway {
+    pub addr: SocketAddr,
+    pub load_errors: Vec<LoadError>,
+    pub stats: Stats,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestGateway {
+    /// Signals shutdown and waits for the gateway to drain and exit.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+    fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap().unwrap();
+        }
+    }
+    /// Starts shutdown without waiting; `join` waits.
+    pub fn begin_stop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+    pub fn join(mut self) {
+        self.shutdown();
+    }
+}
+
+impl Drop for TestGateway {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Starts a gateway on 127.0.0.1:0 over the definitions in `dir`.
+pub fn start_gateway(dir: &Path) -> TestGateway {
+    start_gateway_with(GatewayConfig {
+        apis_dir: dir.to_path_buf(),
+        threads: 2,
+        ..GatewayConfig::default()
+    })
+}
+
+/// Starts a gateway with a full configuration.
+pub fn start_gateway_with(config: GatewayConfig) -> TestGateway {
+    let gw = Gateway::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
+    let addr = gw.local_addr();
+    let load_errors = gw.load_errors().to_vec();
+    let stats = gw.stats();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        gw.run(async move {
+            let _ = rx.await;
+        })
+    });
+    TestGateway {
+        addr,
+        load_errors,
+        stats,
+        stop: Some(tx),
+        thread: Some(thread),
+    }
+}
+
+/// A response as the client saw it.
+#[derive(Debug)]
+pub struct Got {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Got {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Sends one request over a fresh HTTP/1.1 connection.
+pub fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Got {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", addr.to_string());
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(Bytes::copy_from_slice(body))).unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(30), sender.send_request(req))
+            .await
+            .expect("no response within 30 s")
+            .unwrap();
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        Got {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
+    })
+}
+
+/// `GET path` with no extra headers.
+pub fn get(addr: SocketAddr, path: &str) -> Got {
+    send(addr, "GET", path, &[], b"")
+}
+
+/// Writes raw bytes on a fresh connection and reads until the server closes.
+pub fn raw(addr: SocketAddr, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,0 +1,396 @@
+//! The gateway's request path without middleware, end to end: real sockets,
+//! the real gateway, the real mock upstream and a capturing upstream.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn target(addr: std::net::SocketAddr) -> String {
+    format!("http://{addr}")
+}
+
+#[test]
+fn routing_strips_and_joins_like_tyk() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    let t = target(up);
+    write_api(
+        dir.path(),
+        "slash",
+        &api_json("slash", "/gopl/", &t, true, Value::Null),
+    );
+    write_api(
+        dir.path(),
+        "bare",
+        &api_json("bare", "/gopl", &format!("{t}/bare"), true, Value::Null),
+    );
+    write_api(
+        dir.path(),
+        "deep",
+        &api_json(
+            "deep",
+            "/gopl/deep/",
+            &format!("{t}/base"),
+            true,
+            Value::Null,
+        ),
+    );
+    write_api(
+        dir.path(),
+        "keep",
+        &api_json("keep", "/keep/", &format!("{t}/base/"), false, Value::Null),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+
+    for (request, upstream) in [
+        ("/gopl/hello/?a=1", "/hello/?a=1"),
+        ("/gopl/", "/"),
+        ("/gopl", "/bare/"),
+        ("/goplx?q=a%20b&q=c", "/bare/x?q=a%20b&q=c"),
+        ("/gopl/deep/x", "/base/x"),
+        ("/gopl/deeper", "/deeper"),
+        ("/keep/a/b?z", "/base/keep/a/b?z"),
+    ] {
+        let got = get(gw.addr, request);
+        assert_eq!(got.status, 200, "{request}");
+        assert_eq!(got.text(), "recorded", "{request}");
+        assert_eq!(
+            rec.last().uri,
+            upstream,
+            "{request} should reach the upstream as {upstream}"
+        );
+    }
+    let got = get(gw.addr, "/nothing/here");
+    assert_eq!(got.status, 404);
+    assert_eq!(got.text(), "Not Found");
+    gw.stop();
+}
+
+#[test]
+fn the_upstream_sees_what_the_client_sent_plus_proxy_headers() {
+    let mock = mock();
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "plain",
+        &api_json("plain", "/plain/", &target(mock), true, Value::Null),
+    );
+    let gw = start_gateway(dir.path());
+    let headers = [("X-Demo", "one"), ("Accept", "application/json")];
+
+    // The same request to the upstream directly and through the gateway.
+    let direct = send(mock, "GET", "/hello/", &headers, b"").json();
+    let proxied = send(gw.addr, "GET", "/plain/hello/", &headers, b"");
+    assert_eq!(proxied.status, 200);
+    assert_eq!(proxied.headers["content-type"], "application/json");
+    let proxied = proxied.json();
+    assert_eq!(proxied["path"], direct["path"]);
+    assert_eq!(proxied["method"], "GET");
+    assert_eq!(proxied["message"], "hello from mock upstream");
+    let mut expected = direct["headers"].clone();
+    expected["X-Forwarded-For"] = json!("127.0.0.1");
+    assert_eq!(
+        proxied["headers"], expected,
+        "only X-Forwarded-For is added"
+    );
+    gw.stop();
+}
+
+#[test]
+fn post_bodies_headers_and_host_reach_the_upstream() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "a",
+        &api_json("a", "/a/", &target(up), true, Value::Null),
+    );
+    let mut keep_host = api_json("b", "/b/", &target(up), true, Value::Null);
+    keep_host["proxy"]["preserve_host_header"] = json!(true);
+    write_api(dir.path(), "b", &keep_host);
+    let gw = start_gateway(dir.path());
+
+    let body = vec![b'x'; 200_000];
+    let got = send(
+        gw.addr,
+        "POST",
+        "/a/upload?id=7",
+        &[
+            ("Content-Type", "application/octet-stream"),
+            ("X-Multi", "1"),
+            ("X-Multi", "2"),
+            ("X-Forwarded-For", "10.0.0.1"),
+            ("Connection", "X-Hop"),
+            ("X-Hop", "must not pass"),
+            ("Proxy-Authorization", "secret"),
+        ],
+        &body,
+    );
+    assert_eq!(got.status, 200);
+    assert_eq!(got.headers["x-upstream"], "recorder");
+    assert!(
+        got.headers.get("keep-alive").is_none(),
+        "hop-by-hop response header leaked"
+    );
+    let seen = rec.last();
+    assert_eq!(seen.method, "POST");
+    assert_eq!(seen.uri, "/upload?id=7");
+    assert_eq!(seen.version, http::Version::HTTP_11);
+    assert_eq!(seen.body.len(), body.len());
+    assert_eq!(seen.headers["content-type"], "application/octet-stream");
+    let multi: Vec<_> = seen.headers.get_all("x-multi").iter().collect();
+    assert_eq!(multi, ["1", "2"]);
+    assert_eq!(seen.headers["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+    assert_eq!(
+        seen.headers["host"],
+        up.to_string(),
+        "Host is rewritten to the target"
+    );
+    assert!(seen.headers.get("x-hop").is_none());
+    assert!(seen.headers.get("proxy-authorization").is_none());
+
+    let client_host = gw.addr.to_string();
+    send(gw.addr, "GET", "/b/", &[], b"");
+    assert_eq!(
+        rec.last().headers["host"],
+        client_host.as_str(),
+        "preserve_host_header keeps it"
+    );
+    gw.stop();
+}
+
+#[test]
+fn http10_clients_without_keepalive_still_reuse_upstream_connections() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "a",
+        &api_json("a", "/a/", &target(up), true, Value::Null),
+    );
+    let gw = start_gateway(dir.path());
+    for i in 0..20 {
+        // ab's request: HTTP/1.0, no keep-alive; the gateway must close.
+        let resp = raw(gw.addr, &format!("GET /a/n{i} HTTP/1.0\r\nHost: x\r\nUser-Agent: ApacheBench/2.3\r\nAccept: */*\r\n\r\n"));
+        assert!(resp.starts_with("HTTP/1.0 200"), "{resp}");
+        assert!(resp.ends_with("recorded"), "{resp}");
+    }
+    assert_eq!(rec.count(), 20);
+    assert!(rec
+        .requests()
+        .iter()
+        .all(|s| s.version == http::Version::HTTP_11));
+    // Two workers, each with its own pool, sequential requests: at most two.
+    assert!(
+        rec.connections() <= 2,
+        "{} upstream connections for 20 requests",
+        rec.connections()
+    );
+    gw.stop();
+}
+
+#[test]
+fn keepalive_clients_send_many_requests_on_one_connection() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "a",
+        &api_json("a", "/a/", &target(up), true, Value::Null),
+    );
+    let gw = start_gateway(dir.path());
+    let mut request = String::new();
+    for i in 0..5 {
+        request.push_str(&format!("GET /a/k{i} HTTP/1.1\r\nHost: x\r\n\r\n"));
+    }
+    request.push_str("GET /a/last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let resp = raw(gw.addr, &request);
+    assert_eq!(resp.matches("HTTP/1.1 200 OK").count(), 6, "{resp}");
+    assert_eq!(rec.count(), 6);
+    gw.stop();
+}
+
+#[test]
+fn upstream_down_answers_tyks_500() {
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "a",
+        &api_json("a", "/a/", &target(dead_addr()), true, Value::Null),
+    );
+    let gw = start_gateway(dir.path());
+    let got = get(gw.addr, "/a/x");
+    assert_eq!(got.status, 500);
+    assert_eq!(got.headers["content-type"], "application/json");
+    assert_eq!(
+        got.text(),
+        r#"{"error": "There was a problem proxying the request"}"#
+    );
+    gw.stop();
+}
+
+#[test]
+fn bad_definitions_are_named_and_the_good_ones_serve() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    let t = target(up);
+    let d = dir.path();
+    write_api(
+        d,
+        "good",
+        &api_json("good", "/good/", &t, true, Value::Null),
+    );
+    std::fs::write(
+        d.join("broken.json"),
+        b"{ \"api_id\": \"x\",\n  \"proxy\": { ",
+    )
+    .unwrap();
+    write_api(
+        d,
+        "nolisten",
+        &api_json("nolisten", "", &t, true, Value::Null),
+    );
+    let mut no_target = api_json("notarget", "/nt/", "", true, Value::Null);
+    no_target["proxy"]
+        .as_object_mut()
+        .unwrap()
+        .remove("target_url");
+    write_api(d, "notarget", &no_target);
+    write_api(
+        d,
+        "https",
+        &api_json("https", "/https/", "https://example.com", true, Value::Null),
+    );
+    write_api(
+        d,
+        "zdup",
+        &api_json("zdup", "/good/", &t, true, Value::Null),
+    );
+    let mut keyed = api_json("keyed", "/keyed/", &t, true, Value::Null);
+    keyed["use_keyless"] = json!(false);
+    write_api(d, "keyed", &keyed);
+    let python = json!({"driver": "python", "pre": [{"name": "f", "path": "m.py"}]});
+    write_api(d, "python", &api_json("python", "/py/", &t, true, python));
+    let mut inactive = api_json("inactive", "/off/", &t, true, Value::Null);
+    inactive["active"] = json!(false);
+    write_api(d, "inactive", &inactive);
+    std::fs::write(d.join("notes.txt"), b"not a definition").unwrap();
+
+    let gw = start_gateway(d);
+    let mut errors: Vec<(String, String, String)> = gw
+        .load_errors
+        .iter()
+        .map(|e| {
+            let file = e.file.file_name().unwrap().to_string_lossy().into_owned();
+            (file, e.field.clone(), e.message.clone())
+        })
+        .collect();
+    errors.sort();
+    let fields: Vec<(&str, &str)> = errors
+        .iter()
+        .map(|(f, fld, _)| (f.as_str(), fld.as_str()))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("broken.json", "-"),
+            ("https.json", "proxy.target_url"),
+            ("keyed.json", "use_keyless"),
+            ("nolisten.json", "proxy.listen_path"),
+            ("notarget.json", "proxy.target_url"),
+            ("python.json", "custom_middleware.driver"),
+            ("zdup.json", "proxy.listen_path"),
+        ],
+        "{errors:#?}"
+    );
+    assert!(
+        errors[0].2.contains("line 2"),
+        "JSON errors give the position: {}",
+        errors[0].2
+    );
+    assert!(errors[1].2.contains("only http://"), "{}", errors[1].2);
+    assert!(errors[5].2.contains("\"python\""), "{}", errors[5].2);
+
+    assert_eq!(get(gw.addr, "/good/ok").status, 200);
+    assert_eq!(rec.last().uri, "/ok");
+    assert_eq!(
+        get(gw.addr, "/off/").status,
+        404,
+        "inactive APIs are not served"
+    );
+    assert_eq!(get(gw.addr, "/keyed/").status, 404);
+    gw.stop();
+}
+
+#[test]
+fn with_no_definitions_the_gateway_still_answers_health_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_gateway(dir.path());
+    let got = get(gw.addr, "/hello");
+    assert_eq!(got.status, 200);
+    let health = got.json();
+    assert_eq!(health["status"], "pass");
+    assert!(health["version"].is_string() && health["description"].is_string());
+    assert_eq!(get(gw.addr, "/plain/").status, 404);
+    gw.stop();
+}
+
+#[test]
+fn the_repos_plain_definition_parses_and_serves() {
+    // apis/ as shipped: plain-hello serves; the seed's two definitions parse.
+    let mock = mock();
+    let dir = tempfile::tempdir().unwrap();
+    let apis = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../apis");
+    for name in ["plain-hello", "gopl-hello", "jsvm-hello"] {
+        let text = std::fs::read_to_string(apis.join(format!("{name}.json"))).unwrap();
+        let parsed = gateway::config::parse_definition(&apis.join(name), text.as_bytes()).unwrap();
+        assert_eq!(parsed.api_id, name);
+        assert_eq!(
+            parsed.proxy.as_ref().unwrap().target_url,
+            "http://localhost:8222"
+        );
+        if name == "plain-hello" {
+            let text = text.replace("localhost:8222", &mock.to_string());
+            std::fs::write(dir.path().join("plain-hello.json"), text).unwrap();
+        }
+    }
+    let gw = start_gateway(dir.path());
+    let got = get(gw.addr, "/plain/hello/").json();
+    assert_eq!(got["path"], "/hello/");
+    gw.stop();
+}
+
+#[test]
+fn shutdown_lets_the_request_in_flight_finish() {
+    let (up, rec) = recorder_with_delay(Duration::from_millis(800));
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "a",
+        &api_json("a", "/a/", &target(up), true, Value::Null),
+    );
+    let mut gw = start_gateway(dir.path());
+    let addr = gw.addr;
+    let in_flight = std::thread::spawn(move || get(addr, "/a/slow"));
+    // Wait (bounded) until the upstream has the request, then shut down.
+    for _ in 0..500 {
+        if rec.count() == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(rec.count(), 1, "the request never reached the upstream");
+    gw.begin_stop();
+    let got = in_flight.join().unwrap();
+    assert_eq!(got.status, 200);
+    assert_eq!(got.text(), "recorded");
+    gw.join();
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "still accepting after shutdown"
+    );
+}

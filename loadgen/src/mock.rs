@@ -1,0 +1,200 @@
+//! The seed's `local-mock-server.go`, in Rust.
+//!
+//! Every method and path gets `200`, `Content-Type: application/json`, and the
+//! JSON Go's `json.NewEncoder(w).Encode(map…)` writes for
+//! `{message, path, method, headers}`: keys sorted (Go sorts map keys), header
+//! names in Go's canonical form with their first value, `Host` absent (Go moves
+//! it to `r.Host`), `<`, `>` and `&` escaped as Go does, and a trailing newline.
+//! A client of the seed's server sees the same bytes.
+//!
+//! It must never be the bottleneck of a benchmark: the handler does one small
+//! allocation-light write, connections are keep-alive HTTP/1.1 with
+//! `TCP_NODELAY`, and the caller decides how many runtime threads serve it.
+
+use std::future::Future;
+use std::io;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+/// Serves the mock upstream on `listener` until `shutdown` resolves.
+///
+/// Connections run as tasks on the current runtime; a multi-threaded runtime
+/// spreads them across its workers.
+pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                // Out of file descriptors or a connection reset before accept:
+                // keep serving the others.
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let conn = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service_fn(handle));
+            // Clients closing mid-request are normal under load; nothing to do.
+            let _ = conn.await;
+        });
+    }
+}
+
+async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let body = echo_json(req.method().as_str(), req.uri().path(), req.headers());
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+/// The exact body the seed's mock server writes for a request.
+pub fn echo_json(method: &str, raw_path: &str, headers: &HeaderMap) -> String {
+    // Go's map iteration is encoded in sorted key order; keep first values.
+    let mut names: Vec<(String, &http::HeaderValue)> = Vec::with_capacity(headers.keys_len());
+    for name in headers.keys() {
+        if name == http::header::HOST {
+            continue;
+        }
+        if let Some(v) = headers.get(name) {
+            names.push((canonical_header_key(name.as_str()), v));
+        }
+    }
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+
+    let mut out = String::with_capacity(128 + names.len() * 48);
+    out.push_str("{\"headers\":{");
+    for (i, (name, value)) in names.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        go_json_string(&mut out, name);
+        out.push(':');
+        go_json_string(&mut out, &String::from_utf8_lossy(value.as_bytes()));
+    }
+    out.push_str("},\"message\":\"hello from mock upstream\",\"method\":");
+    go_json_string(&mut out, method);
+    out.push_str(",\"path\":");
+    go_json_string(&mut out, &percent_decode(raw_path));
+    out.push_str("}\n");
+    out
+}
+
+/// Go's `textproto.CanonicalMIMEHeaderKey`: `x-custom-goplugin` becomes
+/// `X-Custom-Goplugin`. A name with a byte that is not a token character is
+/// returned unchanged, as Go does.
+pub fn canonical_header_key(name: &str) -> String {
+    let valid = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if !valid {
+        return name.to_string();
+    }
+    let mut upper = true;
+    name.chars()
+        .map(|c| {
+            let out = if upper {
+                c.to_ascii_uppercase()
+            } else {
+                c.to_ascii_lowercase()
+            };
+            upper = c == '-';
+            out
+        })
+        .collect()
+}
+
+/// Appends `s` as a JSON string the way Go's encoder writes it (HTML-safe).
+fn go_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Go reports `r.URL.Path` decoded; decode `%XX` the same way.
+fn percent_decode(path: &str) -> String {
+    if !path.contains('%') {
+        return path.to_string();
+    }
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = |b: u8| (b as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_keys_are_canonical_as_go_prints_them() {
+        assert_eq!(
+            canonical_header_key("x-custom-goplugin"),
+            "X-Custom-Goplugin"
+        );
+        assert_eq!(canonical_header_key("user-agent"), "User-Agent");
+        assert_eq!(canonical_header_key("x-jsvm"), "X-Jsvm");
+        assert_eq!(canonical_header_key("bad header"), "bad header");
+    }
+
+    #[test]
+    fn echo_matches_go_encoder_output() {
+        let mut h = HeaderMap::new();
+        h.insert("host", "localhost:8222".parse().unwrap());
+        h.insert("x-custom-goplugin", "hello-from-go-plugin".parse().unwrap());
+        h.insert("accept", "*/*".parse().unwrap());
+        h.append("accept", "text/html".parse().unwrap());
+        h.insert("x-html", "<a&b>".parse().unwrap());
+        assert_eq!(
+            echo_json("GET", "/hello%20there/", &h),
+            "{\"headers\":{\"Accept\":\"*/*\",\"X-Custom-Goplugin\":\"hello-from-go-plugin\",\
+             \"X-Html\":\"\\u003ca\\u0026b\\u003e\"},\"message\":\"hello from mock upstream\",\
+             \"method\":\"GET\",\"path\":\"/hello there/\"}\n"
+        );
+    }
+
+    #[test]
+    fn percent_decoding_leaves_malformed_escapes() {
+        assert_eq!(percent_decode("/a%2Fb%zz%4"), "/a/b%zz%4");
+    }
+}

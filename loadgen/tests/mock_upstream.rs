@@ -1,0 +1,87 @@
+//! The `mock-upstream` binary as a user runs it: flags, environment, output.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+/// Starts the binary and reads the address from its first line.
+fn start(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mock-upstream"));
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("Mock server listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, addr)
+}
+
+fn get(addr: &str, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn echoes_like_the_seeds_go_server() {
+    let (mut child, addr) = start(&["--listen", "127.0.0.1:0"], &[]);
+    let resp = get(
+        &addr,
+        "POST /any/path?x=1 HTTP/1.1\r\nHost: h\r\nx-custom-goplugin: hello-from-go-plugin\r\n\
+         Content-Length: 3\r\nConnection: close\r\n\r\nabc",
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    assert_eq!(
+        body,
+        "{\"headers\":{\"Connection\":\"close\",\"Content-Length\":\"3\",\
+         \"X-Custom-Goplugin\":\"hello-from-go-plugin\"},\"message\":\"hello from mock upstream\",\
+         \"method\":\"POST\",\"path\":\"/any/path\"}\n"
+    );
+}
+
+#[test]
+fn port_comes_from_the_flag_then_mock_port() {
+    // Pick a free port, release it, and ask for it by environment.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (mut child, addr) = start(&[], &[("MOCK_PORT", &port.to_string())]);
+    assert_eq!(addr, format!("127.0.0.1:{port}"));
+    child.kill().unwrap();
+    let _ = child.wait();
+
+    let port2 = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (mut child, addr) = start(&["--port", &port2.to_string()], &[("MOCK_PORT", "1")]);
+    assert_eq!(
+        addr,
+        format!("127.0.0.1:{port2}"),
+        "--port wins over MOCK_PORT"
+    );
+    assert!(get(&addr, "GET / HTTP/1.0\r\n\r\n").contains("hello from mock upstream"));
+    child.kill().unwrap();
+    let _ = child.wait();
+}
