@@ -125,9 +125,11 @@ fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
 }
 
 /// Reads field `key` of `obj`; a JS exception (a throwing getter) is an error.
-fn get(obj: &JsObject, key: &str, ctx: &mut Context) -> Result<JsValue, MwError> {
-    obj.get(JsString::from(key), ctx)
-        .map_err(|e| MwError(format!("reading {key}: {e}")))
+/// `key` is a `js_string!` literal: static, so the hot path allocates nothing
+/// to name a field.
+fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwError> {
+    obj.get(key.clone(), ctx)
+        .map_err(|e| MwError(format!("reading {}: {e}", key.to_std_string_lossy())))
 }
 
 fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
@@ -229,7 +231,7 @@ pub(crate) fn apply(
     let ret = ret
         .as_object()
         .ok_or_else(|| shape("the return value", "an object (use ReturnData)", ret))?;
-    let r = get(&ret, "Request", ctx)?;
+    let r = get(&ret, js_string!("Request"), ctx)?;
     let r = r
         .as_object()
         .ok_or_else(|| shape("Request", "an object (use ReturnData)", &r))?;
@@ -238,9 +240,9 @@ pub(crate) fn apply(
         return Ok(Flow::Respond(resp));
     }
 
-    let ignore_body = get(&r, "IgnoreBody", ctx)?.to_boolean();
+    let ignore_body = get(&r, js_string!("IgnoreBody"), ctx)?.to_boolean();
     if !ignore_body {
-        let body = get(&r, "Body", ctx)?;
+        let body = get(&r, js_string!("Body"), ctx)?;
         let body = body
             .as_string()
             .ok_or_else(|| shape("Request.Body", "a string", &body))?;
@@ -253,7 +255,7 @@ pub(crate) fn apply(
         }
     }
 
-    let url = get(&r, "URL", ctx)?;
+    let url = get(&r, js_string!("URL"), ctx)?;
     let url = url
         .as_string()
         .ok_or_else(|| shape("Request.URL", "a string", &url))?;
@@ -262,7 +264,7 @@ pub(crate) fn apply(
     }
 
     for name in strings(
-        &get(&r, "DeleteHeaders", ctx)?,
+        &get(&r, js_string!("DeleteHeaders"), ctx)?,
         "Request.DeleteHeaders",
         ctx,
     )? {
@@ -270,15 +272,27 @@ pub(crate) fn apply(
             req.headers.remove(n);
         }
     }
-    let sets = string_map(&get(&r, "SetHeaders", ctx)?, "Request.SetHeaders", ctx)?;
+    let sets = string_map(
+        &get(&r, js_string!("SetHeaders"), ctx)?,
+        "Request.SetHeaders",
+        ctx,
+    )?;
     for (name, value) in sets {
         let (n, v) = header(&name, &value, "Request.SetHeaders")?;
         req.headers.insert(n, v);
     }
 
-    let deletes = strings(&get(&r, "DeleteParams", ctx)?, "Request.DeleteParams", ctx)?;
-    let adds = string_map(&get(&r, "AddParams", ctx)?, "Request.AddParams", ctx)?;
-    let extended = extended_params(&get(&r, "ExtendedParams", ctx)?, ctx)?;
+    let deletes = strings(
+        &get(&r, js_string!("DeleteParams"), ctx)?,
+        "Request.DeleteParams",
+        ctx,
+    )?;
+    let adds = string_map(
+        &get(&r, js_string!("AddParams"), ctx)?,
+        "Request.AddParams",
+        ctx,
+    )?;
+    let extended = extended_params(&get(&r, js_string!("ExtendedParams"), ctx)?, ctx)?;
     if !deletes.is_empty() || !adds.is_empty() || !extended.is_empty() {
         edit_query(req, &deletes, &adds, &extended);
     }
@@ -303,10 +317,10 @@ fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<St
 /// answered with Tyk's error body; any other non-zero code with `ResponseBody`.
 fn overrides(r: &JsObject, ctx: &mut Context) -> Result<Option<MwResponse>, MwError> {
     let field = "Request.ReturnOverrides";
-    let Some(ro) = opt_object(&get(r, "ReturnOverrides", ctx)?, field)? else {
+    let Some(ro) = opt_object(&get(r, js_string!("ReturnOverrides"), ctx)?, field)? else {
         return Ok(None);
     };
-    let code = get(&ro, "ResponseCode", ctx)?;
+    let code = get(&ro, js_string!("ResponseCode"), ctx)?;
     let code = match code.as_number() {
         Some(0.0) => return Ok(None),
         Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => n as u16,
@@ -329,7 +343,7 @@ fn overrides(r: &JsObject, ctx: &mut Context) -> Result<Option<MwResponse>, MwEr
         .map_err(|_| MwError(format!("{field}.ResponseCode {code} is not an HTTP status")))?;
     let mut headers = HeaderMap::new();
     let hdrs = string_map(
-        &get(&ro, "ResponseHeaders", ctx)?,
+        &get(&ro, js_string!("ResponseHeaders"), ctx)?,
         "Request.ReturnOverrides.ResponseHeaders",
         ctx,
     )?;
@@ -337,9 +351,9 @@ fn overrides(r: &JsObject, ctx: &mut Context) -> Result<Option<MwResponse>, MwEr
         let (n, v) = header(&name, &value, "Request.ReturnOverrides.ResponseHeaders")?;
         headers.insert(n, v);
     }
-    let override_error = get(&ro, "OverrideError", ctx)?.to_boolean();
+    let override_error = get(&ro, js_string!("OverrideError"), ctx)?.to_boolean();
     let body = if code >= 400 && !override_error {
-        let msg = get(&ro, "ResponseError", ctx)?;
+        let msg = get(&ro, js_string!("ResponseError"), ctx)?;
         let msg = if msg.is_null_or_undefined() {
             String::new()
         } else {
@@ -348,7 +362,7 @@ fn overrides(r: &JsObject, ctx: &mut Context) -> Result<Option<MwResponse>, MwEr
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         Bytes::from(serde_json::json!({ "error": msg }).to_string())
     } else {
-        let b = get(&ro, "ResponseBody", ctx)?;
+        let b = get(&ro, js_string!("ResponseBody"), ctx)?;
         if b.is_null_or_undefined() {
             Bytes::new()
         } else {
