@@ -12,13 +12,14 @@
 //! - `vm-thread`: `sliced` on a dedicated VM thread, with the request sent
 //!   over a channel and the answer sent back (the other design).
 
+use std::future::Future;
 use std::sync::mpsc;
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use boa_engine::object::ObjectInitializer;
 use boa_engine::property::Attribute;
-use boa_engine::{js_string, Context, JsObject, JsString, JsValue, NativeFunction, Script, Source};
+use boa_engine::{js_string, Context, JsObject, JsValue, NativeFunction, Script, Source};
 
 const PRELUDE: &str = include_str!("../../js/tyk_prelude.js");
 const HELLO: &str = include_str!("../../js/jsvm_hello.js");
