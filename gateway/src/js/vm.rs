@@ -1,0 +1,223 @@
+//! One API's JS context on one worker thread: built once with the prelude and
+//! the API's scripts, then called once per request.
+//!
+//! Per call nothing is parsed: the dispatch expression for each middleware
+//! entry (`<name>.ProcessRequest(request, session, spec)`) is compiled into a
+//! [`Script`] at build time, and its arguments travel through a hidden global
+//! object rather than through source text.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use boa_engine::object::ObjectInitializer;
+use boa_engine::property::Attribute;
+use boa_engine::vm::RuntimeLimits;
+use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source};
+
+use super::budget::{self, Guard, Stop, SLICE_BUDGET};
+use super::{prelude, request};
+use crate::middleware::{Flow, MwError, MwRequest};
+
+/// Recursion depth at which a call is stopped (boa's default, stated here
+/// because the timeout guarantee relies on it).
+const RECURSION_LIMIT: usize = 512;
+
+/// Loop iterations one function frame may run. The slice guard bounds time in
+/// the main interpreter loop; this bounds a loop inside a callback that a
+/// native builtin runs (`[].forEach(fn)`), which cannot yield. At boa's speed
+/// this is roughly a second or two of a tight loop.
+const LOOP_ITERATION_LIMIT: u64 = 100_000_000;
+
+/// One script file of an API, read at load.
+#[derive(Debug, Clone)]
+pub(crate) struct ScriptFile {
+    /// Path as given in the definition.
+    pub(crate) file: PathBuf,
+    /// The JSON field that named it, for errors.
+    pub(crate) field: String,
+    /// Its source.
+    pub(crate) text: String,
+}
+
+/// Everything a worker needs to build an API's context; `Send + Sync`.
+#[derive(Debug)]
+pub(crate) struct Sources {
+    pub(crate) api_id: String,
+    pub(crate) org_id: String,
+    pub(crate) config_data: serde_json::Value,
+    /// Each distinct script once, in the order the entries name them.
+    pub(crate) scripts: Vec<ScriptFile>,
+    /// `(name, field)` per middleware entry, pre then post.
+    pub(crate) entries: Vec<(String, String)>,
+    /// Time allowed to a script's top-level code at build.
+    pub(crate) timeout: std::time::Duration,
+}
+
+/// A build failure, naming the definition field at fault.
+#[derive(Debug)]
+pub(crate) struct BuildError {
+    pub(crate) field: String,
+    pub(crate) message: String,
+}
+
+/// Why a call failed.
+pub(crate) enum CallError {
+    /// The script threw, or answered with the wrong shape: the context is
+    /// intact and serves the next request.
+    Failed(MwError),
+    /// The guard stopped the script mid-run: the context must be discarded.
+    Stopped(Stop),
+}
+
+/// An API's live JS context.
+pub(crate) struct Vm {
+    ctx: Context,
+    /// The hidden `__tykHost` global: `request`, `session`, `spec`.
+    host: JsObject,
+    /// One compiled dispatch expression per entry.
+    dispatch: Vec<Script>,
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+}
+
+impl Vm {
+    /// Builds the context: prelude, scripts (top-level code runs once, here),
+    /// the `spec` object and the dispatch scripts.
+    pub(crate) fn build(src: &Sources) -> Result<Vm, BuildError> {
+        let mut ctx = Context::default();
+        let mut limits = RuntimeLimits::default();
+        limits.set_recursion_limit(RECURSION_LIMIT);
+        limits.set_loop_iteration_limit(LOOP_ITERATION_LIMIT);
+        ctx.set_runtime_limits(limits);
+        let internal = |e: boa_engine::JsError| BuildError {
+            field: "custom_middleware".into(),
+            message: format!("JS host setup failed: {e}"),
+        };
+        prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
+
+        for s in &src.scripts {
+            let fail = |message: String| BuildError {
+                field: s.field.clone(),
+                message: format!("{}: {message}", s.file.display()),
+            };
+            let source = Source::from_bytes(&s.text).with_path(&s.file);
+            let script = Script::parse(source, None, &mut ctx)
+                .map_err(|e| fail(format!("does not compile: {e}")))?;
+            let deadline = Instant::now() + src.timeout;
+            let run = budget::block_guarded(
+                script.evaluate_async_with_budget(&mut ctx, SLICE_BUDGET),
+                Guard::new(deadline),
+            );
+            match run {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(fail(format!("failed while loading: {e}"))),
+                Err(stop) => return Err(fail(format!("top-level code was stopped: {stop:?}"))),
+            }
+        }
+
+        let mut dispatch = Vec::with_capacity(src.entries.len());
+        for (name, field) in &src.entries {
+            let fail = |message: String| BuildError {
+                field: field.clone(),
+                message,
+            };
+            if !is_identifier(name) {
+                return Err(fail(format!("{name:?} is not a JavaScript identifier")));
+            }
+            let check = format!(
+                "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessRequest === 'function') : null"
+            );
+            match ctx.eval(Source::from_bytes(&check)) {
+                Ok(v) if v.as_boolean() == Some(true) => {}
+                Ok(v) if v.as_boolean() == Some(false) => {
+                    return Err(fail(format!(
+                        "object {name:?} has no ProcessRequest function (call NewProcessRequest)"
+                    )))
+                }
+                _ => {
+                    return Err(fail(format!(
+                        "the scripts define no object {name:?} (expected `var {name} = new TykJS.TykMiddleware.NewMiddleware({{}})`)"
+                    )))
+                }
+            }
+            let h = prelude::HOST_GLOBAL;
+            let expr = format!("{name}.ProcessRequest({h}.request, {h}.session, {h}.spec)");
+            let script = Script::parse(Source::from_bytes(&expr), None, &mut ctx)
+                .map_err(|e| fail(format!("cannot compile the dispatch for {name:?}: {e}")))?;
+            dispatch.push(script);
+        }
+
+        let host = ctx
+            .global_object()
+            .get(JsString::from(prelude::HOST_GLOBAL), &mut ctx)
+            .ok()
+            .and_then(|v| v.as_object())
+            .ok_or_else(|| BuildError {
+                field: "custom_middleware".into(),
+                message: "JS host setup failed: host global missing".into(),
+            })?;
+        let config = JsValue::from_json(&src.config_data, &mut ctx).map_err(|e| BuildError {
+            field: "config_data".into(),
+            message: format!("cannot be given to JS: {e}"),
+        })?;
+        let spec = ObjectInitializer::new(&mut ctx)
+            .property(
+                js_string!("APIID"),
+                JsString::from(src.api_id.as_str()),
+                Attribute::all(),
+            )
+            .property(
+                js_string!("OrgID"),
+                JsString::from(src.org_id.as_str()),
+                Attribute::all(),
+            )
+            .property(js_string!("config_data"), config, Attribute::all())
+            .build();
+        host.set(js_string!("spec"), spec, false, &mut ctx)
+            .map_err(internal)?;
+        Ok(Vm {
+            ctx,
+            host,
+            dispatch,
+        })
+    }
+
+    /// Calls entry `index` on `req`. Awaiting it may yield between slices of
+    /// a long script; `deadline` bounds the whole call.
+    pub(crate) async fn call(
+        &mut self,
+        index: usize,
+        req: &mut MwRequest,
+        deadline: Instant,
+    ) -> Result<Flow, CallError> {
+        let failed = |e: String| CallError::Failed(MwError(e));
+        let ctx = &mut self.ctx;
+        let built = request::build(req, ctx).map_err(|e| failed(e.to_string()))?;
+        let session = JsObject::with_object_proto(ctx.intrinsics());
+        self.host
+            .set(js_string!("request"), built.object.clone(), false, ctx)
+            .map_err(|e| failed(e.to_string()))?;
+        self.host
+            .set(js_string!("session"), session, false, ctx)
+            .map_err(|e| failed(e.to_string()))?;
+        let run = budget::guarded(
+            self.dispatch[index].evaluate_async_with_budget(ctx, SLICE_BUDGET),
+            Guard::new(deadline),
+        )
+        .await
+        .map_err(CallError::Stopped)?;
+        // Drop the host's references so the request can be collected; the
+        // script may still hold its own (a global cache is its business).
+        for key in [js_string!("request"), js_string!("session")] {
+            let _ = self.host.set(key, JsValue::undefined(), false, ctx);
+        }
+        let ret = run.map_err(|e| failed(format!("JS error: {e}")))?;
+        request::apply(&ret, &built, req, ctx).map_err(CallError::Failed)
+    }
+}

@@ -1,0 +1,19 @@
+// One fault per X-Fault value; anything else is a normal pass-through.
+var faultsMw = new TykJS.TykMiddleware.NewMiddleware({});
+var faultsCalls = 0;
+faultsMw.NewProcessRequest(function (request, session, spec) {
+    faultsCalls++;
+    var fault = (request.Headers["X-Fault"] || [""])[0];
+    if (fault === "throw") { throw new Error("boom from js"); }
+    if (fault === "nothing") { return; }
+    if (fault === "shape") { return request; }
+    if (fault === "number") { request.SetHeaders["X-N"] = 42; }
+    if (fault === "crlf") { request.SetHeaders["X-Evil"] = "a\r\nX-Injected: 1"; }
+    if (fault === "loop") { while (true) {} }
+    if (fault === "recurse") { var f = function (n) { return f(n + 1) + 1; }; f(0); }
+    if (fault === "alloc") { var keep = []; while (true) { keep.push(new Array(1000).fill(keep.length)); } }
+    if (fault === "catchloop") { while (true) { try { while (true) {} } catch (e) {} } }
+    if (fault === "callbackloop") { [1].forEach(function () { while (true) {} }); }
+    request.SetHeaders["X-Calls"] = String(faultsCalls);
+    return faultsMw.ReturnData(request, {});
+});

@@ -1,0 +1,1 @@
+var somethingElse = 1;

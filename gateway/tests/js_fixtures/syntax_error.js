@@ -1,0 +1,5 @@
+var broken = new TykJS.TykMiddleware.NewMiddleware({});
+
+broken.NewProcessRequest(function (request) {
+    return broken.ReturnData(request, {};
+});
