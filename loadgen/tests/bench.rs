@@ -1,6 +1,5 @@
-//! `loadgen bench` end to end: the real mock-upstream and gateway binaries,
-//! built into a separate target directory (a nested cargo on the outer
-//! test's target directory would wait for its lock forever).
+//! `loadgen bench` end to end: the real mock-upstream and gateway binaries
+//! and the real add-header plugin.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -16,34 +15,47 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Builds gateway, mock-upstream and the add-header plugin once per test run.
+/// Where the gateway and mock-upstream binaries are.
+///
+/// `cargo test --workspace` (the README's test command) has already built
+/// both next to this package's `loadgen` binary, so the bench test reuses
+/// them instead of compiling the gateway (and boa) a second time. Run alone
+/// (`cargo test -p loadgen`), the gateway may be missing there: then they are
+/// built into a separate target directory.
 fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-target");
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "gateway",
-                "-p",
-                "loadgen",
-                "-p",
-                "add-header",
-                "--bins",
-                "--lib",
-            ])
-            .env("CARGO_TARGET_DIR", &target)
-            .current_dir(workspace())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "build failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        target.join("debug")
+        let own = Path::new(env!("CARGO_BIN_EXE_loadgen")).parent().unwrap();
+        if own.join("gateway").is_file() && own.join("mock-upstream").is_file() {
+            return own.to_path_buf();
+        }
+        cargo_build(&["-p", "gateway", "-p", "loadgen", "--bins"])
     })
+}
+
+/// The add-header plugin library (cargo test does not produce cdylibs).
+fn plugin_so() -> &'static Path {
+    static SO: OnceLock<PathBuf> = OnceLock::new();
+    SO.get_or_init(|| cargo_build(&["-p", "add-header", "--lib"]).join("libadd_header.so"))
+}
+
+/// Runs a nested cargo build into a separate target directory (a nested
+/// cargo on the outer test's target directory would wait for its lock).
+fn cargo_build(args: &[&str]) -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-target");
+    let out = Command::new(env!("CARGO"))
+        .arg("build")
+        .args(args)
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(workspace())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "build failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.join("debug")
 }
 
 /// The repo's definitions, with the plugin path pointing at the plugin we built.
@@ -53,7 +65,7 @@ fn apis_dir(tmp: &Path) -> PathBuf {
     for e in std::fs::read_dir(workspace().join("apis")).unwrap() {
         let p = e.unwrap().path();
         let text = std::fs::read_to_string(&p).unwrap();
-        let so = bin_dir().join("libadd_header.so");
+        let so = plugin_so();
         let text = text.replace("target/release/libadd_header.so", so.to_str().unwrap());
         let js = workspace().join("js/");
         let text = text.replace("\"js/", &format!("\"{}", js.to_str().unwrap()));
