@@ -6,6 +6,7 @@
 //! fields a script may change are read back, with the same type rules Go's
 //! JSON decoder would enforce (a number where a string belongs is an error).
 
+use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::builtins::{JsArray, JsFunction};
 use boa_engine::object::ObjectInitializer;
@@ -210,10 +211,10 @@ fn lazy_set(f: Lazy, this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsR
 
 /// Builds the initial value of field `f`, as Tyk's JSON would decode it.
 fn materialise(f: Lazy, p: &Pending, ctx: &mut Context) -> JsResult<JsValue> {
-    let empty = |ctx: &mut Context| JsValue::from(JsObject::with_object_proto(ctx.intrinsics()));
+    let empty = |ctx: &mut Context| JsValue::from(plain(ctx));
     Ok(match f {
         Lazy::Headers => {
-            let headers = JsObject::with_object_proto(ctx.intrinsics());
+            let headers = plain(ctx);
             for name in p.headers.keys() {
                 let values = p
                     .headers
@@ -231,7 +232,7 @@ fn materialise(f: Lazy, p: &Pending, ctx: &mut Context) -> JsResult<JsValue> {
         }
         // Params as Go's `url.Values`: name -> every value, in order.
         Lazy::Params => {
-            let params = JsObject::with_object_proto(ctx.intrinsics());
+            let params = plain(ctx);
             if let Some(q) = &p.query {
                 let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
                 for (k, v) in form_urlencoded::parse(q.as_bytes()) {
@@ -250,8 +251,8 @@ fn materialise(f: Lazy, p: &Pending, ctx: &mut Context) -> JsResult<JsValue> {
         Lazy::SetHeaders | Lazy::AddParams | Lazy::ExtendedParams => empty(ctx),
         Lazy::DeleteHeaders | Lazy::DeleteParams => JsArray::new(ctx)?.into(),
         Lazy::ReturnOverrides => {
-            let response_headers = JsObject::with_object_proto(ctx.intrinsics());
-            ObjectInitializer::new(ctx)
+            let response_headers = plain(ctx);
+            ObjectInitializer::with_native_data(OrdinaryObject, ctx)
                 .property(js_string!("ResponseCode"), 0, Attribute::all())
                 .property(js_string!("ResponseError"), js_string!(), Attribute::all())
                 .property(js_string!("ResponseBody"), js_string!(), Attribute::all())
@@ -265,6 +266,15 @@ fn materialise(f: Lazy, p: &Pending, ctx: &mut Context) -> JsResult<JsValue> {
                 .into()
         }
     })
+}
+
+/// A new `{}`. Unlike `JsObject::with_object_proto` (and
+/// `ObjectInitializer::new`), which give each object its own property table
+/// (a "unique shape": allocations per object and per property), this starts
+/// from the context's shared root shape as a script's `{}` does, so objects
+/// built alike share one shape.
+pub(crate) fn plain(ctx: &mut Context) -> JsObject {
+    ObjectInitializer::with_native_data(OrdinaryObject, ctx).build()
 }
 
 /// What the host keeps of a built request to detect the script's changes

@@ -203,7 +203,7 @@ impl Vm {
         let failed = |e: String| CallError::Failed(MwError(e));
         let ctx = &mut self.ctx;
         let built = request::build(req, &self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
-        let session = JsObject::with_object_proto(ctx.intrinsics());
+        let session = request::plain(ctx);
         self.host
             .set(js_string!("request"), built.object.clone(), false, ctx)
             .map_err(|e| failed(e.to_string()))?;
