@@ -444,3 +444,78 @@ fn many_calls_through_one_context_keep_memory_flat() {
         "RSS grew from {before} KiB to {after} KiB over 50,000 calls"
     );
 }
+
+#[test]
+fn request_fields_behave_as_a_plain_object() {
+    let s = spec(
+        "plain",
+        vec![entry("plainMw", fixture("plain_object.js"))],
+        serde_json::Value::Null,
+    );
+    let h = host(&s);
+    let run = |mode: &str| {
+        let mut req = get(
+            "/plain/p?a=1&a=2",
+            &[("x-mode", mode), ("x-drop", "d"), ("host", "h")],
+        );
+        h.ok(&mut req);
+        req
+    };
+
+    let req = run("inspect");
+    assert_eq!(header(&req, "x-failed"), "none");
+    let json: serde_json::Value = serde_json::from_str(header(&req, "x-json")).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "Headers": {"X-Mode": ["inspect"], "X-Drop": ["d"], "Host": ["h"]},
+            "SetHeaders": {},
+            "DeleteHeaders": [],
+            "Body": "",
+            "URL": "/plain/p?a=1&a=2",
+            "Params": {"a": ["1", "2"]},
+            "AddParams": {},
+            "ExtendedParams": {},
+            "DeleteParams": [],
+            "ReturnOverrides": {
+                "ResponseCode": 0,
+                "ResponseError": "",
+                "ResponseBody": "",
+                "ResponseHeaders": {},
+                "OverrideError": false
+            },
+            "IgnoreBody": false,
+            "Method": "GET",
+            "RequestURI": "/plain/p?a=1&a=2",
+            "Scheme": "http"
+        })
+    );
+    assert!(req.headers.get("x-child").is_none());
+
+    let req = run("replace");
+    assert_eq!(header(&req, "x-failed"), "none");
+    assert_eq!(header(&req, "x-replaced"), "yes");
+    assert!(req.headers.get("x-drop").is_none());
+
+    let req = run("delete");
+    // SetHeaders is gone, so not even X-Failed is set; the delete applied.
+    assert!(req.headers.get("x-failed").is_none());
+    assert!(req.headers.get("x-drop").is_none());
+
+    let req = run("define");
+    assert_eq!(header(&req, "x-defined"), "yes");
+    assert_eq!(header(&req, "x-failed"), "none");
+
+    let req = run("copy");
+    assert_eq!(header(&req, "x-copied"), "yes");
+    assert_eq!(header(&req, "x-drop"), "d");
+
+    let req = run("freeze");
+    assert_eq!(header(&req, "x-failed"), "none");
+    assert_eq!(header(&req, "x-frozen"), "yes");
+    assert!(req.headers.get("x-lost").is_none());
+
+    run("keep");
+    let req = run("reuse");
+    assert_eq!(header(&req, "x-kept-mode"), "keep");
+}

@@ -10,7 +10,8 @@
 //! thread then builds its own context per API in
 //! [`ChainFactory::instantiate`]: boa's `Context` is not `Send`, and one
 //! context per API keeps two APIs' globals (`var mw`) apart. Per request the
-//! host builds the `request` object natively (`request.rs`), runs a dispatch
+//! host builds the `request` object natively (`request.rs`; its object-valued
+//! fields only when the script first reads them), runs a dispatch
 //! expression compiled at build time, and reads back only the fields a script
 //! may change: no parsing, no fresh context, no JSON text.
 //!

@@ -6,15 +6,276 @@
 //! fields a script may change are read back, with the same type rules Go's
 //! JSON decoder would enforce (a number where a string belongs is an error).
 
-use boa_engine::object::builtins::JsArray;
+use boa_engine::builtins::object::OrdinaryObject;
+use boa_engine::gc::{Finalize, Trace};
+use boa_engine::object::builtins::{JsArray, JsFunction};
 use boa_engine::object::ObjectInitializer;
 use boa_engine::property::{Attribute, PropertyKey};
-use boa_engine::{js_string, Context, JsObject, JsResult, JsString, JsValue};
+use boa_engine::{
+    js_string, Context, JsData, JsObject, JsResult, JsString, JsValue, NativeFunction,
+};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
 
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+
+/// The object-valued fields of `request`, built on first access.
+///
+/// Most scripts touch one or two of them (the seed's writes `SetHeaders`), so
+/// building all of them per call (an object and an array per header, the
+/// query's arrays, six empty containers and `ReturnOverrides`) was the bulk
+/// of a call's allocations and of the GC work that followed. Each is an own,
+/// enumerable, configurable accessor of the request object, shared by every
+/// request object of the context ([`Accessors`]): the getter builds the value
+/// from the request data the object carries ([`Pending`]) on first read and
+/// returns that same value after; the setter replaces it. So reads, writes,
+/// `delete`, `in`, `Object.keys`, `for..in`, spreading and `JSON.stringify`
+/// see what they would on the JSON-decoded object Tyk hands a script. What
+/// differs: `Object.getOwnPropertyDescriptor` shows an accessor, and a write
+/// to a field of a frozen request is ignored by the host rather than by the
+/// engine (no `TypeError` in strict code).
+///
+/// (The accessor is not turned into a data property on first use: in boa
+/// 0.22 an accessor-to-data change re-derives the object's shape from the
+/// changed key on, uncached, which costs more than the lazy build saves.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lazy {
+    Headers,
+    SetHeaders,
+    DeleteHeaders,
+    Params,
+    AddParams,
+    ExtendedParams,
+    DeleteParams,
+    ReturnOverrides,
+}
+
+impl Lazy {
+    const ALL: [Lazy; 8] = [
+        Lazy::Headers,
+        Lazy::SetHeaders,
+        Lazy::DeleteHeaders,
+        Lazy::Params,
+        Lazy::AddParams,
+        Lazy::ExtendedParams,
+        Lazy::DeleteParams,
+        Lazy::ReturnOverrides,
+    ];
+
+    fn key(self) -> JsString {
+        match self {
+            Lazy::Headers => js_string!("Headers"),
+            Lazy::SetHeaders => js_string!("SetHeaders"),
+            Lazy::DeleteHeaders => js_string!("DeleteHeaders"),
+            Lazy::Params => js_string!("Params"),
+            Lazy::AddParams => js_string!("AddParams"),
+            Lazy::ExtendedParams => js_string!("ExtendedParams"),
+            Lazy::DeleteParams => js_string!("DeleteParams"),
+            Lazy::ReturnOverrides => js_string!("ReturnOverrides"),
+        }
+    }
+}
+
+/// The getter and setter of each [`Lazy`] field, made once per context and
+/// shared by every request object built in it (so every request object has
+/// the same shape and no function object is made per call).
+pub(crate) struct Accessors {
+    get: [JsFunction; 8],
+    set: [JsFunction; 8],
+}
+
+/// What [`Accessors::state`] found for a lazy field of the built request.
+enum FieldState {
+    /// Never read nor written: it holds its empty initial value.
+    Untouched,
+    /// Still the host's accessor, holding this value.
+    Held(JsValue),
+    /// Replaced by the script (`delete`, `Object.defineProperty`): read it.
+    Replaced,
+}
+
+impl Accessors {
+    pub(crate) fn new(ctx: &mut Context) -> Accessors {
+        let get = std::array::from_fn(|i| {
+            let field = Lazy::ALL[i];
+            NativeFunction::from_copy_closure(move |this, _, ctx| lazy_get(field, this, ctx))
+                .to_js_function(ctx.realm())
+        });
+        let set = std::array::from_fn(|i| {
+            let field = Lazy::ALL[i];
+            NativeFunction::from_copy_closure(move |this, args, ctx| {
+                lazy_set(field, this, args, ctx)
+            })
+            .to_js_function(ctx.realm())
+        });
+        Accessors { get, set }
+    }
+
+    fn state(&self, obj: &JsObject, f: Lazy) -> FieldState {
+        let ours = obj
+            .borrow()
+            .properties()
+            .get(&f.key().into())
+            .and_then(|d| d.get().and_then(JsValue::as_object))
+            .is_some_and(|g| JsObject::equals(&g, &self.get[f as usize]));
+        if !ours {
+            return FieldState::Replaced;
+        }
+        match obj
+            .downcast_ref::<Pending>()
+            .and_then(|p| p.values[f as usize].clone())
+        {
+            Some(v) => FieldState::Held(v),
+            None => FieldState::Untouched,
+        }
+    }
+}
+
+/// The request data a request object carries for its lazy fields. Tyk's
+/// request is a snapshot taken at the call, so a script that keeps the object
+/// and reads it in a later call sees this call's request.
+struct Pending {
+    headers: HeaderMap,
+    query: Option<String>,
+    /// Each lazy field's value once read or written.
+    values: [Option<JsValue>; 8],
+}
+
+impl Finalize for Pending {}
+
+// SAFETY: `values` holds the only GC pointers; the rest is plain Rust data.
+unsafe impl Trace for Pending {
+    boa_engine::gc::custom_trace!(this, mark, mark(&this.values));
+}
+
+impl JsData for Pending {}
+
+/// The object carrying [`Pending`]: `this`, or the prototype it inherits the
+/// field from (`Object.create(request)`).
+fn owner(this: &JsValue) -> Option<JsObject> {
+    let mut obj = this.as_object()?;
+    loop {
+        if obj.downcast_ref::<Pending>().is_some() {
+            return Some(obj);
+        }
+        obj = obj.prototype()?;
+    }
+}
+
+fn lazy_get(f: Lazy, this: &JsValue, ctx: &mut Context) -> JsResult<JsValue> {
+    let Some(owner) = owner(this) else {
+        return Ok(JsValue::undefined());
+    };
+    let held = owner
+        .downcast_ref::<Pending>()
+        .and_then(|p| p.values[f as usize].clone());
+    if let Some(v) = held {
+        return Ok(v);
+    }
+    let value = {
+        let pending = owner.downcast_ref::<Pending>().expect("checked by owner()");
+        materialise(f, &pending, ctx)?
+    };
+    if let Some(mut p) = owner.downcast_mut::<Pending>() {
+        p.values[f as usize] = Some(value.clone());
+    }
+    Ok(value)
+}
+
+/// Assignment, as on a plain object. On the request itself the value is
+/// held for the getter (unless the object was frozen: the write is then
+/// ignored, as sloppy code would see it); on an object inheriting from it,
+/// the receiver gets its own data property.
+fn lazy_set(f: Lazy, this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let Some(obj) = this.as_object() else {
+        return Ok(JsValue::undefined());
+    };
+    let value = args.first().cloned().unwrap_or_default();
+    if obj.downcast_ref::<Pending>().is_none() {
+        obj.create_data_property(f.key(), value, ctx)?;
+        return Ok(JsValue::undefined());
+    }
+    let frozen = obj
+        .borrow()
+        .properties()
+        .get(&f.key().into())
+        .is_some_and(|d| d.configurable() == Some(false));
+    if !frozen {
+        if let Some(mut p) = obj.downcast_mut::<Pending>() {
+            p.values[f as usize] = Some(value);
+        }
+    }
+    Ok(JsValue::undefined())
+}
+
+/// Builds the initial value of field `f`, as Tyk's JSON would decode it.
+fn materialise(f: Lazy, p: &Pending, ctx: &mut Context) -> JsResult<JsValue> {
+    let empty = |ctx: &mut Context| JsValue::from(plain(ctx));
+    Ok(match f {
+        Lazy::Headers => {
+            let headers = plain(ctx);
+            for name in p.headers.keys() {
+                let values = p
+                    .headers
+                    .get_all(name)
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+                let arr = string_array(values, ctx);
+                headers.create_data_property_or_throw(
+                    JsString::from(canonical(name.as_str())),
+                    arr,
+                    ctx,
+                )?;
+            }
+            headers.into()
+        }
+        // Params as Go's `url.Values`: name -> every value, in order.
+        Lazy::Params => {
+            let params = plain(ctx);
+            if let Some(q) = &p.query {
+                let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
+                for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+                    match grouped.iter_mut().find(|(name, _)| *name == k) {
+                        Some((_, vals)) => vals.push(v.into_owned()),
+                        None => grouped.push((k.into_owned(), vec![v.into_owned()])),
+                    }
+                }
+                for (k, vals) in grouped {
+                    let arr = string_array(vals, ctx);
+                    params.create_data_property_or_throw(JsString::from(k), arr, ctx)?;
+                }
+            }
+            params.into()
+        }
+        Lazy::SetHeaders | Lazy::AddParams | Lazy::ExtendedParams => empty(ctx),
+        Lazy::DeleteHeaders | Lazy::DeleteParams => JsArray::new(ctx)?.into(),
+        Lazy::ReturnOverrides => {
+            let response_headers = plain(ctx);
+            ObjectInitializer::with_native_data(OrdinaryObject, ctx)
+                .property(js_string!("ResponseCode"), 0, Attribute::all())
+                .property(js_string!("ResponseError"), js_string!(), Attribute::all())
+                .property(js_string!("ResponseBody"), js_string!(), Attribute::all())
+                .property(
+                    js_string!("ResponseHeaders"),
+                    response_headers,
+                    Attribute::all(),
+                )
+                .property(js_string!("OverrideError"), false, Attribute::all())
+                .build()
+                .into()
+        }
+    })
+}
+
+/// A new `{}`. Unlike `JsObject::with_object_proto` (and
+/// `ObjectInitializer::new`), which give each object its own property table
+/// (a "unique shape": allocations per object and per property), this starts
+/// from the context's shared root shape as a script's `{}` does, so objects
+/// built alike share one shape.
+pub(crate) fn plain(ctx: &mut Context) -> JsObject {
+    ObjectInitializer::with_native_data(OrdinaryObject, ctx).build()
+}
 
 /// What the host keeps of a built request to detect the script's changes
 /// without converting unchanged strings back to Rust.
@@ -43,71 +304,58 @@ fn string_array<I: IntoIterator<Item = String>>(items: I, ctx: &mut Context) -> 
     JsArray::from_iter(items.into_iter().map(|s| JsString::from(s).into()), ctx)
 }
 
-/// Builds `request` for one call.
-pub(crate) fn build(req: &MwRequest, ctx: &mut Context) -> JsResult<Built> {
-    let headers = JsObject::with_object_proto(ctx.intrinsics());
-    for name in req.headers.keys() {
-        let values = req
-            .headers
-            .get_all(name)
-            .iter()
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-        let arr = string_array(values, ctx);
-        headers.create_data_property_or_throw(
-            JsString::from(canonical(name.as_str())),
-            arr,
-            ctx,
-        )?;
+fn method(m: &Method) -> JsString {
+    match *m {
+        Method::GET => js_string!("GET"),
+        Method::POST => js_string!("POST"),
+        Method::PUT => js_string!("PUT"),
+        Method::DELETE => js_string!("DELETE"),
+        Method::HEAD => js_string!("HEAD"),
+        Method::OPTIONS => js_string!("OPTIONS"),
+        Method::PATCH => js_string!("PATCH"),
+        _ => JsString::from(m.as_str()),
     }
-    // Params as Go's `url.Values`: name -> every value, in order.
-    let params = JsObject::with_object_proto(ctx.intrinsics());
-    if let Some(q) = &req.query {
-        let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
-        for (k, v) in form_urlencoded::parse(q.as_bytes()) {
-            match grouped.iter_mut().find(|(name, _)| *name == k) {
-                Some((_, vals)) => vals.push(v.into_owned()),
-                None => grouped.push((k.into_owned(), vec![v.into_owned()])),
-            }
-        }
-        for (k, vals) in grouped {
-            let arr = string_array(vals, ctx);
-            params.create_data_property_or_throw(JsString::from(k), arr, ctx)?;
-        }
-    }
-    let body = JsString::from(String::from_utf8_lossy(&req.body).as_ref());
-    let url = JsString::from(req.path_and_query());
-    let response_headers = JsObject::with_object_proto(ctx.intrinsics());
-    let overrides = ObjectInitializer::new(ctx)
-        .property(js_string!("ResponseCode"), 0, Attribute::all())
-        .property(js_string!("ResponseError"), js_string!(), Attribute::all())
-        .property(js_string!("ResponseBody"), js_string!(), Attribute::all())
-        .property(
-            js_string!("ResponseHeaders"),
-            response_headers,
-            Attribute::all(),
-        )
-        .property(js_string!("OverrideError"), false, Attribute::all())
-        .build();
-    let empty = |ctx: &mut Context| JsObject::with_object_proto(ctx.intrinsics());
-    let (set_headers, add_params, ext_params) = (empty(ctx), empty(ctx), empty(ctx));
-    let (del_headers, del_params) = (JsArray::new(ctx)?, JsArray::new(ctx)?);
-    let object = ObjectInitializer::new(ctx)
-        .property(js_string!("Headers"), headers, Attribute::all())
-        .property(js_string!("SetHeaders"), set_headers, Attribute::all())
-        .property(js_string!("DeleteHeaders"), del_headers, Attribute::all())
-        .property(js_string!("Body"), body.clone(), Attribute::all())
-        .property(js_string!("URL"), url.clone(), Attribute::all())
-        .property(js_string!("Params"), params, Attribute::all())
-        .property(js_string!("AddParams"), add_params, Attribute::all())
-        .property(js_string!("ExtendedParams"), ext_params, Attribute::all())
-        .property(js_string!("DeleteParams"), del_params, Attribute::all())
-        .property(js_string!("ReturnOverrides"), overrides, Attribute::all())
+}
+
+/// Builds `request` for one call: the string fields now, the object-valued
+/// ones on first access ([`Lazy`]).
+pub(crate) fn build(req: &MwRequest, acc: &Accessors, ctx: &mut Context) -> JsResult<Built> {
+    let body = if req.body.is_empty() {
+        js_string!()
+    } else {
+        JsString::from(String::from_utf8_lossy(&req.body).as_ref())
+    };
+    let url = match &req.query {
+        None => JsString::from(req.path.as_str()),
+        Some(_) => JsString::from(req.path_and_query()),
+    };
+    let pending = Pending {
+        headers: req.headers.clone(),
+        query: req.query.clone(),
+        values: Default::default(),
+    };
+    let mut init = ObjectInitializer::with_native_data(pending, ctx);
+    let lazy = |init: &mut ObjectInitializer<'_>, f: Lazy| {
+        init.accessor(
+            f.key(),
+            Some(acc.get[f as usize].clone()),
+            Some(acc.set[f as usize].clone()),
+            Attribute::ENUMERABLE | Attribute::CONFIGURABLE,
+        );
+    };
+    lazy(&mut init, Lazy::Headers);
+    lazy(&mut init, Lazy::SetHeaders);
+    lazy(&mut init, Lazy::DeleteHeaders);
+    init.property(js_string!("Body"), body.clone(), Attribute::all())
+        .property(js_string!("URL"), url.clone(), Attribute::all());
+    lazy(&mut init, Lazy::Params);
+    lazy(&mut init, Lazy::AddParams);
+    lazy(&mut init, Lazy::ExtendedParams);
+    lazy(&mut init, Lazy::DeleteParams);
+    lazy(&mut init, Lazy::ReturnOverrides);
+    let object = init
         .property(js_string!("IgnoreBody"), false, Attribute::all())
-        .property(
-            js_string!("Method"),
-            JsString::from(req.method.as_str()),
-            Attribute::all(),
-        )
+        .property(js_string!("Method"), method(&req.method), Attribute::all())
         // Our MwRequest has no separate original URI: in `post` this is the
         // stripped path, where Tyk would still show the client's URI.
         .property(js_string!("RequestURI"), url.clone(), Attribute::all())
@@ -225,6 +473,7 @@ fn string_map(
 pub(crate) fn apply(
     ret: &JsValue,
     built: &Built,
+    acc: &Accessors,
     req: &mut MwRequest,
     ctx: &mut Context,
 ) -> Result<Flow, MwError> {
@@ -236,7 +485,22 @@ pub(crate) fn apply(
         .as_object()
         .ok_or_else(|| shape("Request", "an object (use ReturnData)", &r))?;
 
-    if let Some(resp) = overrides(&r, ctx)? {
+    // A lazy field the script never touched holds its empty initial value:
+    // reading it would only build it to find nothing to apply. `undefined`
+    // reads as "nothing" below, exactly as an absent field does.
+    let same = JsObject::equals(&r, &built.object);
+    let field = |f: Lazy, ctx: &mut Context| -> Result<JsValue, MwError> {
+        if same {
+            match acc.state(&r, f) {
+                FieldState::Untouched => return Ok(JsValue::undefined()),
+                FieldState::Held(v) => return Ok(v),
+                FieldState::Replaced => {}
+            }
+        }
+        get(&r, f.key(), ctx)
+    };
+
+    if let Some(resp) = overrides(&field(Lazy::ReturnOverrides, ctx)?, ctx)? {
         return Ok(Flow::Respond(resp));
     }
 
@@ -264,7 +528,7 @@ pub(crate) fn apply(
     }
 
     for name in strings(
-        &get(&r, js_string!("DeleteHeaders"), ctx)?,
+        &field(Lazy::DeleteHeaders, ctx)?,
         "Request.DeleteHeaders",
         ctx,
     )? {
@@ -272,27 +536,19 @@ pub(crate) fn apply(
             req.headers.remove(n);
         }
     }
-    let sets = string_map(
-        &get(&r, js_string!("SetHeaders"), ctx)?,
-        "Request.SetHeaders",
-        ctx,
-    )?;
+    let sets = string_map(&field(Lazy::SetHeaders, ctx)?, "Request.SetHeaders", ctx)?;
     for (name, value) in sets {
         let (n, v) = header(&name, &value, "Request.SetHeaders")?;
         req.headers.insert(n, v);
     }
 
     let deletes = strings(
-        &get(&r, js_string!("DeleteParams"), ctx)?,
+        &field(Lazy::DeleteParams, ctx)?,
         "Request.DeleteParams",
         ctx,
     )?;
-    let adds = string_map(
-        &get(&r, js_string!("AddParams"), ctx)?,
-        "Request.AddParams",
-        ctx,
-    )?;
-    let extended = extended_params(&get(&r, js_string!("ExtendedParams"), ctx)?, ctx)?;
+    let adds = string_map(&field(Lazy::AddParams, ctx)?, "Request.AddParams", ctx)?;
+    let extended = extended_params(&field(Lazy::ExtendedParams, ctx)?, ctx)?;
     if !deletes.is_empty() || !adds.is_empty() || !extended.is_empty() {
         edit_query(req, &deletes, &adds, &extended);
     }
@@ -315,9 +571,9 @@ fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<St
 
 /// `ReturnOverrides`: a `ResponseCode` >= 400 without `OverrideError` is
 /// answered with Tyk's error body; any other non-zero code with `ResponseBody`.
-fn overrides(r: &JsObject, ctx: &mut Context) -> Result<Option<MwResponse>, MwError> {
+fn overrides(v: &JsValue, ctx: &mut Context) -> Result<Option<MwResponse>, MwError> {
     let field = "Request.ReturnOverrides";
-    let Some(ro) = opt_object(&get(r, js_string!("ReturnOverrides"), ctx)?, field)? else {
+    let Some(ro) = opt_object(v, field)? else {
         return Ok(None);
     };
     let code = get(&ro, js_string!("ResponseCode"), ctx)?;

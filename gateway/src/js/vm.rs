@@ -76,6 +76,8 @@ pub(crate) struct Vm {
     host: JsObject,
     /// One compiled dispatch expression per entry.
     dispatch: Vec<Script>,
+    /// The lazy request fields' getters and setters.
+    accessors: request::Accessors,
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -181,10 +183,12 @@ impl Vm {
             .build();
         host.set(js_string!("spec"), spec, false, &mut ctx)
             .map_err(internal)?;
+        let accessors = request::Accessors::new(&mut ctx);
         Ok(Vm {
             ctx,
             host,
             dispatch,
+            accessors,
         })
     }
 
@@ -198,8 +202,8 @@ impl Vm {
     ) -> Result<Flow, CallError> {
         let failed = |e: String| CallError::Failed(MwError(e));
         let ctx = &mut self.ctx;
-        let built = request::build(req, ctx).map_err(|e| failed(e.to_string()))?;
-        let session = JsObject::with_object_proto(ctx.intrinsics());
+        let built = request::build(req, &self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
+        let session = request::plain(ctx);
         self.host
             .set(js_string!("request"), built.object.clone(), false, ctx)
             .map_err(|e| failed(e.to_string()))?;
@@ -218,6 +222,6 @@ impl Vm {
             let _ = self.host.set(key, JsValue::undefined(), false, ctx);
         }
         let ret = run.map_err(|e| failed(format!("JS error: {e}")))?;
-        request::apply(&ret, &built, req, ctx).map_err(CallError::Failed)
+        request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
     }
 }

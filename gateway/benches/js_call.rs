@@ -1,0 +1,136 @@
+//! What one JS middleware call costs through the real host (`gateway::js`),
+//! without the network: the seed's handler (`js/jsvm_hello.js`) on the
+//! request `ab` sends (`Host`, `User-Agent`, `Accept`), driven as a worker
+//! drives it (`ApiChain::run` on a current-thread runtime).
+//!
+//! To try this: 1. `cargo bench -p gateway --bench js_call`
+//! 2. read median and mean ns per call and heap allocations per call (5
+//!    rounds). The mean includes boa's GC pauses, the median does not.
+//!
+//! Allocations are counted by a wrapper around the system allocator that
+//! exists only in this benchmark binary.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use gateway::config::{ApiSpec, Driver, Hook, MiddlewareEntry, Target};
+use gateway::middleware::{ApiChain, Flow, HostOptions, MwRequest};
+use gateway::stats::Stats;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const CALLS: usize = 20_000;
+
+fn spec() -> ApiSpec {
+    let hello = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
+    ApiSpec {
+        file: PathBuf::from("apis/jsvm-hello.json"),
+        api_id: "jsvm-hello".into(),
+        name: "jsvm-hello".into(),
+        org_id: "default".into(),
+        listen_path: "/jsvm/".into(),
+        strip_listen_path: true,
+        preserve_host_header: false,
+        target: Target::parse("http://127.0.0.1:9").unwrap(),
+        driver: Some(Driver::Js),
+        pre: vec![MiddlewareEntry {
+            name: "jsvmHelloPreHook".into(),
+            path: hello,
+            ..Default::default()
+        }],
+        post: Vec::new(),
+        config_data: serde_json::Value::Null,
+    }
+}
+
+/// What `ab -n .. http://127.0.0.1:18591/jsvm/hello/` sends.
+fn ab_request() -> MwRequest {
+    let mut headers = HeaderMap::new();
+    for (k, v) in [
+        ("host", "127.0.0.1:18591"),
+        ("user-agent", "ApacheBench/2.3"),
+        ("accept", "*/*"),
+    ] {
+        headers.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+    }
+    MwRequest {
+        method: Method::GET,
+        path: "/jsvm/hello/".into(),
+        query: None,
+        headers,
+        body: Bytes::new(),
+        remote_addr: "127.0.0.1:40000".parse().unwrap(),
+    }
+}
+
+fn main() {
+    let spec = spec();
+    let opts = HostOptions {
+        jsvm_timeout: Duration::from_secs(5),
+        workers: 1,
+    };
+    let factory = gateway::js::load(&spec, &opts).expect("load");
+    let chain = ApiChain::new(
+        &spec,
+        factory.instantiate().expect("instantiate"),
+        &Stats::default(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let template = ab_request();
+    println!("ns per call (median, mean) and allocations per call, {CALLS} calls per round");
+    let mut medians = Vec::new();
+    for round in 0..5 {
+        let mut samples = Vec::with_capacity(CALLS);
+        let allocs_before = ALLOCS.load(Ordering::Relaxed);
+        let mut clone_allocs = 0;
+        for _ in 0..CALLS {
+            let a = ALLOCS.load(Ordering::Relaxed);
+            let mut req = template.clone();
+            clone_allocs += ALLOCS.load(Ordering::Relaxed) - a;
+            let t = Instant::now();
+            let flow = rt.block_on(chain.run(Hook::Pre, &mut req));
+            samples.push(t.elapsed().as_nanos() as u64);
+            assert!(matches!(flow, Ok(Flow::Continue)));
+            assert_eq!(req.headers["x-custom-jsvm"], "hello-from-jsvm");
+        }
+        let allocs = ALLOCS.load(Ordering::Relaxed) - allocs_before - clone_allocs;
+        let mean = samples.iter().sum::<u64>() / CALLS as u64;
+        samples.sort_unstable();
+        let median = samples[CALLS / 2];
+        let p99 = samples[CALLS * 99 / 100];
+        medians.push(median);
+        println!(
+            "round {round}: median {median:>6} ns  mean {mean:>6} ns  p99 {p99:>7} ns  allocs/call {:.1}",
+            allocs as f64 / CALLS as f64
+        );
+    }
+    medians.sort_unstable();
+    println!("median of medians: {} ns", medians[medians.len() / 2]);
+}
