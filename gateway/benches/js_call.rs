@@ -84,6 +84,7 @@ fn ab_request() -> MwRequest {
         headers,
         body: Bytes::new(),
         remote_addr: "127.0.0.1:40000".parse().unwrap(),
+        request_uri: http::Uri::from_static("/jsvm/hello/"),
     }
 }
 

@@ -64,6 +64,7 @@ fn request() -> MwRequest {
         headers,
         body: Bytes::new(),
         remote_addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+        request_uri: http::Uri::from_static("/gopl/hello/"),
     }
 }
 

@@ -51,6 +51,10 @@ pub struct MwRequest {
     pub body: Bytes,
     /// The client's address (for `X-Forwarded-For`).
     pub remote_addr: SocketAddr,
+    /// The request target exactly as the client sent it. Read-only context:
+    /// `path`/`query` are what middleware edits (and what `post` sees
+    /// stripped); this stays the original (Tyk's `RequestURI`).
+    pub request_uri: http::Uri,
 }
 
 impl MwRequest {

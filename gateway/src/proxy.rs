@@ -118,6 +118,7 @@ impl Proxy {
             headers: std::mem::take(&mut parts.headers),
             body,
             remote_addr: remote,
+            request_uri: parts.uri.clone(),
         };
         if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
             return Ok(resp);

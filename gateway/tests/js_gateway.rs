@@ -124,6 +124,11 @@ fn every_request_field_and_rule_reaches_the_upstream() {
     common::send(gw.addr, "GET", "/q/a?z=1&drop=x&multi=a", &[], b"");
     let seen = rec.last();
     assert_eq!(seen.uri, "/a?added=x+y&multi=a&multi=b&multi=c&z=1");
+    // In post, URL is stripped; RequestURI stays what the client sent.
+    assert_eq!(
+        seen.headers["x-uris"],
+        "/a?z=1&drop=x&multi=a /q/a?z=1&drop=x&multi=a"
+    );
     common::send(gw.addr, "GET", "/q/a?move=1", &[], b"");
     assert_eq!(
         rec.last().uri,
@@ -285,9 +290,21 @@ fn a_broken_script_fails_its_api_only() {
         &up,
         js("pre", "mw", fixture("clash_a.js")),
     );
+    // A disabled entry first: the error must still name the entry as written.
+    let missing = json!({ "driver": "otto", "pre": [
+        { "name": "mw", "path": fixture("clash_a.js"), "disabled": true },
+        { "name": "mw", "path": "/nonexistent/mw.js" },
+    ]});
+    write(dir.path(), "missing", &up, missing);
     let gw = common::start_gateway(dir.path());
     let errors: Vec<String> = gw.load_errors.iter().map(|e| e.to_string()).collect();
-    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.contains("missing.json")
+            && e.contains("custom_middleware.pre[1].path")
+            && e.contains("/nonexistent/mw.js")),
+        "{errors:?}"
+    );
     assert!(
         errors.iter().any(|e| e.contains("bad.json")
             && e.contains("syntax_error.js")

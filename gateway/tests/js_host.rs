@@ -60,6 +60,7 @@ fn request(method: Method, uri: &str, headers: &[(&str, &str)], body: &str) -> M
         headers: map,
         body: Bytes::from(body.to_string()),
         remote_addr: "127.0.0.1:40000".parse().unwrap(),
+        request_uri: uri.parse().unwrap(),
     }
 }
 

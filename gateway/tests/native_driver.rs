@@ -43,6 +43,10 @@ fn request(path: &str, query: Option<&str>, headers: &[(&str, &str)], body: &str
         headers: map,
         body: Bytes::from(body.to_string()),
         remote_addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+        request_uri: match query {
+            Some(q) => format!("{path}?{q}").parse().unwrap(),
+            None => path.parse().unwrap(),
+        },
     }
 }
 

@@ -78,8 +78,9 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     let mut entries = Vec::new();
     let mut hooks = Vec::new();
     for hook in [Hook::Pre, Hook::Post] {
-        for (i, e) in spec.entries(hook).iter().enumerate() {
-            let field = format!("custom_middleware.{}[{i}]", hook.as_str());
+        for e in spec.entries(hook) {
+            // `e.index` counts disabled entries too: the entry the user wrote.
+            let field = format!("custom_middleware.{}[{}]", hook.as_str(), e.index);
             let file = PathBuf::from(&e.path);
             if !scripts.iter().any(|s| s.file == file) {
                 let text = std::fs::read_to_string(&file).map_err(|err| {

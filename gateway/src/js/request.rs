@@ -356,12 +356,31 @@ pub(crate) fn build(req: &MwRequest, acc: &Accessors, ctx: &mut Context) -> JsRe
     let object = init
         .property(js_string!("IgnoreBody"), false, Attribute::all())
         .property(js_string!("Method"), method(&req.method), Attribute::all())
-        // Our MwRequest has no separate original URI: in `post` this is the
-        // stripped path, where Tyk would still show the client's URI.
-        .property(js_string!("RequestURI"), url.clone(), Attribute::all())
+        // The client's URI as sent, also in `post` after the strip (Tyk's
+        // r.RequestURI); the same string as `URL` in `pre`, so reuse it.
+        .property(
+            js_string!("RequestURI"),
+            request_uri(req, &url),
+            Attribute::all(),
+        )
         .property(js_string!("Scheme"), js_string!("http"), Attribute::all())
         .build();
     Ok(Built { object, body, url })
+}
+
+/// The original request target as a JS string, sharing `url` when equal.
+fn request_uri(req: &MwRequest, url: &JsString) -> JsString {
+    let original = req
+        .request_uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str());
+    let current_path = original.split('?').next().unwrap_or(original);
+    let current_query = original.split_once('?').map(|(_, q)| q);
+    if current_path == req.path && current_query == req.query.as_deref() {
+        url.clone()
+    } else {
+        JsString::from(original)
+    }
 }
 
 /// A script's answer broke a type rule: names the field, as Go's decoder would.
