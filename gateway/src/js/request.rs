@@ -9,6 +9,7 @@
 use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::builtins::{JsArray, JsFunction};
+use boa_engine::object::shape::Shape;
 use boa_engine::object::ObjectInitializer;
 use boa_engine::property::{Attribute, PropertyKey};
 use boa_engine::{
@@ -284,6 +285,19 @@ pub(crate) struct Built {
     pub(crate) object: JsObject,
     body: JsString,
     url: JsString,
+    /// The object's shape as built, when shared (boa gives objects built
+    /// alike one immutable shape). Held, so its address cannot be reused:
+    /// if the object still has it after the call, the script added, deleted
+    /// and reconfigured no property, so every lazy field is still the
+    /// host's accessor and its state is in [`Pending`] alone.
+    shape: Option<Shape>,
+}
+
+impl Built {
+    /// True when the request had a body.
+    pub(crate) fn has_body(&self) -> bool {
+        !self.body.is_empty()
+    }
 }
 
 /// Go's `textproto.CanonicalMIMEHeaderKey` for a lowercase, valid token (what
@@ -365,7 +379,13 @@ pub(crate) fn build(req: &MwRequest, acc: &Accessors, ctx: &mut Context) -> JsRe
         )
         .property(js_string!("Scheme"), js_string!("http"), Attribute::all())
         .build();
-    Ok(Built { object, body, url })
+    let shape = Some(object.borrow().shape().clone()).filter(Shape::is_shared);
+    Ok(Built {
+        object,
+        body,
+        url,
+        shape,
+    })
 }
 
 /// The original request target as a JS string, sharing `url` when equal.
@@ -395,8 +415,27 @@ fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
 /// `key` is a `js_string!` literal: static, so the hot path allocates nothing
 /// to name a field.
 fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwError> {
+    let key = PropertyKey::from(key);
+    if let Some(v) = own_data(obj, &key) {
+        return Ok(v);
+    }
     obj.get(key.clone(), ctx)
-        .map_err(|e| MwError(format!("reading {}: {e}", key.to_std_string_lossy())))
+        .map_err(|e| MwError(format!("reading {key}: {e}")))
+}
+
+/// The value of `obj`'s own data property `key`, read straight from its
+/// property table: what `[[Get]]` returns for an ordinary object, without
+/// the internal-method dispatch. `None` for an accessor, an inherited or
+/// absent key, or an exotic object (a Proxy keeps no own table), which then
+/// take the full `[[Get]]`.
+fn own_data(obj: &JsObject, key: &PropertyKey) -> Option<JsValue> {
+    if obj.is::<boa_engine::builtins::proxy::Proxy>() {
+        return None;
+    }
+    let o = obj.borrow();
+    let desc = o.properties().get(key)?;
+    desc.is_data_descriptor()
+        .then(|| desc.expect_value().clone())
 }
 
 fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
@@ -431,9 +470,12 @@ fn entries(
             PropertyKey::Index(i) => i.get().to_string(),
             PropertyKey::Symbol(_) => continue,
         };
-        let v = obj
-            .get(key, ctx)
-            .map_err(|e| MwError(format!("reading {field}[{name:?}]: {e}")))?;
+        let v = match own_data(obj, &key) {
+            Some(v) => v,
+            None => obj
+                .get(key, ctx)
+                .map_err(|e| MwError(format!("reading {field}[{name:?}]: {e}")))?,
+        };
         out.push((name, v));
     }
     Ok(out)
@@ -452,7 +494,9 @@ fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec<String>, M
     (0..len)
         .map(|i| {
             let item = arr.get(i, ctx).map_err(|e| MwError(e.to_string()))?;
-            string(&item, &format!("{field}[{i}]"))
+            item.as_string()
+                .map(|s| s.to_std_string_lossy())
+                .ok_or_else(|| shape(&format!("{field}[{i}]"), "a string", &item))
         })
         .collect()
 }
@@ -479,9 +523,9 @@ fn string_map(
     };
     entries(&obj, field, ctx)?
         .into_iter()
-        .map(|(k, v)| {
-            let s = string(&v, &format!("{field}[{k:?}]"))?;
-            Ok((k, s))
+        .map(|(k, v)| match v.as_string() {
+            Some(s) => Ok((k, s.to_std_string_lossy())),
+            None => Err(shape(&format!("{field}[{k:?}]"), "a string", &v)),
         })
         .collect()
 }
@@ -508,7 +552,18 @@ pub(crate) fn apply(
     // reading it would only build it to find nothing to apply. `undefined`
     // reads as "nothing" below, exactly as an absent field does.
     let same = JsObject::equals(&r, &built.object);
+    let intact = same
+        && built
+            .shape
+            .as_ref()
+            .is_some_and(|s| s.to_addr_usize() == r.borrow().shape().to_addr_usize());
     let field = |f: Lazy, ctx: &mut Context| -> Result<JsValue, MwError> {
+        if intact {
+            let held = r
+                .downcast_ref::<Pending>()
+                .and_then(|p| p.values[f as usize].clone());
+            return Ok(held.unwrap_or_default());
+        }
         if same {
             match acc.state(&r, f) {
                 FieldState::Untouched => return Ok(JsValue::undefined()),

@@ -72,7 +72,7 @@ pub(crate) enum CallError {
 /// An API's live JS context.
 pub(crate) struct Vm {
     ctx: Context,
-    /// The hidden `__tykHost` global: `request`, `session`, `spec`.
+    /// The hidden `__tykHost` global: `request` and `spec`.
     host: JsObject,
     /// One compiled dispatch expression per entry.
     dispatch: Vec<Script>,
@@ -149,7 +149,9 @@ impl Vm {
                 }
             }
             let h = prelude::HOST_GLOBAL;
-            let expr = format!("{name}.ProcessRequest({h}.request, {h}.session, {h}.spec)");
+            // The session is a fresh `{}` per call (no auth plugins here):
+            // made by the script itself, it costs less than a host write.
+            let expr = format!("{name}.ProcessRequest({h}.request, {{}}, {h}.spec)");
             let script = Script::parse(Source::from_bytes(&expr), None, &mut ctx)
                 .map_err(|e| fail(format!("cannot compile the dispatch for {name:?}: {e}")))?;
             dispatch.push(script);
@@ -203,12 +205,12 @@ impl Vm {
         let failed = |e: String| CallError::Failed(MwError(e));
         let ctx = &mut self.ctx;
         let built = request::build(req, &self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
-        let session = request::plain(ctx);
+        // One host write per call: the previous call's request stays
+        // referenced here until this write replaces it (one object per
+        // context), unless it carries a body (cleared below, so a large
+        // upload is not kept alive by an idle API).
         self.host
             .set(js_string!("request"), built.object.clone(), false, ctx)
-            .map_err(|e| failed(e.to_string()))?;
-        self.host
-            .set(js_string!("session"), session, false, ctx)
             .map_err(|e| failed(e.to_string()))?;
         let run = budget::guarded(
             self.dispatch[index].evaluate_async_with_budget(ctx, SLICE_BUDGET),
@@ -216,10 +218,10 @@ impl Vm {
         )
         .await
         .map_err(CallError::Stopped)?;
-        // Drop the host's references so the request can be collected; the
-        // script may still hold its own (a global cache is its business).
-        for key in [js_string!("request"), js_string!("session")] {
-            let _ = self.host.set(key, JsValue::undefined(), false, ctx);
+        if built.has_body() {
+            let _ = self
+                .host
+                .set(js_string!("request"), JsValue::undefined(), false, ctx);
         }
         let ret = run.map_err(|e| failed(format!("JS error: {e}")))?;
         request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
