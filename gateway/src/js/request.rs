@@ -113,20 +113,21 @@ impl Accessors {
         Accessors { get, set }
     }
 
-    fn state(&self, obj: &JsObject, f: Lazy) -> FieldState {
-        let ours = obj
-            .borrow()
-            .properties()
-            .get(&f.key().into())
-            .and_then(|d| d.get().and_then(JsValue::as_object))
-            .is_some_and(|g| JsObject::equals(&g, &self.get[f as usize]));
+    /// The state of `f` on a built request `obj`. `unchanged` (see
+    /// [`Built::unchanged`]) vouches that every field is still the host's
+    /// accessor, sparing the property lookup that checks it.
+    fn state(&self, obj: &JsObject, f: Lazy, unchanged: bool) -> FieldState {
+        let ours = unchanged
+            || obj
+                .borrow()
+                .properties()
+                .get(&f.key().into())
+                .and_then(|d| d.get().and_then(JsValue::as_object))
+                .is_some_and(|g| JsObject::equals(&g, &self.get[f as usize]));
         if !ours {
             return FieldState::Replaced;
         }
-        match obj
-            .downcast_ref::<Pending>()
-            .and_then(|p| p.values[f as usize].clone())
-        {
+        match held(obj, f) {
             Some(v) => FieldState::Held(v),
             None => FieldState::Untouched,
         }
@@ -152,6 +153,12 @@ unsafe impl Trace for Pending {
 
 impl JsData for Pending {}
 
+/// The value `obj`'s [`Pending`] holds for `f`, once read or written.
+fn held(obj: &JsObject, f: Lazy) -> Option<JsValue> {
+    obj.downcast_ref::<Pending>()
+        .and_then(|p| p.values[f as usize].clone())
+}
+
 /// The object carrying [`Pending`]: `this`, or the prototype it inherits the
 /// field from (`Object.create(request)`).
 fn owner(this: &JsValue) -> Option<JsObject> {
@@ -168,10 +175,7 @@ fn lazy_get(f: Lazy, this: &JsValue, ctx: &mut Context) -> JsResult<JsValue> {
     let Some(owner) = owner(this) else {
         return Ok(JsValue::undefined());
     };
-    let held = owner
-        .downcast_ref::<Pending>()
-        .and_then(|p| p.values[f as usize].clone());
-    if let Some(v) = held {
+    if let Some(v) = held(&owner, f) {
         return Ok(v);
     }
     let value = {
@@ -294,9 +298,11 @@ pub(crate) struct Built {
 }
 
 impl Built {
-    /// True when the request had a body.
-    pub(crate) fn has_body(&self) -> bool {
-        !self.body.is_empty()
+    /// True when the request object still has the shape it was built with.
+    fn unchanged(&self) -> bool {
+        self.shape
+            .as_ref()
+            .is_some_and(|s| s.to_addr_usize() == self.object.borrow().shape().to_addr_usize())
     }
 }
 
@@ -429,9 +435,6 @@ fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwEr
 /// absent key, or an exotic object (a Proxy keeps no own table), which then
 /// take the full `[[Get]]`.
 fn own_data(obj: &JsObject, key: &PropertyKey) -> Option<JsValue> {
-    if obj.is::<boa_engine::builtins::proxy::Proxy>() {
-        return None;
-    }
     let o = obj.borrow();
     let desc = o.properties().get(key)?;
     desc.is_data_descriptor()
@@ -552,20 +555,10 @@ pub(crate) fn apply(
     // reading it would only build it to find nothing to apply. `undefined`
     // reads as "nothing" below, exactly as an absent field does.
     let same = JsObject::equals(&r, &built.object);
-    let intact = same
-        && built
-            .shape
-            .as_ref()
-            .is_some_and(|s| s.to_addr_usize() == r.borrow().shape().to_addr_usize());
+    let unchanged = same && built.unchanged();
     let field = |f: Lazy, ctx: &mut Context| -> Result<JsValue, MwError> {
-        if intact {
-            let held = r
-                .downcast_ref::<Pending>()
-                .and_then(|p| p.values[f as usize].clone());
-            return Ok(held.unwrap_or_default());
-        }
         if same {
-            match acc.state(&r, f) {
+            match acc.state(&r, f, unchanged) {
                 FieldState::Untouched => return Ok(JsValue::undefined()),
                 FieldState::Held(v) => return Ok(v),
                 FieldState::Replaced => {}

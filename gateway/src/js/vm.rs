@@ -218,7 +218,7 @@ impl Vm {
         )
         .await
         .map_err(CallError::Stopped)?;
-        if built.has_body() {
+        if !req.body.is_empty() {
             let _ = self
                 .host
                 .set(js_string!("request"), JsValue::undefined(), false, ctx);
