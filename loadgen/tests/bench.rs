@@ -1,6 +1,8 @@
 //! `loadgen bench` end to end: the real mock-upstream and gateway binaries
 //! and the real add-header plugin.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -74,26 +76,6 @@ fn apis_dir(tmp: &Path) -> PathBuf {
     dir
 }
 
-/// The mock upstream in-process, standing in for another gateway.
-fn echo_server() -> std::net::SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).unwrap();
-            loadgen::mock::serve(l, std::future::pending())
-                .await
-                .unwrap();
-        });
-    });
-    addr
-}
-
 fn bench(args: &[&str]) -> Output {
     Command::new(bin_dir().join("loadgen"))
         .arg("bench")
@@ -122,7 +104,7 @@ fn a_short_bench_measures_every_working_route_and_stops_its_children() {
     );
     // A peer for --compare: a bare echo server, whose /plain/hello/ passes
     // the checks and whose plugin routes must be skipped (no marker).
-    let peer = format!("echo=http://{}", echo_server());
+    let peer = format!("echo=http://{}", common::mock_upstream());
     let out = bench(&[
         "--compare",
         &peer,

@@ -1,27 +1,10 @@
 //! loadgen against the real mock upstream, with and without keep-alive.
 
+mod common;
+
 use clap::Parser;
 use loadgen::cli::Args;
 use loadgen::Summary;
-
-fn mock() -> std::net::SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).unwrap();
-            loadgen::mock::serve(l, std::future::pending())
-                .await
-                .unwrap();
-        });
-    });
-    addr
-}
 
 fn run(args: &[&str]) -> Summary {
     let mut argv = vec!["loadgen"];
@@ -32,7 +15,7 @@ fn run(args: &[&str]) -> Summary {
 
 #[test]
 fn every_echo_is_checked_and_counted() {
-    let addr = mock();
+    let addr = common::mock_upstream();
     let url = format!("http://{addr}/some/path");
     for keepalive in [false, true] {
         let mut args = vec!["-n", "300", "-c", "6", "-H", "X-Probe: 42"];

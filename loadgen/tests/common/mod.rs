@@ -170,3 +170,24 @@ fn serve(
         }
     }
 }
+
+/// The real mock upstream (`loadgen::mock`, the seed's echo server) on
+/// 127.0.0.1:0 in a background thread, for the test process's lifetime.
+pub fn mock_upstream() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).unwrap();
+            loadgen::mock::serve(l, std::future::pending())
+                .await
+                .unwrap();
+        });
+    });
+    addr
+}
