@@ -13,6 +13,10 @@
 //!    test machine (4 MiB L2 per core) that roughly doubles the median and
 //!    brings it to what the gateway's own histogram shows under `ab`: a
 //!    call's cost there is mostly the cache misses of boa's working set.
+//! 4. `CALLS=3000 ROUNDS=1 EVICT_KB=8192 valgrind --tool=cachegrind
+//!    --cache-sim=yes target/release/deps/js_call-*` (from `gateway/`) counts
+//!    the cache lines a call touches and which functions miss (`cg_annotate
+//!    --sort=D1mr`); `CALLS` and `ROUNDS` default to 20000 and 5.
 //!
 //! Allocations are counted by a wrapper around the system allocator that
 //! exists only in this benchmark binary.
@@ -50,7 +54,13 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const CALLS: usize = 20_000;
+/// A count from the environment, or `default`.
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 fn spec() -> ApiSpec {
     let hello = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
@@ -113,21 +123,19 @@ fn main() {
         .unwrap();
     let template = ab_request();
 
-    let evict_kb: usize = std::env::var("EVICT_KB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let evict_kb = env_count("EVICT_KB", 0);
+    let (calls, rounds) = (env_count("CALLS", 20_000), env_count("ROUNDS", 5));
     println!(
-        "ns per call (median, mean) and allocations per call, {CALLS} calls per round, \
+        "ns per call (median, mean) and allocations per call, {calls} calls per round, \
          {evict_kb} KiB evicted between calls"
     );
     let mut medians = Vec::new();
-    for round in 0..5 {
-        let mut samples = Vec::with_capacity(CALLS);
+    for round in 0..rounds {
+        let mut samples = Vec::with_capacity(calls);
         let allocs_before = ALLOCS.load(Ordering::Relaxed);
         let mut clone_allocs = 0;
         let mut junk = vec![0u8; evict_kb * 1024];
-        for i in 0..CALLS {
+        for i in 0..calls {
             // Untimed: write one byte per cache line of `junk`, evicting
             // what the previous call left in the caches.
             for b in junk.iter_mut().step_by(64) {
@@ -144,14 +152,14 @@ fn main() {
             assert_eq!(req.headers["x-custom-jsvm"], "hello-from-jsvm");
         }
         let allocs = ALLOCS.load(Ordering::Relaxed) - allocs_before - clone_allocs;
-        let mean = samples.iter().sum::<u64>() / CALLS as u64;
+        let mean = samples.iter().sum::<u64>() / calls as u64;
         samples.sort_unstable();
-        let median = samples[CALLS / 2];
-        let p99 = samples[CALLS * 99 / 100];
+        let median = samples[calls / 2];
+        let p99 = samples[calls * 99 / 100];
         medians.push(median);
         println!(
             "round {round}: median {median:>6} ns  mean {mean:>6} ns  p99 {p99:>7} ns  allocs/call {:.1}",
-            allocs as f64 / CALLS as f64
+            allocs as f64 / calls as f64
         );
     }
     medians.sort_unstable();

@@ -37,6 +37,11 @@ pub struct RunFigures {
     pub upstream_cpu_s: Option<f64>,
     /// loadgen's own CPU time, s.
     pub loadgen_cpu_s: f64,
+    /// CPU of every process in the run (server, upstream and loadgen itself)
+    /// per request, µs. Where they share the cores and keep them busy,
+    /// throughput follows this figure.
+    #[serde(default)]
+    pub all_cpu_us_per_req: Option<f64>,
     /// Median middleware call time, µs (gateway routes with middleware).
     pub mw_p50_us: Option<f64>,
     /// 99th percentile middleware call time, µs.
@@ -106,6 +111,7 @@ impl RouteResult {
             server_cpu_us_per_req: mo(&|x| x.server_cpu_us_per_req),
             upstream_cpu_s: mo(&|x| x.upstream_cpu_s),
             loadgen_cpu_s: m(&|x| x.loadgen_cpu_s),
+            all_cpu_us_per_req: mo(&|x| x.all_cpu_us_per_req),
             mw_p50_us: mo(&|x| x.mw_p50_us),
             mw_p99_us: mo(&|x| x.mw_p99_us),
             mw_calls_per_req: mo(&|x| x.mw_calls_per_req),

@@ -101,13 +101,14 @@ pub fn tables(r: &BenchReport) -> Vec<Table> {
 
     let mut time = Table {
         title: "2. Where the time goes (medians)".into(),
-        head: ["Route", "middleware p50", "middleware p99", "calls/request", "gateway CPU/request", "latency p50", "latency p99"]
+        head: ["Route", "middleware p50", "middleware p99", "calls/request", "gateway CPU/request", "all CPU/request", "latency p50", "latency p99"]
             .map(String::from)
             .to_vec(),
         rows: Vec::new(),
         notes: vec![
             "middleware = time inside the middleware call, from the gateway's own histograms (GET /tyk/stats);".into(),
-            "CPU/request above the no-middleware route's is what the middleware costs in all (call + marshalling).".into(),
+            "CPU/request above the no-middleware route's is what the middleware costs in all (call + marshalling);".into(),
+            "all = gateway + upstream + loadgen: where they share the cores and keep them busy, throughput follows it.".into(),
         ],
     };
     for rr in r.routes.iter().filter(|rr| rr.target == "ours") {
@@ -118,6 +119,7 @@ pub fn tables(r: &BenchReport) -> Vec<Table> {
             cell(f, |f| f.mw_p99_us.map(|v| format!("{v:.2} µs"))),
             cell(f, |f| f.mw_calls_per_req.map(|v| format!("{v:.2}"))),
             cell(f, |f| f.server_cpu_us_per_req.map(|v| format!("{v:.1} µs"))),
+            cell(f, |f| f.all_cpu_us_per_req.map(|v| format!("{v:.1} µs"))),
             cell(f, |f| Some(format!("{:.3} ms", f.p50_ms))),
             cell(f, |f| Some(format!("{:.3} ms", f.p99_ms))),
         ]);
@@ -182,6 +184,9 @@ pub fn tables(r: &BenchReport) -> Vec<Table> {
             both(&|f| f.server_cpu_s).map_or("n/a".into(), |(a, b)| x(b, a)),
         ]);
     }
+    if let (Some(n), Some(j)) = (nat, js) {
+        tyk.notes.extend(ratio_explained(n, j, r.cores));
+    }
     let mut out = vec![seed, time, tyk];
 
     if r.targets().len() > 1 {
@@ -220,6 +225,45 @@ pub fn tables(r: &BenchReport) -> Vec<Table> {
         out.push(cmp);
     }
     out
+}
+
+/// Why this gateway's throughput ratio is what it is: on a machine whose
+/// cores the load generator, gateway and upstream share and keep busy,
+/// throughput follows the CPU all of them spend per request, so the ratio is
+/// the JS route's total over the native route's. Empty when a figure is
+/// missing.
+fn ratio_explained(nat: &RunFigures, js: &RunFigures, cores: usize) -> Vec<String> {
+    let (Some(gn), Some(gj), Some(an), Some(aj)) = (
+        nat.server_cpu_us_per_req,
+        js.server_cpu_us_per_req,
+        nat.all_cpu_us_per_req,
+        js.all_cpu_us_per_req,
+    ) else {
+        return Vec::new();
+    };
+    if an <= 0.0 || aj <= 0.0 || js.rps <= 0.0 {
+        return Vec::new();
+    }
+    // Share of the cores all processes kept busy on the native route.
+    let busy = an * nat.rps / 1e6 / cores.max(1) as f64;
+    vec![
+        format!(
+            "this gateway: JS adds {:.1} µs of gateway CPU per request ({:.1} µs across all processes); \
+             all processes kept {:.0}% of the {cores} cores busy, so throughput follows total CPU per request:",
+            gj - gn,
+            aj - an,
+            busy * 100.0
+        ),
+        format!(
+            "  {an:.1} vs {aj:.1} µs predicts {:.2}x, measured {:.2}x. Each µs of middleware CPU costs ~{:.1}% of \
+             throughput here; Tyk + goja's {:.2}x would allow ~{:.1} µs.",
+            aj / an,
+            nat.rps / js.rps,
+            100.0 / an,
+            TYK_GOJA.0 / TYK_GOJA.1,
+            (TYK_GOJA.0 / TYK_GOJA.1 - 1.0) * an
+        ),
+    ]
 }
 
 fn preamble(r: &BenchReport) -> String {
@@ -318,7 +362,8 @@ pub fn write_files(r: &BenchReport, args: &BenchArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::ratio;
+    use super::{ratio, ratio_explained};
+    use crate::bench::model::RunFigures;
 
     #[test]
     fn differences_are_named_after_the_winner_in_the_seeds_words() {
@@ -335,5 +380,32 @@ mod tests {
             "JS ~9.27x less CPU"
         );
         assert_eq!(ratio(None, Some(1.0), "faster", true), "n/a");
+    }
+
+    #[test]
+    fn the_ratio_is_explained_by_total_cpu_per_request() {
+        let fig = |rps: f64, gateway: f64, all: f64| RunFigures {
+            rps,
+            server_cpu_us_per_req: Some(gateway),
+            all_cpu_us_per_req: Some(all),
+            ..RunFigures::default()
+        };
+        let (nat, js) = (fig(20_000.0, 50.0, 100.0), fig(18_000.0, 60.0, 112.0));
+        let text = ratio_explained(&nat, &js, 2).join("\n");
+        for needle in [
+            "JS adds 10.0 µs of gateway CPU per request (12.0 µs across all processes)",
+            "kept 100% of the 2 cores busy",
+            "100.0 vs 112.0 µs predicts 1.12x, measured 1.11x",
+            "costs ~1.0% of throughput",
+            "1.04x would allow ~3.8 µs",
+        ] {
+            assert!(text.contains(needle), "{needle:?} missing:\n{text}");
+        }
+        // A figure the run could not read: no explanation rather than a wrong one.
+        let unknown = RunFigures {
+            all_cpu_us_per_req: None,
+            ..js.clone()
+        };
+        assert!(ratio_explained(&nat, &unknown, 2).is_empty());
     }
 }

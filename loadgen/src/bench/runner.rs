@@ -386,6 +386,17 @@ fn figures(cfg: &RunConfig, res: &RunResult) -> RunFigures {
         .then(|| res.cpu[1].cpu.as_ref().ok().map(|d| d.as_secs_f64()))
         .flatten();
     let wall = s.time_taken_s;
+    let own = res.own_cpu.as_secs_f64();
+    // Every process the run watched, or nothing if one could not be read.
+    let watched: Option<f64> = (!res.cpu.is_empty())
+        .then(|| {
+            res.cpu
+                .iter()
+                .map(|c| c.cpu.as_ref().ok().map(|d| d.as_secs_f64()))
+                .sum::<Option<f64>>()
+        })
+        .flatten();
+    let per_req = |cpu: f64| cpu * 1e6 / s.complete_requests.max(1) as f64;
     RunFigures {
         complete: s.complete_requests,
         failed: s.failed_requests.total,
@@ -400,9 +411,10 @@ fn figures(cfg: &RunConfig, res: &RunResult) -> RunFigures {
         wall_s: wall,
         server_cpu_s: server,
         server_cpu_util: server.map(|c| c / wall.max(1e-9)),
-        server_cpu_us_per_req: server.map(|c| c * 1e6 / s.complete_requests.max(1) as f64),
+        server_cpu_us_per_req: server.map(per_req),
         upstream_cpu_s: upstream,
-        loadgen_cpu_s: res.own_cpu.as_secs_f64(),
+        loadgen_cpu_s: own,
+        all_cpu_us_per_req: watched.map(|c| per_req(c + own)),
         mw_p50_us: None,
         mw_p99_us: None,
         mw_calls_per_req: None,
