@@ -215,6 +215,34 @@ fn body_rewrite_ignore_body_and_base64_helpers() {
 }
 
 #[test]
+fn every_call_sees_its_own_method_and_body() {
+    let s = spec(
+        "body",
+        vec![entry("bodyMw", fixture("body.js"))],
+        serde_json::Value::Null,
+    );
+    let h = host(&s);
+    // Enough calls to use several batches of request objects, the methods
+    // and bodies changing from call to call.
+    for i in 0..50 {
+        let (method, body) = match i % 4 {
+            0 => (Method::POST, format!("post {i}")),
+            1 => (Method::GET, String::new()),
+            2 => (Method::DELETE, String::new()),
+            _ => (Method::PUT, format!("put {i}")),
+        };
+        let mut req = request(method.clone(), "/body/", &[], &body);
+        h.ok(&mut req);
+        assert_eq!(
+            header(&req, "x-seen"),
+            format!("{method} {}", serde_json::Value::from(body.as_str())),
+            "call {i}"
+        );
+        assert_eq!(req.body, format!("rewritten:{body}").as_bytes(), "call {i}");
+    }
+}
+
+#[test]
 fn return_overrides_answer_without_proxying() {
     let s = spec(
         "ro",

@@ -204,7 +204,8 @@ impl Vm {
     ) -> Result<Flow, CallError> {
         let failed = |e: String| CallError::Failed(MwError(e));
         let ctx = &mut self.ctx;
-        let built = request::build(req, &self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
+        let built =
+            request::build(req, &mut self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
         // One host write per call: the previous call's request stays
         // referenced here until this write replaces it (one object per
         // context), unless it carries a body (cleared below, so a large

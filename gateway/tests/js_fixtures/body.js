@@ -1,6 +1,7 @@
 // Body rewrite on POST, IgnoreBody, and the base64 helpers.
 var bodyMw = new TykJS.TykMiddleware.NewMiddleware({});
 bodyMw.NewProcessRequest(function (request, session, spec) {
+    request.SetHeaders["X-Seen"] = request.Method + " " + JSON.stringify(request.Body);
     var enc = b64enc(request.Body);
     request.SetHeaders["X-B64"] = enc;
     request.SetHeaders["X-Roundtrip"] = String(b64dec(enc) === request.Body);

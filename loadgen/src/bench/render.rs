@@ -248,15 +248,15 @@ fn ratio_explained(nat: &RunFigures, js: &RunFigures, cores: usize) -> Vec<Strin
     let busy = an * nat.rps / 1e6 / cores.max(1) as f64;
     vec![
         format!(
-            "this gateway: JS adds {:.1} µs of gateway CPU per request ({:.1} µs across all processes); \
-             all processes kept {:.0}% of the {cores} cores busy, so throughput follows total CPU per request:",
+            "this gateway: JS adds {:.1} µs of gateway CPU per request, {:.1} µs across all processes \
+             (which kept {:.0}% of the {cores} cores busy).",
             gj - gn,
             aj - an,
             busy * 100.0
         ),
         format!(
-            "  {an:.1} vs {aj:.1} µs predicts {:.2}x, measured {:.2}x. Each µs of middleware CPU costs ~{:.1}% of \
-             throughput here; Tyk + goja's {:.2}x would allow ~{:.1} µs.",
+            "Throughput follows total CPU per request: {an:.1} vs {aj:.1} µs predicts {:.2}x, measured {:.2}x; \
+             each µs costs ~{:.1}% of throughput here, and Tyk + goja's {:.2}x would allow ~{:.1} µs.",
             aj / an,
             nat.rps / js.rps,
             100.0 / an,
@@ -393,10 +393,10 @@ mod tests {
         let (nat, js) = (fig(20_000.0, 50.0, 100.0), fig(18_000.0, 60.0, 112.0));
         let text = ratio_explained(&nat, &js, 2).join("\n");
         for needle in [
-            "JS adds 10.0 µs of gateway CPU per request (12.0 µs across all processes)",
+            "JS adds 10.0 µs of gateway CPU per request, 12.0 µs across all processes",
             "kept 100% of the 2 cores busy",
             "100.0 vs 112.0 µs predicts 1.12x, measured 1.11x",
-            "costs ~1.0% of throughput",
+            "each µs costs ~1.0% of throughput",
             "1.04x would allow ~3.8 µs",
         ] {
             assert!(text.contains(needle), "{needle:?} missing:\n{text}");
