@@ -180,7 +180,7 @@ fn a_short_bench_measures_every_working_route_and_stops_its_children() {
     }
     assert!(text.contains("all CPU/request"), "{text}");
     assert!(
-        text.contains("so throughput follows total CPU per request"),
+        text.contains("Throughput follows total CPU per request"),
         "{text}"
     );
     let mut measured = 4;
