@@ -88,6 +88,9 @@ pub(crate) struct Accessors {
     spares: Vec<JsObject>,
 }
 
+/// Request objects made ahead, in batches of this many (see [`Accessors::spare`]).
+const SPARES: usize = 16;
+
 /// What [`Accessors::state`] found for a lazy field of the built request.
 enum FieldState {
     /// Never read nor written: it holds its empty initial value.
@@ -127,8 +130,8 @@ impl Accessors {
     /// upstream run between two calls), and that walk was the largest share
     /// of a call's cache misses. Made in a batch, only the first object of
     /// the batch pays them. A call then only writes the string fields that
-    /// differ from a blank object's, which keeps the shape. Every object is used once: a script may keep
-    /// the request it was given.
+    /// differ from a blank object's, which keeps the shape. Every object is
+    /// used once: a script may keep the request it was given.
     fn spare(&mut self, ctx: &mut Context) -> JsObject {
         if self.spares.is_empty() {
             for _ in 0..SPARES {
@@ -362,9 +365,6 @@ fn method(m: &Method) -> JsString {
         _ => JsString::from(m.as_str()),
     }
 }
-
-/// Request objects made ahead, in batches of this many (see [`Accessors::spare`]).
-const SPARES: usize = 16;
 
 /// Builds `request` for one call: the string fields now, the object-valued
 /// ones on first access ([`Lazy`]).

@@ -377,24 +377,16 @@ fn watched_run(cfg: &RunConfig, children: &mut [Child]) -> anyhow::Result<RunRes
 
 fn figures(cfg: &RunConfig, res: &RunResult) -> RunFigures {
     let s = Summary::new(cfg, res);
-    let server = res
-        .cpu
-        .first()
-        .and_then(|c| c.cpu.as_ref().ok())
-        .map(|d| d.as_secs_f64());
-    let upstream = (res.cpu.len() > 1)
-        .then(|| res.cpu[1].cpu.as_ref().ok().map(|d| d.as_secs_f64()))
-        .flatten();
+    // A watched process's CPU seconds, if they could be read: first the
+    // process serving the route, then (for gateway routes) the upstream.
+    let cpu_s = |c: &crate::cpu::CpuUsage| c.cpu.as_ref().ok().map(|d| d.as_secs_f64());
+    let server = res.cpu.first().and_then(cpu_s);
+    let upstream = res.cpu.get(1).and_then(cpu_s);
     let wall = s.time_taken_s;
     let own = res.own_cpu.as_secs_f64();
     // Every process the run watched, or nothing if one could not be read.
     let watched: Option<f64> = (!res.cpu.is_empty())
-        .then(|| {
-            res.cpu
-                .iter()
-                .map(|c| c.cpu.as_ref().ok().map(|d| d.as_secs_f64()))
-                .sum::<Option<f64>>()
-        })
+        .then(|| res.cpu.iter().map(cpu_s).sum::<Option<f64>>())
         .flatten();
     let per_req = |cpu: f64| cpu * 1e6 / s.complete_requests.max(1) as f64;
     RunFigures {
