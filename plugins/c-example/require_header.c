@@ -5,7 +5,7 @@
  * X-Api-Key header; otherwise tags the request with X-C-Plugin and lets it
  * through. It is the proof that the ABI is C, not Rust-to-Rust by accident.
  *
- * To try this: 1. cc -shared -fPIC -O2 -I plugins/sdk/include
+ * To try this: 1. cc -shared -fPIC -O2 -Wall -Werror -I plugins/sdk/include
  *    -o librequire_header.so plugins/c-example/require_header.c;
  * 2. add {"name": "RequireHeader", "path": "librequire_header.so"} to an API's
  *    custom_middleware.pre with "driver": "goplugin";
@@ -19,12 +19,16 @@
 GW_PLUGIN_EXPORT_ABI_VERSION()
 
 GW_EXPORT int32_t RequireHeader(const GwHost *host, GwRequest *req) {
-    /* A shorter table than this header describes would be read past its end. */
-    if (host->abi_version != GW_PLUGIN_ABI_VERSION || host->size < sizeof(GwHost)) {
+    /* Another ABI version, or a table too short to hold version 1. */
+    if (!GW_HOST_OK(host)) {
         return GW_ERROR;
     }
     GwStr key;
     if (host->header_get(req, GW_STR("X-Api-Key"), 0, &key) != GW_FOUND || key.len == 0) {
+        /* log is an ABI 1.1 callback: an older gateway may not have it. */
+        if (GW_HOST_HAS(host, log)) {
+            host->log(req, GW_LOG_INFO, GW_STR("RequireHeader: no X-Api-Key, answering 403"));
+        }
         GwHeader headers[] = {
             {GW_STR("Content-Type"), GW_STR("application/json")},
             {GW_STR("X-Denied-By"), GW_STR("c-plugin")},

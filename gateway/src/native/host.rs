@@ -13,15 +13,33 @@ use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use plugin_sdk::abi::{
-    GwHeader, GwHost, GwRequest, GwStr, ABI_VERSION, GW_FOUND, GW_NOT_FOUND, GW_OK, GW_REJECTED,
+    GwHeader, GwHost, GwRequest, GwStr, ABI_VERSION, GW_FOUND, GW_LOG_ERROR, GW_LOG_INFO,
+    GW_LOG_WARN, GW_NOT_FOUND, GW_OK, GW_REJECTED,
 };
 
 use crate::middleware::{MwRequest, MwResponse};
+
+/// What a plugin may read about the API it serves: fixed at load, shared by
+/// every call of every entry of the API.
+#[derive(Debug)]
+pub(crate) struct ApiInfo {
+    /// `api_id`.
+    pub api_id: String,
+    /// `config_data` serialised once at load (`{}` when absent), so a call
+    /// hands out a borrowed string instead of serialising per request.
+    pub config_json: String,
+    /// `--jsvm-timeout` in microseconds, the budget of one call.
+    pub budget_us: u64,
+}
 
 /// What one call can touch and what it leaves behind. A `*mut GwRequest` is a
 /// `*mut Ctx` in disguise, valid only while the plugin function runs.
 pub(crate) struct Ctx<'a> {
     pub req: &'a mut MwRequest,
+    /// The API, for `api_id`, `config_data`, `log` and `call_budget_us`.
+    pub api: &'a ApiInfo,
+    /// The entry's `name`, to tag log lines.
+    pub name: &'a str,
     /// Set by `respond`: the answer that short-circuits the chain.
     pub response: Option<MwResponse>,
     /// Set by the first refused edit: the request fails whatever the plugin
@@ -52,6 +70,10 @@ pub(crate) static HOST: GwHost = GwHost {
     set_body,
     respond,
     set_error,
+    api_id,
+    config_data,
+    log,
+    call_budget_us,
 };
 
 fn s(bytes: &[u8]) -> GwStr {
@@ -311,4 +333,34 @@ unsafe extern "C" fn set_error(req: *mut GwRequest, message: GwStr) {
         let (ctx, msg) = unsafe { (ctx_mut(req), bytes(message)) };
         ctx.error = Some(String::from_utf8_lossy(msg).into_owned());
     })
+}
+
+unsafe extern "C" fn api_id(req: *const GwRequest) -> GwStr {
+    guard(GwStr::EMPTY, || s(unsafe { ctx(req) }.api.api_id.as_bytes()))
+}
+
+unsafe extern "C" fn config_data(req: *const GwRequest) -> GwStr {
+    guard(GwStr::EMPTY, || {
+        s(unsafe { ctx(req) }.api.config_json.as_bytes())
+    })
+}
+
+unsafe extern "C" fn log(req: *const GwRequest, level: u32, message: GwStr) {
+    guard((), || {
+        // SAFETY: the plugin's handle and buffer.
+        let (ctx, msg) = unsafe { (ctx(req), bytes(message)) };
+        let msg = String::from_utf8_lossy(msg);
+        let (api_id, name) = (ctx.api.api_id.as_str(), ctx.name);
+        // One macro call per level: tracing's level is part of the callsite.
+        match level {
+            GW_LOG_ERROR => tracing::error!(api_id, middleware = name, "{msg}"),
+            GW_LOG_WARN => tracing::warn!(api_id, middleware = name, "{msg}"),
+            GW_LOG_INFO => tracing::info!(api_id, middleware = name, "{msg}"),
+            _ => tracing::debug!(api_id, middleware = name, "{msg}"),
+        }
+    })
+}
+
+unsafe extern "C" fn call_budget_us(req: *const GwRequest) -> u64 {
+    guard(0, || unsafe { ctx(req) }.api.budget_us)
 }

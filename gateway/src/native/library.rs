@@ -1,20 +1,45 @@
 //! Opening plugin libraries: once per path, checked against the ABI version,
-//! and never closed.
+//! and never closed; and finding a middleware's entry in one.
 //!
 //! Why never closed: a Rust cdylib registers thread-local destructors and may
 //! hand out `'static` data; `dlclose` under it is unsound, and Tyk does not
-//! unload Go plugins either. So each library is leaked on first load and every
-//! API that names the same file (by canonical path) shares it.
+//! unload Go plugins either (a Go runtime cannot be unloaded at all). So each
+//! library is leaked on first load and every API that names the same file (by
+//! canonical path) shares it.
+//!
+//! Two kinds of library answer to a `name`:
+//! - a plain plugin (Rust `export_plugin!`, C `gw_plugin.h`) exports the
+//!   middleware under exactly that symbol;
+//! - a Go adapter (`plugins/go-adapter/build.sh`, a Tyk Go plugin package
+//!   compiled with `go build -buildmode=c-shared`) cannot export a symbol
+//!   with the Go function's own name, so it exports one entry
+//!   `gw_go_<Name>` per handler plus the marker [`GO_ADAPTER_SYMBOL`] listing
+//!   the handlers. The definition keeps Tyk's `"name": "AddHeader"`.
 
 use std::collections::HashMap;
+use std::ffi::{c_char, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use plugin_sdk::abi::{GwAbiVersionFn, GwPluginFn, ABI_VERSION, ABI_VERSION_SYMBOL};
 
+/// The Go adapter's marker: `const char *gw_go_adapter_handlers(void)`
+/// returns the handler names, comma-separated ("Go adapter, these handlers").
+pub const GO_ADAPTER_SYMBOL: &str = "gw_go_adapter_handlers";
+/// A Go adapter exports handler `Name` as `gw_go_Name`.
+pub const GO_ENTRY_PREFIX: &str = "gw_go_";
+
 /// A loaded, version-checked library, alive for the rest of the process.
-pub(crate) type Lib = &'static Library;
+pub(crate) struct Plugin {
+    lib: Library,
+    /// The canonical file, read again only to list symbols in an error.
+    file: PathBuf,
+    /// `Some(handlers)` when the library is a Go adapter.
+    go_handlers: Option<Vec<String>>,
+}
+
+pub(crate) type Lib = &'static Plugin;
 
 /// Canonical path -> library. A `Mutex` suffices: it is taken only at load.
 fn cache() -> &'static Mutex<HashMap<PathBuf, Lib>> {
@@ -33,15 +58,32 @@ pub(crate) enum OpenError {
     Symbol(String),
 }
 
+/// `path` as written, plus where a relative one was looked for: the user
+/// wrote it relative to something, and it may not be the gateway's
+/// working directory.
+fn describe(path: &str) -> String {
+    if Path::new(path).is_absolute() {
+        return format!("{path:?}");
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => format!(
+            "{path:?} (relative, resolved against the gateway's working directory {})",
+            cwd.display()
+        ),
+        Err(_) => format!("{path:?} (relative, and the working directory is unreadable)"),
+    }
+}
+
 /// Opens (or finds already open) the library at `path`, as written in the
 /// definition; a relative path is resolved against the working directory.
 pub(crate) fn open(path: &str) -> Result<Lib, OpenError> {
     let written = Path::new(path);
     let meta = std::fs::metadata(written)
-        .map_err(|e| OpenError::Path(format!("cannot open library {path:?}: {e}")))?;
+        .map_err(|e| OpenError::Path(format!("cannot open library {}: {e}", describe(path))))?;
     if meta.is_dir() {
         return Err(OpenError::Path(format!(
-            "library {path:?} is a directory, not a shared library"
+            "library {} is a directory, not a shared library",
+            describe(path)
         )));
     }
     // Canonical, hence absolute: dlopen would otherwise search
@@ -62,7 +104,12 @@ pub(crate) fn open(path: &str) -> Result<Lib, OpenError> {
     let lib = unsafe { Library::open(Some(&canonical), RTLD_NOW | RTLD_LOCAL) }
         .map_err(|e| OpenError::Path(format!("cannot load library {path:?}: {e}")))?;
     check_version(path, &lib)?;
-    let lib: Lib = Box::leak(Box::new(lib));
+    let go_handlers = go_handlers(&lib);
+    let lib: Lib = Box::leak(Box::new(Plugin {
+        lib,
+        file: canonical.clone(),
+        go_handlers,
+    }));
     cache.insert(canonical, lib);
     Ok(lib)
 }
@@ -87,21 +134,86 @@ fn check_version(path: &str, lib: &Library) -> Result<(), OpenError> {
     Ok(())
 }
 
-/// Looks up middleware `symbol` in `lib`.
-pub(crate) fn symbol(lib: Lib, path: &str, symbol: &str) -> Result<GwPluginFn, OpenError> {
-    if symbol.contains('\0') {
+/// The handler list of a Go adapter; `None` for any other library.
+fn go_handlers(lib: &Library) -> Option<Vec<String>> {
+    // SAFETY: the marker's type is fixed by the adapter's generator; it
+    // returns a static NUL-terminated string (or NULL).
+    let marker = unsafe { lib.get::<unsafe extern "C" fn() -> *const c_char>(GO_ADAPTER_SYMBOL) };
+    let list = unsafe { marker.ok()?() };
+    if list.is_null() {
+        return Some(Vec::new());
+    }
+    // SAFETY: non-null, NUL-terminated, static in the library.
+    let text = unsafe { CStr::from_ptr(list) }.to_string_lossy();
+    Some(
+        text.split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// Looks up middleware `name` in `lib`: the symbol itself, or a Go
+/// adapter's entry for the handler. A miss lists what the library has.
+pub(crate) fn symbol(lib: Lib, path: &str, name: &str) -> Result<GwPluginFn, OpenError> {
+    if name.contains('\0') {
         return Err(OpenError::Symbol(format!(
-            "symbol {symbol:?} contains a NUL byte"
+            "symbol {name:?} contains a NUL byte"
         )));
     }
+    let wanted = match &lib.go_handlers {
+        Some(handlers) if !handlers.iter().any(|h| h == name) => {
+            return Err(OpenError::Symbol(format!(
+                "library {path:?} is a Go plugin adapter with the handlers [{}]; it has no \
+                 handler {name:?}{}",
+                handlers.join(", "),
+                did_you_mean(name, handlers)
+            )))
+        }
+        Some(_) => format!("{GO_ENTRY_PREFIX}{name}"),
+        None => name.to_string(),
+    };
     // SAFETY: every middleware symbol has type GwPluginFn by the ABI. The
     // library is never unloaded, so the bare function pointer stays valid.
-    let f = unsafe { lib.get::<GwPluginFn>(symbol) }.map_err(|e| {
-        OpenError::Symbol(format!(
-            "library {path:?} does not export symbol {symbol:?}: {e}"
-        ))
-    })?;
-    Ok(*f)
+    match unsafe { lib.lib.get::<GwPluginFn>(wanted.as_bytes()) } {
+        Ok(f) => Ok(*f),
+        Err(e) => Err(OpenError::Symbol(missing_symbol(lib, path, name, &e))),
+    }
+}
+
+/// "does not export X", with the plugin symbols it does export.
+fn missing_symbol(lib: Lib, path: &str, name: &str, e: &libloading::Error) -> String {
+    match super::symbols::exported_functions(&lib.file) {
+        Ok(found) if found.is_empty() => format!(
+            "library {path:?} does not export symbol {name:?}, nor any other middleware"
+        ),
+        Ok(found) => format!(
+            "library {path:?} does not export symbol {name:?}; it exports [{}]{}",
+            found.join(", "),
+            did_you_mean(name, &found)
+        ),
+        Err(why) => format!(
+            "library {path:?} does not export symbol {name:?}: {e} (listing its symbols \
+             failed: {why})"
+        ),
+    }
+}
+
+/// " (did you mean \"Stamp\"?)" when one candidate is close to `name`.
+fn did_you_mean(name: &str, candidates: &[String]) -> String {
+    let lower = name.to_ascii_lowercase();
+    let close = candidates
+        .iter()
+        .find(|c| c.to_ascii_lowercase() == lower)
+        .or_else(|| {
+            candidates
+                .iter()
+                .map(|c| (strsim::levenshtein(c, name), c))
+                .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+                .min_by_key(|(d, _)| *d)
+                .map(|(_, c)| c)
+        });
+    close.map_or_else(String::new, |c| format!(" (did you mean {c:?}?)"))
 }
 
 /// How many distinct libraries this process has loaded (for tests and logs).

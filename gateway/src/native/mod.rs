@@ -10,11 +10,14 @@
 //!
 //! # Layout
 //!
-//! - [`library`]: opening, caching and version-checking libraries.
+//! - [`library`]: opening, caching and version-checking libraries, and
+//!   finding an entry (a plain symbol, or a Go adapter's handler).
+//! - `symbols`: listing a library's exported middleware for error messages.
 //! - `host`: the callback table and the per-call context behind the handle.
 
 mod host;
 pub mod library;
+mod symbols;
 
 use std::future::ready;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use crate::config::{ApiSpec, Hook, LoadError};
 use crate::middleware::{
     Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
-use host::{Ctx, HOST};
+use host::{ApiInfo, Ctx, HOST};
 use library::OpenError;
 
 /// One resolved entry: the symbol's name and its address. Plain data, so the
@@ -34,6 +37,8 @@ use library::OpenError;
 struct Entry {
     name: Arc<str>,
     func: GwPluginFn,
+    /// What the plugin may read about its API (ABI 1.1 callbacks).
+    api: Arc<ApiInfo>,
 }
 
 struct NativeFactory {
@@ -47,7 +52,15 @@ struct NativeFactory {
 /// Errors name the definition file, the field (`custom_middleware.pre[0].path`
 /// for library problems, `.name` for a missing symbol), the library and the
 /// symbol.
-pub fn load(spec: &ApiSpec, _opts: &HostOptions) -> Result<Arc<dyn ChainFactory>, LoadError> {
+pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>, LoadError> {
+    let api = Arc::new(ApiInfo {
+        api_id: spec.api_id.clone(),
+        config_json: match &spec.config_data {
+            serde_json::Value::Null => "{}".to_string(),
+            v => v.to_string(),
+        },
+        budget_us: u64::try_from(opts.jsvm_timeout.as_micros()).unwrap_or(u64::MAX),
+    });
     let resolve = |hook: Hook| -> Result<Vec<Entry>, LoadError> {
         let mut out = Vec::new();
         for e in spec.entries(hook) {
@@ -65,6 +78,7 @@ pub fn load(spec: &ApiSpec, _opts: &HostOptions) -> Result<Arc<dyn ChainFactory>
             out.push(Entry {
                 name: e.name.as_str().into(),
                 func,
+                api: api.clone(),
             });
         }
         Ok(out)
@@ -96,6 +110,8 @@ impl NativeMiddleware {
     fn call_sync(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
         let mut ctx = Ctx {
             req,
+            api: &self.0.api,
+            name: &self.0.name,
             response: None,
             fault: None,
             error: None,

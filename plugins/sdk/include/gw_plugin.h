@@ -1,5 +1,5 @@
 /*
- * gw_plugin.h: the gateway's native plugin ABI, version 1, for C authors.
+ * gw_plugin.h: the gateway's native plugin ABI, version 1 (1.1), for C and C++.
  *
  * This declares exactly what plugins/sdk/src/abi.rs declares for Rust; the
  * two change together, and GW_PLUGIN_ABI_VERSION with them.
@@ -21,6 +21,12 @@
  * Strings the host returns stay valid until the next editing callback on the
  * same request or the end of the call. Strings you pass in are copied.
  *
+ * Versions: GW_PLUGIN_ABI_VERSION changes only on incompatible changes.
+ * Callbacks added later are appended to GwHost (ABI 1.1: api_id,
+ * config_data, log, call_budget_us) and host->size grows: test
+ * GW_HOST_HAS(host, field) before calling one, so the plugin also runs on an
+ * older gateway. Fields before api_id are always there (GW_HOST_BASE_SIZE).
+ *
  * Editing callbacks return GW_OK or GW_REJECTED. A rejected edit (a header
  * name or value that is not valid HTTP, a bad path, a status outside
  * 200..599) is not applied and fails the request with 500, whatever the
@@ -36,6 +42,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h> /* strlen, for GW_CSTR */
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +57,12 @@ extern "C" {
 /* Editing callback return values. */
 #define GW_OK 0
 #define GW_REJECTED (-1)
+
+/* log levels, most to least severe. */
+#define GW_LOG_ERROR 0u
+#define GW_LOG_WARN 1u
+#define GW_LOG_INFO 2u
+#define GW_LOG_DEBUG 3u
 
 /* Lookup return values. */
 #define GW_FOUND 1
@@ -109,13 +122,39 @@ typedef struct GwHost {
                        size_t header_count, GwStr body);
     /* Say why the plugin is about to return GW_ERROR (logged, not sent). */
     void (*set_error)(GwRequest *req, GwStr message);
+
+    /* ---- ABI 1.1, appended: check GW_HOST_HAS(host, field) first. ---- */
+    /* The API's api_id. */
+    GwStr (*api_id)(const GwRequest *req);
+    /* The API's config_data as JSON text ("{}" when absent); valid all call. */
+    GwStr (*config_data)(const GwRequest *req);
+    /* Log through the gateway (tagged with API and middleware); GW_LOG_*. */
+    void (*log)(const GwRequest *req, uint32_t level, GwStr message);
+    /* The gateway's budget for one call, in microseconds (--jsvm-timeout). */
+    uint64_t (*call_budget_us)(const GwRequest *req);
 } GwHost;
+
+/* Every version-1 host has at least the callbacks before api_id. */
+#define GW_HOST_BASE_SIZE offsetof(GwHost, api_id)
+/* True when the host's table has callback `field` (one appended later). */
+#define GW_HOST_HAS(host, field)                                               \
+    ((size_t)(host)->size >= offsetof(GwHost, field) + sizeof((host)->field))
+/* True when `host` is a table this plugin can use at all. */
+#define GW_HOST_OK(host)                                                       \
+    ((host)->abi_version == GW_PLUGIN_ABI_VERSION && (host)->size >= GW_HOST_BASE_SIZE)
 
 typedef int32_t (*GwPluginFn)(const GwHost *host, GwRequest *req);
 
-/* A GwStr for a string literal or NUL-terminated C string. */
+/* A GwStr for a string literal or NUL-terminated C string. C++ has no
+ * compound literals, so there the same macros build the struct with a
+ * braced initialiser. */
+#ifdef __cplusplus
+#define GW_STR(s) (GwStr{(const uint8_t *)(s), sizeof(s) - 1})
+#define GW_CSTR(s) (GwStr{(const uint8_t *)(s), strlen(s)})
+#else
 #define GW_STR(s) ((GwStr){(const uint8_t *)(s), sizeof(s) - 1})
 #define GW_CSTR(s) ((GwStr){(const uint8_t *)(s), strlen(s)})
+#endif
 
 #if defined(_WIN32)
 #define GW_EXPORT __declspec(dllexport)
@@ -123,9 +162,22 @@ typedef int32_t (*GwPluginFn)(const GwHost *host, GwRequest *req);
 #define GW_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* Exports the version symbol the gateway checks at load. Use once. */
+/* Exports the version symbol the gateway checks at load. Use once, at file
+ * scope. Under C++ it carries its own extern "C": the macro expands in the
+ * plugin's file, outside this header's extern "C" block, and a mangled name
+ * would not be found. Export your middleware the same way (GW_PLUGIN_FN). */
+#ifdef __cplusplus
+#define GW_EXTERN_C extern "C"
+#else
+#define GW_EXTERN_C
+#endif
 #define GW_PLUGIN_EXPORT_ABI_VERSION()                                         \
-    GW_EXPORT uint32_t gw_plugin_abi_version(void) { return GW_PLUGIN_ABI_VERSION; }
+    GW_EXTERN_C GW_EXPORT uint32_t gw_plugin_abi_version(void) {               \
+        return GW_PLUGIN_ABI_VERSION;                                          \
+    }
+/* Declares an exported middleware: GW_PLUGIN_FN(Name) { ... body ... }. */
+#define GW_PLUGIN_FN(name)                                                     \
+    GW_EXTERN_C GW_EXPORT int32_t name(const GwHost *host, GwRequest *req)
 
 #ifdef __cplusplus
 }

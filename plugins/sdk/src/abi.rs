@@ -31,9 +31,35 @@
 
 use core::marker::PhantomData;
 
-/// The ABI version this SDK and the host speak. Bump on any change to the
-/// layout or meaning of anything in this module.
+/// The ABI version this SDK and the host speak.
+///
+/// # The version rule
+///
+/// - Bump it on any *incompatible* change: a field of [`GwHost`] moved,
+///   removed or retyped, a type's layout changed, a callback's meaning
+///   changed. Host and plugin then refuse each other at load.
+/// - An *additive* change keeps the version: new callbacks are appended to
+///   the end of [`GwHost`], never inserted, and its `size` grows. A plugin
+///   checks `size` before it uses a callback newer than [`GW_HOST_BASE_SIZE`]
+///   (the SDK does it for you: [`GwHost::has`]), so a plugin built against a
+///   newer SDK still runs on an older host, and an old plugin on a new host.
+///
+/// History: 1.0 had the callbacks up to `set_error`; 1.1 appended `api_id`,
+/// `config_data`, `log` and `call_budget_us`.
 pub const ABI_VERSION: u32 = 1;
+
+/// `size` of a version-1 table with no additions (up to and including
+/// `set_error`): every host speaking version 1 has at least these.
+pub const GW_HOST_BASE_SIZE: usize = core::mem::offset_of!(GwHost, api_id);
+
+/// `log` levels, most to least severe.
+pub const GW_LOG_ERROR: u32 = 0;
+/// Warning level.
+pub const GW_LOG_WARN: u32 = 1;
+/// Info level.
+pub const GW_LOG_INFO: u32 = 2;
+/// Debug level.
+pub const GW_LOG_DEBUG: u32 = 3;
 
 /// The symbol a plugin library exports, of type [`GwAbiVersionFn`].
 pub const ABI_VERSION_SYMBOL: &str = "gw_plugin_abi_version";
@@ -176,6 +202,33 @@ pub struct GwHost {
     /// Records why the middleware is about to return [`GW_ERROR`]; the host
     /// logs it with the API and symbol. The client still sees only Tyk's 500.
     pub set_error: unsafe extern "C" fn(req: *mut GwRequest, message: GwStr),
+
+    // ---- ABI 1.1: appended; check `size` ([`GwHost::has`]) before use. ----
+    /// The API's `api_id` (Tyk's `spec.APIID`).
+    pub api_id: unsafe extern "C" fn(req: *const GwRequest) -> GwStr,
+    /// The API's `config_data` as JSON text (`{}` when the definition has
+    /// none), the same object Tyk hands JS as `spec.config_data` and Go
+    /// plugins through `ctx.GetDefinition(r).ConfigData`. Valid for the
+    /// whole call (it never changes while the API is loaded).
+    pub config_data: unsafe extern "C" fn(req: *const GwRequest) -> GwStr,
+    /// Logs `message` through the gateway's log (RUST_LOG), tagged with the
+    /// API and the middleware, at `level` ([`GW_LOG_ERROR`] ..
+    /// [`GW_LOG_DEBUG`]; larger values log as debug).
+    pub log: unsafe extern "C" fn(req: *const GwRequest, level: u32, message: GwStr),
+    /// The gateway's time budget for one middleware call, in microseconds
+    /// (`--jsvm-timeout`, Tyk's `jsvm_timeout`). The host cannot interrupt
+    /// native code; a plugin that can bound its own work (the Go adapter
+    /// does) answers 500 itself when the budget runs out.
+    pub call_budget_us: unsafe extern "C" fn(req: *const GwRequest) -> u64,
+}
+
+impl GwHost {
+    /// True when this table has the callback that ends at byte `end` (use
+    /// `offset_of!(GwHost, field) + size_of::<usize>()`): a host older than
+    /// this SDK may not. Fields below [`GW_HOST_BASE_SIZE`] are always there.
+    pub fn has(&self, end: usize) -> bool {
+        self.size as usize >= end
+    }
 }
 
 /// A middleware: the type of each symbol an API definition names.

@@ -34,7 +34,7 @@
 pub mod abi;
 mod request;
 
-pub use request::{PluginError, Request};
+pub use request::{LogLevel, PluginError, Request};
 
 /// Publishes middleware functions under C symbol names, plus the ABI version
 /// symbol the host checks at load. Use it once per library.
@@ -74,7 +74,7 @@ macro_rules! export_plugin {
 pub mod __private {
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
-    use crate::abi::{GwHost, GwRequest, ABI_VERSION, GW_CONTINUE, GW_ERROR};
+    use crate::abi::{GwHost, GwRequest, ABI_VERSION, GW_CONTINUE, GW_ERROR, GW_HOST_BASE_SIZE};
     use crate::{PluginError, Request};
 
     /// The body of every exported symbol: check the table, run the handler,
@@ -92,10 +92,10 @@ pub mod __private {
         }
         // SAFETY: non-null, and the host keeps the table alive for the call.
         let table = unsafe { &*host };
-        // A table shorter than ours would make us read past its end; with a
-        // different version we cannot even trust `set_error`'s offset.
-        if table.abi_version != ABI_VERSION || (table.size as usize) < std::mem::size_of::<GwHost>()
-        {
+        // A table shorter than version 1's base would make us read past its
+        // end (callbacks appended later are checked where they are used);
+        // with a different version we cannot even trust `set_error`'s offset.
+        if table.abi_version != ABI_VERSION || (table.size as usize) < GW_HOST_BASE_SIZE {
             return GW_ERROR;
         }
         // SAFETY: checked above; `req` is valid for this call.

@@ -4,7 +4,32 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
+use std::mem::{offset_of, size_of};
+use std::time::Duration;
+
 use crate::abi::{GwHeader, GwHost, GwRequest, GwStr, GW_FOUND, GW_OK};
+
+/// How severe a [`Request::log`] line is.
+/// The values are the ABI's `GW_LOG_*` constants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum LogLevel {
+    /// Something failed.
+    Error = crate::abi::GW_LOG_ERROR,
+    /// Something is off.
+    Warn = crate::abi::GW_LOG_WARN,
+    /// Worth knowing.
+    Info = crate::abi::GW_LOG_INFO,
+    /// For debugging.
+    Debug = crate::abi::GW_LOG_DEBUG,
+}
+
+/// True when the host's table has callback `$field` (appended in ABI 1.1).
+macro_rules! host_has {
+    ($host:expr, $field:ident) => {
+        $host.has(offset_of!(GwHost, $field) + size_of::<usize>())
+    };
+}
 
 /// Why a middleware failed. The client gets Tyk's 500; the gateway logs this
 /// message with the API and the symbol.
@@ -234,6 +259,40 @@ impl<'a> Request<'a> {
             (self.host.respond)(self.raw.as_ptr(), status, lines.as_ptr(), lines.len(), body)
         };
         self.edit(rc, || format!("response status {status} or its headers"))
+    }
+
+    /// The API's `api_id`; `None` on a host older than ABI 1.1.
+    pub fn api_id(&self) -> Option<&str> {
+        // SAFETY: valid table and handle, and the callback is in the table.
+        host_has!(self.host, api_id).then(|| self.text(unsafe { (self.host.api_id)(self.ptr()) }))
+    }
+
+    /// The API's `config_data` as JSON text (`{}` when the definition has
+    /// none); `None` on a host older than ABI 1.1. Parse it with the JSON
+    /// library of your choice.
+    pub fn config_data(&self) -> Option<&str> {
+        // SAFETY: as above.
+        host_has!(self.host, config_data)
+            .then(|| self.text(unsafe { (self.host.config_data)(self.ptr()) }))
+    }
+
+    /// Logs `message` through the gateway's log, tagged with the API and the
+    /// middleware. A host older than ABI 1.1 has no log: the line is dropped.
+    pub fn log(&self, level: LogLevel, message: &str) {
+        if host_has!(self.host, log) {
+            let level = level as u32;
+            // SAFETY: as above; the host copies the message.
+            unsafe { (self.host.log)(self.ptr(), level, GwStr::new(message.as_bytes())) }
+        }
+    }
+
+    /// The gateway's budget for one middleware call (`--jsvm-timeout`);
+    /// `None` on a host older than ABI 1.1. The host cannot interrupt a
+    /// native plugin: work that may run long should check this itself.
+    pub fn call_budget(&self) -> Option<Duration> {
+        // SAFETY: as above.
+        host_has!(self.host, call_budget_us)
+            .then(|| Duration::from_micros(unsafe { (self.host.call_budget_us)(self.ptr()) }))
     }
 
     pub(crate) fn set_error(&mut self, message: &str) {

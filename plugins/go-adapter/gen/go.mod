@@ -1,0 +1,3 @@
+module gw-go-adapter-gen
+
+go 1.19
