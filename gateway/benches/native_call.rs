@@ -6,6 +6,12 @@
 //! bounded number of batches (BATCHES x CALLS calls per symbol) and prints
 //! the median batch's time per call, for the bare `Middleware::call` and for
 //! `ApiChain::run` (which adds the timing and recording the stats show).
+//!
+//! With a Go toolchain (`$GO`, else `go` on PATH) it also builds the seed's
+//! own `main.go` through `plugins/go-adapter/build.sh` and measures
+//! `AddHeader` through the Go adapter, next to the Rust one. `GW_GO_MODE=inline`
+//! measures the adapter without its time-budget goroutine; `GO=/usr/lib/go-1.19/bin/go`
+//! another toolchain.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -75,6 +81,56 @@ fn poll_once<F: Future>(f: F) -> Poll<F::Output> {
     f.as_mut().poll(&mut Context::from_waker(Waker::noop()))
 }
 
+/// The seed's main.go as a Go adapter library, or why there is none.
+fn build_go(ws: &Path) -> Result<(PathBuf, String), String> {
+    let go = std::env::var("GO").unwrap_or_else(|_| "go".to_string());
+    let version = Command::new(&go)
+        .arg("version")
+        .output()
+        .map_err(|e| format!("no Go toolchain ({go}: {e})"))?;
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let tag: String = version.split(' ').nth(2).unwrap_or("go").to_string();
+    let out = ws.join(format!("target/plugin-bench/go/{tag}/libgo_add_header.so"));
+    let ok = Command::new("bash")
+        .arg(ws.join("plugins/go-adapter/build.sh"))
+        .arg(ws.join("plugins/go-add-header"))
+        .arg(&out)
+        .env("GO", &go)
+        .status()
+        .map_err(|e| e.to_string())?
+        .success();
+    if !ok {
+        return Err("plugins/go-adapter/build.sh failed".into());
+    }
+    Ok((out, version))
+}
+
+/// Median time per call over the batches, with the 10th and 90th
+/// percentile batches as the spread.
+struct Spread {
+    p10: f64,
+    median: f64,
+    p90: f64,
+}
+
+fn spread_ns(mut f: impl FnMut()) -> Spread {
+    let mut per_call: Vec<f64> = (0..BATCHES)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                f();
+            }
+            start.elapsed().as_nanos() as f64 / CALLS as f64
+        })
+        .collect();
+    per_call.sort_by(f64::total_cmp);
+    Spread {
+        p10: per_call[BATCHES / 10],
+        median: per_call[BATCHES / 2],
+        p90: per_call[BATCHES * 9 / 10],
+    }
+}
+
 fn median_ns(mut f: impl FnMut()) -> f64 {
     let mut per_call: Vec<f64> = (0..BATCHES)
         .map(|_| {
@@ -95,16 +151,29 @@ fn main() {
         .unwrap()
         .to_path_buf();
     let libs = build_plugins(&ws);
-    for (lib, symbol) in [
-        ("libtest_plugins.so", "Noop"),
-        ("libadd_header.so", "AddHeader"),
-    ] {
+    let mut targets = vec![
+        ("Noop".to_string(), libs.join("libtest_plugins.so"), "Noop"),
+        (
+            "AddHeader".to_string(),
+            libs.join("libadd_header.so"),
+            "AddHeader",
+        ),
+    ];
+    match build_go(&ws) {
+        Ok((lib, version)) => {
+            let mode = std::env::var("GW_GO_MODE").unwrap_or_else(|_| "bounded".into());
+            println!("Go adapter: {version}, GW_GO_MODE={mode}");
+            targets.push(("Go AddHeader".to_string(), lib, "AddHeader"));
+        }
+        Err(why) => println!("Go adapter row skipped: {why}"),
+    }
+    for (label, lib, symbol) in targets {
         let dir = tempfile::tempdir().unwrap();
         let def = serde_json::json!({
             "api_id": symbol, "use_keyless": true,
             "proxy": {"listen_path": "/b/", "target_url": "http://127.0.0.1:9"},
             "custom_middleware": {"driver": "goplugin",
-                "pre": [{"name": symbol, "path": libs.join(lib)}]}
+                "pre": [{"name": symbol, "path": lib}]}
         });
         std::fs::write(dir.path().join("b.json"), def.to_string()).unwrap();
         let spec = load_dir(dir.path()).unwrap().apis.remove(0);
@@ -116,7 +185,7 @@ fn main() {
         // The clone is measured separately and subtracted: each call must see
         // a fresh request, as each proxied request is.
         let clone = median_ns(|| drop(black_box(template.clone())));
-        let bare = median_ns(|| {
+        let bare = spread_ns(|| {
             let mut req = template.clone();
             let _ = black_box(poll_once(mw.call(&mut req)));
         });
@@ -128,8 +197,10 @@ fn main() {
         });
         let p50 = stats.summaries()[0].p50_us * 1000.0;
         println!(
-            "{symbol:>9}: call {:6.1} ns  ApiChain::run {:6.1} ns  (request clone {clone:.1} ns subtracted; recorded p50 {p50:.0} ns)",
-            bare - clone,
+            "{label:>12}: call {:7.1} ns (p10 {:.1}, p90 {:.1})  ApiChain::run {:7.1} ns  (request clone {clone:.1} ns subtracted; recorded p50 {p50:.0} ns)",
+            bare.median - clone,
+            bare.p10 - clone,
+            bare.p90 - clone,
             run - clone,
         );
     }

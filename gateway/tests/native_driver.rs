@@ -289,7 +289,7 @@ fn apis_naming_one_library_share_one_load() {
 /// program compiled against the header prints its sizes and offsets.
 #[test]
 fn the_c_header_and_the_rust_abi_agree_on_layout() {
-    use plugin_sdk::abi::{GwHeader, GwHost, GwStr, ABI_VERSION};
+    use plugin_sdk::abi::{GwHeader, GwHost, GwStr, ABI_VERSION, GW_HOST_BASE_SIZE};
     use std::mem::{offset_of, size_of};
 
     let ws = native_common::workspace();
@@ -307,7 +307,8 @@ fn the_c_header_and_the_rust_abi_agree_on_layout() {
     let out = std::process::Command::new(&exe).output().unwrap();
     let c = String::from_utf8(out.stdout).unwrap();
     let rust = format!(
-        "version={} str={} header={} host={} method={} header_line={} set_header={} respond={} set_error={}\n",
+        "version={} str={} header={} host={} method={} header_line={} set_header={} respond={} set_error={} \
+         base={} api_id={} config_data={} log={} budget={}\n",
         ABI_VERSION,
         size_of::<GwStr>(),
         size_of::<GwHeader>(),
@@ -317,6 +318,128 @@ fn the_c_header_and_the_rust_abi_agree_on_layout() {
         offset_of!(GwHost, set_header),
         offset_of!(GwHost, respond),
         offset_of!(GwHost, set_error),
+        GW_HOST_BASE_SIZE,
+        offset_of!(GwHost, api_id),
+        offset_of!(GwHost, config_data),
+        offset_of!(GwHost, log),
+        offset_of!(GwHost, call_budget_us),
     );
     assert_eq!(c, rust);
+}
+
+#[test]
+fn abi_1_1_callbacks_read_the_api_and_its_config_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut api = native_api(
+        "info",
+        "/info/",
+        "127.0.0.1:9",
+        &[(&plugins().test, "ApiInfo")],
+        &[],
+    );
+    api["config_data"] = serde_json::json!({"k": "v", "n": 1});
+    write_def(dir.path(), "info", &api);
+    let spec = load_dir(dir.path()).unwrap().apis.remove(0);
+    let opts = HostOptions {
+        jsvm_timeout: std::time::Duration::from_millis(1234),
+        ..HostOptions::default()
+    };
+    let factory = native::load(&spec, &opts).unwrap();
+    let stats = Stats::default();
+    let chain = ApiChain::new(&spec, factory.instantiate().unwrap(), &stats);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut req = request("/info/", None, &[], "");
+    assert!(matches!(
+        rt.block_on(chain.run(Hook::Pre, &mut req)),
+        Ok(Flow::Continue)
+    ));
+    assert_eq!(values(&req, "x-api-id"), ["info"]);
+    assert_eq!(values(&req, "x-config"), [r#"{"k":"v","n":1}"#]);
+    assert_eq!(values(&req, "x-budget-ms"), ["1234"]);
+
+    // No config_data is an empty object, not `null`: Tyk's is a map.
+    let (_dir, w) = one("ApiInfo");
+    let mut req = request("/api/", None, &[], "");
+    w.run(&mut req).unwrap();
+    assert_eq!(values(&req, "x-config"), ["{}"]);
+}
+
+/// Loads one entry and returns the load error's text.
+fn load_error(lib: &Path, symbol: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), &[(lib, symbol)]);
+    match native::load(&spec, &HostOptions::default()) {
+        Ok(_) => panic!("{symbol} in {} loaded", lib.display()),
+        Err(e) => {
+            assert_eq!(e.field, "custom_middleware.pre[0].name", "{e}");
+            e.to_string()
+        }
+    }
+}
+
+#[test]
+fn a_wrong_symbol_lists_the_plugin_symbols_and_suggests_one() {
+    let p = plugins();
+    let msg = load_error(&p.test, "noop");
+    assert!(msg.contains(r#"does not export symbol "noop""#), "{msg}");
+    assert!(
+        msg.contains("it exports [ApiInfo, BadHeaderValue, "),
+        "{msg}"
+    );
+    assert!(msg.contains(r#"did you mean "Noop"?"#), "{msg}");
+    assert!(!msg.contains("gw_plugin_abi_version"), "{msg}");
+    // A near miss in a C library; no suggestion when nothing is close.
+    let msg = load_error(&p.c_require, "RequireHeadr");
+    assert!(msg.contains("it exports [RequireHeader]"), "{msg}");
+    assert!(msg.contains(r#"did you mean "RequireHeader"?"#), "{msg}");
+    let msg = load_error(&p.add_header, "SomethingElse");
+    assert!(msg.contains("it exports [AddHeader]"), "{msg}");
+    assert!(!msg.contains("did you mean"), "{msg}");
+}
+
+#[test]
+fn a_relative_path_error_names_the_directory_it_was_resolved_against() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(
+        dir.path(),
+        &[(Path::new("no/such/libplugin.so"), "AddHeader")],
+    );
+    let e = native::load(&spec, &HostOptions::default())
+        .err()
+        .expect("fails");
+    let cwd = std::env::current_dir().unwrap();
+    let msg = e.to_string();
+    assert_eq!(e.field, "custom_middleware.pre[0].path");
+    assert!(msg.contains(r#""no/such/libplugin.so""#), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "resolved against the gateway's working directory {}",
+            cwd.display()
+        )),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_cpp_plugin_exports_unmangled_names_and_reads_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut api = native_api(
+        "cpp",
+        "/cpp/",
+        "127.0.0.1:9",
+        &[(&plugins().cpp_stamp, "StampConfig")],
+        &[],
+    );
+    api["config_data"] = serde_json::json!({"from": "c++"});
+    write_def(dir.path(), "cpp", &api);
+    let spec = load_dir(dir.path()).unwrap().apis.remove(0);
+    let w = Worker::new(&spec);
+    for _ in 0..3 {
+        let mut req = request("/cpp/", None, &[], "");
+        assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+        assert_eq!(values(&req, "x-cpp-api-id"), ["cpp"]);
+        assert_eq!(values(&req, "x-cpp-config"), [r#"{"from":"c++"}"#]);
+    }
 }

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use common::{get, mock, recorder, send, start_gateway, start_gateway_with};
 use gateway::server::GatewayConfig;
-use native_common::{go_plugin, go_toolchain, native_api, skip_without_go, workspace, write_def};
+use native_common::{
+    go_plugin, go_plugin_bounded, go_toolchain, native_api, skip_without_go, workspace, write_def,
+};
 use serde_json::json;
 
 const TYK_500: &str = "Internal Server Error";
@@ -37,7 +39,9 @@ fn main_go_is_the_seed_main_go_byte_for_byte() {
     };
     // In the seed, the file follows its name on a line of its own and runs
     // to the end of the text.
-    let start = seed.find("main.go\n\npackage main").expect("the seed has main.go");
+    let start = seed
+        .find("main.go\n\npackage main")
+        .expect("the seed has main.go");
     let want = &seed[start + "main.go\n\n".len()..];
     let have = std::fs::read_to_string(workspace().join("plugins/go-add-header/main.go")).unwrap();
     assert_eq!(have, want);
@@ -55,7 +59,13 @@ fn the_seed_main_go_adds_its_header_upstream() {
         return skip_without_go("the_seed_main_go_adds_its_header_upstream");
     };
     let dir = tempfile::tempdir().unwrap();
-    go_api(dir.path(), "gopl-go", &lib, "AddHeader", &mock().to_string());
+    go_api(
+        dir.path(),
+        "gopl-go",
+        &lib,
+        "AddHeader",
+        &mock().to_string(),
+    );
     let gw = start_gateway(dir.path());
     assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
     // Enough calls that both workers' threads enter the Go runtime.
@@ -94,11 +104,20 @@ fn a_go_handler_that_writes_answers_and_stops_the_chain() {
 
     // Write without WriteHeader: 200 and a sniffed type, as net/http does;
     // the handler saw the URL, Host and headers as Go's server gives them.
-    let got = send(gw.addr, "GET", "/echo/a%20b?q=1", &[("User-Agent", "t/1")], b"");
+    let got = send(
+        gw.addr,
+        "GET",
+        "/echo/a%20b?q=1",
+        &[("User-Agent", "t/1")],
+        b"",
+    );
     assert_eq!(got.status, 200);
     assert_eq!(got.headers["content-type"], "text/plain; charset=utf-8");
     let host = gw.addr.to_string();
-    assert_eq!(got.text(), format!("GET /echo/a%20b?q=1 host={host} ua=t/1"));
+    assert_eq!(
+        got.text(),
+        format!("GET /echo/a%20b?q=1 host={host} ua=t/1")
+    );
     assert_eq!(rec.count(), 1);
     gw.stop();
 }
@@ -132,7 +151,10 @@ fn go_edits_of_headers_url_and_body_reach_the_upstream() {
     assert_eq!(got.status, 200, "{}", got.text());
     let seen = rec.last();
     assert_eq!(seen.body, body.to_uppercase().as_bytes());
-    assert_eq!(seen.headers["content-length"], body.len().to_string().as_str());
+    assert_eq!(
+        seen.headers["content-length"],
+        body.len().to_string().as_str()
+    );
     gw.stop();
 }
 
@@ -161,7 +183,8 @@ fn a_go_panic_is_tyks_500_and_the_gateway_keeps_serving() {
 
 #[test]
 fn a_blocked_go_handler_costs_its_request_a_500_after_the_budget() {
-    let Some(lib) = go_plugin(FIXTURE) else {
+    // Built --bounded: inline handlers (the default) cannot be interrupted.
+    let Some(lib) = go_plugin_bounded(FIXTURE) else {
         return skip_without_go("a_blocked_go_handler_costs_its_request_a_500_after_the_budget");
     };
     let dir = tempfile::tempdir().unwrap();
@@ -205,7 +228,10 @@ fn config_data_reaches_go_through_tyks_ctx_package() {
         let seen = rec.last();
         assert_eq!(seen.headers["x-greeting"], "hello from config");
         assert_eq!(seen.headers["x-api-id"], "cfg");
-        assert_eq!(seen.headers["x-config"], r#"{"greeting":"hello from config","n":[1,2]}"#);
+        assert_eq!(
+            seen.headers["x-config"],
+            r#"{"greeting":"hello from config","n":[1,2]}"#
+        );
     }
     // Each API sees its own definition; no config_data is an empty object.
     assert_eq!(get(gw.addr, "/nocfg/").status, 200);
@@ -228,8 +254,16 @@ fn a_handler_the_library_lacks_fails_closed_listing_its_handlers() {
     assert_eq!(e.field, "custom_middleware.pre[0].name");
     assert!(e.message.contains("Go plugin adapter"), "{}", e.message);
     assert!(e.message.contains("[AddHeader]"), "{}", e.message);
-    assert!(e.message.contains(r#"no handler "Addheader""#), "{}", e.message);
-    assert!(e.message.contains(r#"did you mean "AddHeader"?"#), "{}", e.message);
+    assert!(
+        e.message.contains(r#"no handler "Addheader""#),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains(r#"did you mean "AddHeader"?"#),
+        "{}",
+        e.message
+    );
     assert_ne!(get(gw.addr, "/typo/").status, 200, "never served open");
     gw.stop();
 }

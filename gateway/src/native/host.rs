@@ -336,7 +336,9 @@ unsafe extern "C" fn set_error(req: *mut GwRequest, message: GwStr) {
 }
 
 unsafe extern "C" fn api_id(req: *const GwRequest) -> GwStr {
-    guard(GwStr::EMPTY, || s(unsafe { ctx(req) }.api.api_id.as_bytes()))
+    guard(GwStr::EMPTY, || {
+        s(unsafe { ctx(req) }.api.api_id.as_bytes())
+    })
 }
 
 unsafe extern "C" fn config_data(req: *const GwRequest) -> GwStr {

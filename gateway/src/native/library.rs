@@ -184,9 +184,9 @@ pub(crate) fn symbol(lib: Lib, path: &str, name: &str) -> Result<GwPluginFn, Ope
 /// "does not export X", with the plugin symbols it does export.
 fn missing_symbol(lib: Lib, path: &str, name: &str, e: &libloading::Error) -> String {
     match super::symbols::exported_functions(&lib.file) {
-        Ok(found) if found.is_empty() => format!(
-            "library {path:?} does not export symbol {name:?}, nor any other middleware"
-        ),
+        Ok(found) if found.is_empty() => {
+            format!("library {path:?} does not export symbol {name:?}, nor any other middleware")
+        }
         Ok(found) => format!(
             "library {path:?} does not export symbol {name:?}; it exports [{}]{}",
             found.join(", "),

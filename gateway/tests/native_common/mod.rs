@@ -17,6 +17,8 @@ pub struct Plugins {
     pub test: PathBuf,
     /// `plugins/c-example/require_header.c` (exports `RequireHeader`).
     pub c_require: PathBuf,
+    /// `plugins/cpp-example/stamp_config.cpp` (exports `StampConfig`).
+    pub cpp_stamp: PathBuf,
     /// A C library whose ABI version is wrong.
     pub wrong_abi: PathBuf,
     /// A C library without the ABI version symbol.
@@ -58,6 +60,11 @@ pub fn plugins() -> &'static Plugins {
                 &include,
                 &c_dir,
             ),
+            cpp_stamp: cxx(
+                &ws.join("plugins/cpp-example/stamp_config.cpp"),
+                &include,
+                &c_dir,
+            ),
             wrong_abi: cc(
                 &ws.join("gateway/tests/fixtures/wrong_abi.c"),
                 &include,
@@ -92,6 +99,35 @@ fn cc(src: &Path, include: &Path, out_dir: &Path) -> PathBuf {
         .arg(src)
         .status()
         .unwrap_or_else(|e| panic!("run {cc}: {e}"));
+    assert!(status.success(), "compiling {} failed", src.display());
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+/// Compiles one C++ file into a shared library, warnings as errors: the
+/// header must work from C++ (unmangled exports, no compound literals).
+fn cxx(src: &Path, include: &Path, out_dir: &Path) -> PathBuf {
+    let stem = src.file_stem().unwrap().to_str().unwrap();
+    let out = out_dir.join(format!("lib{stem}.so"));
+    let tmp = out_dir.join(format!("lib{stem}.{}.tmp", std::process::id()));
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    let status = Command::new(&cxx)
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-std=c++17",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+        ])
+        .arg("-I")
+        .arg(include)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(src)
+        .status()
+        .unwrap_or_else(|e| panic!("run {cxx}: {e}"));
     assert!(status.success(), "compiling {} failed", src.display());
     std::fs::rename(&tmp, &out).unwrap();
     out
@@ -160,22 +196,37 @@ pub fn skip_without_go(test: &str) {
 /// with `plugins/go-adapter/build.sh`, once per test binary and package.
 /// `None` when there is no Go toolchain.
 pub fn go_plugin(src: &str) -> Option<PathBuf> {
+    go_plugin_built(src, false)
+}
+
+/// As [`go_plugin`], built with `build.sh --bounded` (handlers on their own
+/// goroutine, bounded by the gateway's budget).
+pub fn go_plugin_bounded(src: &str) -> Option<PathBuf> {
+    go_plugin_built(src, true)
+}
+
+fn go_plugin_built(src: &str, bounded: bool) -> Option<PathBuf> {
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static BUILT: OnceLock<Mutex<HashMap<String, Option<PathBuf>>>> = OnceLock::new();
+    static BUILT: OnceLock<Mutex<HashMap<(String, bool), Option<PathBuf>>>> = OnceLock::new();
     let mut built = BUILT
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     built
-        .entry(src.to_string())
+        .entry((src.to_string(), bounded))
         .or_insert_with(|| {
             let go = go_toolchain()?;
             let ws = workspace();
             let name = src.rsplit('/').next().unwrap().replace('-', "_");
-            let out = ws.join(format!("target/plugin-tests/go/lib{name}.so"));
-            let status = Command::new("bash")
-                .arg(ws.join("plugins/go-adapter/build.sh"))
+            let mode = if bounded { "_bounded" } else { "" };
+            let out = ws.join(format!("target/plugin-tests/go/lib{name}{mode}.so"));
+            let mut cmd = Command::new("bash");
+            cmd.arg(ws.join("plugins/go-adapter/build.sh"));
+            if bounded {
+                cmd.arg("--bounded");
+            }
+            let status = cmd
                 .arg(ws.join(src))
                 .arg(&out)
                 .env("GO", go)

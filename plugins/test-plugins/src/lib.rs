@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use plugin_sdk::{export_plugin, PluginError, Request};
+use plugin_sdk::{export_plugin, LogLevel, PluginError, Request};
 
 /// Does nothing: isolates the cost of the call itself in benchmarks.
 fn noop(_: &mut Request<'_>) -> Result<(), PluginError> {
@@ -120,6 +120,21 @@ fn bad_status(req: &mut Request<'_>) -> Result<(), PluginError> {
     Ok(())
 }
 
+/// Reads what ABI 1.1 added (api_id, config_data, the call budget) into
+/// headers, and logs through the gateway.
+fn api_info(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let id = req.api_id().ok_or("host older than ABI 1.1")?.to_string();
+    let config = req
+        .config_data()
+        .ok_or("host older than ABI 1.1")?
+        .to_string();
+    let budget = req.call_budget().ok_or("host older than ABI 1.1")?;
+    req.log(LogLevel::Info, &format!("ApiInfo ran for {id}"));
+    req.set_header("X-Api-Id", id)?;
+    req.set_header("X-Config", config)?;
+    req.set_header("X-Budget-Ms", budget.as_millis().to_string())
+}
+
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts calls in a process-wide static: APIs sharing this library share it.
@@ -145,4 +160,5 @@ export_plugin!(
     Moody => moody,
     BadPath => bad_path,
     BadStatus => bad_status,
+    ApiInfo => api_info,
 );
