@@ -161,7 +161,9 @@ fn main() {
     ];
     match build_go(&ws) {
         Ok((lib, version)) => {
-            let mode = std::env::var("GW_GO_MODE").unwrap_or_else(|_| "bounded".into());
+            // The library is built inline (build.sh's default); GW_GO_MODE,
+            // when set, overrides it at load.
+            let mode = std::env::var("GW_GO_MODE").unwrap_or_else(|_| "inline".into());
             println!("Go adapter: {version}, GW_GO_MODE={mode}");
             targets.push(("Go AddHeader".to_string(), lib, "AddHeader"));
         }

@@ -208,7 +208,9 @@ pub fn go_plugin_bounded(src: &str) -> Option<PathBuf> {
 fn go_plugin_built(src: &str, bounded: bool) -> Option<PathBuf> {
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static BUILT: OnceLock<Mutex<HashMap<(String, bool), Option<PathBuf>>>> = OnceLock::new();
+    /// (package, bounded) -> the library, or `None` without Go.
+    type Built = HashMap<(String, bool), Option<PathBuf>>;
+    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
     let mut built = BUILT
         .get_or_init(Default::default)
         .lock()
