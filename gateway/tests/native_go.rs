@@ -34,8 +34,9 @@ fn seed() -> Option<String> {
 #[test]
 fn main_go_is_the_seed_main_go_byte_for_byte() {
     let Some(seed) = seed() else {
-        eprintln!("skipped: the seed text (shared/seed/) is not beside this checkout");
-        return;
+        return native_common::skip(
+            "main_go_is_the_seed_main_go_byte_for_byte: the seed text (shared/seed/) is not beside this checkout",
+        );
     };
     // In the seed, the file follows its name on a line of its own and runs
     // to the end of the text.
