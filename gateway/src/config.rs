@@ -429,7 +429,8 @@ fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Find
         }
     }
     let findings = lint::check(file, &value);
-    let def = serde_json::from_value(value).map_err(|e| LoadError::new(file, "-", e.to_string()))?;
+    let def =
+        serde_json::from_value(value).map_err(|e| LoadError::new(file, "-", e.to_string()))?;
     Ok((def, findings))
 }
 
@@ -587,6 +588,21 @@ mod tests {
         let def = parse_definition(Path::new("a.json"), json).unwrap();
         let e = validate(Path::new("a.json"), def).unwrap_err();
         assert_eq!(e.field, "custom_middleware.pre[1].name");
+    }
+
+    #[test]
+    fn listen_paths_are_cleaned_as_tyks_valid_listen_path() {
+        for (raw, clean) in [
+            ("gopl/", "/gopl/"),
+            ("/gopl", "/gopl"),
+            ("/a//b/", "/a/b/"),
+            ("/a/./b/../c", "/a/c"),
+            ("/../x/", "/x/"),
+            ("/", "/"),
+            ("//", "/"),
+        ] {
+            assert_eq!(normalize_listen_path(raw), clean, "{raw}");
+        }
     }
 
     #[test]

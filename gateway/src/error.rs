@@ -205,7 +205,12 @@ impl ProxyError {
 
 impl fmt::Display for ProxyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({} error)", self.kind.describe(), self.origin.as_str())?;
+        write!(
+            f,
+            "{} ({} error)",
+            self.kind.describe(),
+            self.origin.as_str()
+        )?;
         // The whole chain: hyper's "client error (Connect)" says little
         // without the "connection refused" beneath it.
         let mut next: Option<&(dyn std::error::Error + 'static)> =
@@ -226,7 +231,11 @@ pub fn error_response(status: StatusCode, message: &str) -> Response<Bytes> {
 }
 
 /// Tyk's error answer from the template `format` names, with Tyk's headers.
-pub fn error_response_as(status: StatusCode, message: &str, format: ErrorFormat) -> Response<Bytes> {
+pub fn error_response_as(
+    status: StatusCode,
+    message: &str,
+    format: ErrorFormat,
+) -> Response<Bytes> {
     let (body, content_type) = match format {
         ErrorFormat::Json => (
             format!("{{\n    \"error\": \"{}\"\n}}", json_escape(message)),
@@ -323,7 +332,11 @@ mod tests {
             r.body().as_ref(),
             b"{\n    \"error\": \"a \\\"b\\\"\\\\\\n\\u0001\"\n}"
         );
-        let r = error_response_as(StatusCode::FORBIDDEN, "<a & 'b'>", ErrorFormat::Xml("text/xml"));
+        let r = error_response_as(
+            StatusCode::FORBIDDEN,
+            "<a & 'b'>",
+            ErrorFormat::Xml("text/xml"),
+        );
         assert_eq!(
             r.body().as_ref(),
             b"<?xml version = \"1.0\" encoding = \"UTF-8\"?>\n<error>&lt;a &amp; &#39;b&#39;&gt;</error>\n"
@@ -335,10 +348,16 @@ mod tests {
     fn the_request_content_type_picks_the_template() {
         let mut h = HeaderMap::new();
         assert_eq!(ErrorFormat::of(&h), ErrorFormat::Json);
-        h.insert("content-type", "application/xml; charset=utf-8".parse().unwrap());
+        h.insert(
+            "content-type",
+            "application/xml; charset=utf-8".parse().unwrap(),
+        );
         assert_eq!(ErrorFormat::of(&h), ErrorFormat::Xml("application/xml"));
         h.insert("content-type", "application/soap+xml".parse().unwrap());
-        assert_eq!(ErrorFormat::of(&h), ErrorFormat::Xml("application/soap+xml"));
+        assert_eq!(
+            ErrorFormat::of(&h),
+            ErrorFormat::Xml("application/soap+xml")
+        );
         // Tyk compares exactly: no case folding, no trimming.
         h.insert("content-type", "Application/XML".parse().unwrap());
         assert_eq!(ErrorFormat::of(&h), ErrorFormat::Json);

@@ -139,8 +139,14 @@ mod tests {
 
     #[test]
     fn listen_takes_a_port_an_address_or_a_host_name() {
-        assert_eq!(parse_listen("18099").unwrap().to_string(), "127.0.0.1:18099");
-        assert_eq!(parse_listen("0.0.0.0:80").unwrap().to_string(), "0.0.0.0:80");
+        assert_eq!(
+            parse_listen("18099").unwrap().to_string(),
+            "127.0.0.1:18099"
+        );
+        assert_eq!(
+            parse_listen("0.0.0.0:80").unwrap().to_string(),
+            "0.0.0.0:80"
+        );
         assert_eq!(parse_listen("[::1]:80").unwrap().to_string(), "[::1]:80");
         let named = parse_listen("localhost:18099").unwrap();
         assert!(named.ip().is_loopback() && named.port() == 18099, "{named}");

@@ -245,7 +245,9 @@ fn worker(
             let service = service_fn(move |req| {
                 let (proxy, control) = (proxy.clone(), control.clone());
                 async move {
-                    if let Some(resp) = control.handle(req.method(), req.uri().path(), req.headers()) {
+                    if let Some(resp) =
+                        control.handle(req.method(), req.uri().path(), req.headers())
+                    {
                         return Ok::<_, std::convert::Infallible>(resp.map(|b| -> ClientBody {
                             http_body_util::Either::Right(http_body_util::Full::new(b))
                         }));

@@ -96,7 +96,11 @@ impl Lint<'_> {
         let sections: [(&str, Option<&Value>, &[&str]); 3] = [
             ("", Some(def), TOP_LEVEL_KEYS),
             ("proxy.", def.get("proxy"), PROXY_KEYS),
-            ("custom_middleware.", def.get("custom_middleware"), MIDDLEWARE_KEYS),
+            (
+                "custom_middleware.",
+                def.get("custom_middleware"),
+                MIDDLEWARE_KEYS,
+            ),
         ];
         for (prefix, section, known) in sections {
             if let Some(obj) = section.and_then(Value::as_object) {
@@ -136,7 +140,9 @@ impl Lint<'_> {
         let auth_check = mw
             .and_then(|m| m.get("auth_check"))
             .filter(|e| entry_enabled(e));
-        let post_key_auth = mw.and_then(|m| m.get("post_key_auth")).filter(|v| any_enabled(v));
+        let post_key_auth = mw
+            .and_then(|m| m.get("post_key_auth"))
+            .filter(|v| any_enabled(v));
         if keyless {
             // Tyk runs these only on APIs that authenticate: it ignores them too.
             for (field, present) in [
@@ -174,7 +180,11 @@ impl Lint<'_> {
         let ip_control = !def.get("ip_access_control_disabled").is_some_and(truthy);
         for (switch, list, what) in [
             ("enable_ip_whitelisting", "allowed_ips", "the IP allow list"),
-            ("enable_ip_blacklisting", "blacklisted_ips", "the IP deny list"),
+            (
+                "enable_ip_blacklisting",
+                "blacklisted_ips",
+                "the IP deny list",
+            ),
         ] {
             let on = def.get(switch).is_some_and(truthy);
             if ip_control && on && def.get(list).is_some_and(truthy) {
@@ -182,7 +192,11 @@ impl Lint<'_> {
             }
         }
         let bundle = def.get("custom_middleware_bundle").is_some_and(truthy);
-        if bundle && !def.get("custom_middleware_bundle_disabled").is_some_and(truthy) {
+        if bundle
+            && !def
+                .get("custom_middleware_bundle_disabled")
+                .is_some_and(truthy)
+        {
             self.refuse_unsafe(
                 "custom_middleware_bundle",
                 "loading middleware from a bundle",
@@ -223,7 +237,11 @@ impl Lint<'_> {
 
     fn version(&mut self, at: &str, v: &Value) {
         let field = |f: &str| format!("{at}.{f}");
-        for (list, unsafe_to_skip) in [("white_list", true), ("black_list", true), ("ignored", false)] {
+        for (list, unsafe_to_skip) in [
+            ("white_list", true),
+            ("black_list", true),
+            ("ignored", false),
+        ] {
             if v.pointer(&format!("/paths/{list}")).is_some_and(truthy) {
                 let what = format!("the {list} of paths");
                 match unsafe_to_skip {
@@ -284,10 +302,16 @@ impl Lint<'_> {
             }
         }
         let rate = def.pointer("/global_rate_limit/rate").is_some_and(truthy);
-        if rate && !def.pointer("/global_rate_limit/disabled").is_some_and(truthy) {
+        if rate
+            && !def
+                .pointer("/global_rate_limit/disabled")
+                .is_some_and(truthy)
+        {
             self.not_implemented("global_rate_limit", "the API-wide rate limit");
         }
-        let lb = def.pointer("/proxy/enable_load_balancing").is_some_and(truthy);
+        let lb = def
+            .pointer("/proxy/enable_load_balancing")
+            .is_some_and(truthy);
         if lb && def.pointer("/proxy/target_list").is_some_and(truthy) {
             self.not_implemented(
                 "proxy.target_list",
@@ -314,7 +338,10 @@ impl Lint<'_> {
 const FEATURES: &[(&str, &str)] = &[
     ("/CORS/enable", "CORS handling"),
     ("/listen_port", "a listener of its own (served on --listen)"),
-    ("/proxy/service_discovery/use_discovery_service", "service discovery"),
+    (
+        "/proxy/service_discovery/use_discovery_service",
+        "service discovery",
+    ),
     ("/proxy/proxy_url", "an outbound proxy"),
     ("/enable_context_vars", "context variables"),
     ("/cache_options/enable_cache", "response caching"),
@@ -332,11 +359,23 @@ const AUTH_METHODS: &[(&str, &str)] = &[
     ("use_oauth2", "OAuth 2.0 (use_oauth2)"),
     ("use_openid", "OpenID Connect (use_openid)"),
     ("external_oauth", "external OAuth (external_oauth)"),
-    ("enable_signature_checking", "an HMAC signature (enable_signature_checking)"),
-    ("use_mutual_tls_auth", "a client certificate (use_mutual_tls_auth)"),
+    (
+        "enable_signature_checking",
+        "an HMAC signature (enable_signature_checking)",
+    ),
+    (
+        "use_mutual_tls_auth",
+        "a client certificate (use_mutual_tls_auth)",
+    ),
     ("use_go_plugin_auth", "an auth plugin (use_go_plugin_auth)"),
-    ("enable_coprocess_auth", "an auth plugin (enable_coprocess_auth)"),
-    ("custom_plugin_auth_enabled", "an auth plugin (custom_plugin_auth_enabled)"),
+    (
+        "enable_coprocess_auth",
+        "an auth plugin (enable_coprocess_auth)",
+    ),
+    (
+        "custom_plugin_auth_enabled",
+        "an auth plugin (custom_plugin_auth_enabled)",
+    ),
 ];
 
 /// True for a value that switches something on: `true`, a non-zero number, a
@@ -372,7 +411,11 @@ fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
         .iter()
         .map(|k| {
             let case_only = k.eq_ignore_ascii_case(key);
-            let d = if case_only { 0 } else { strsim::damerau_levenshtein(key, k) };
+            let d = if case_only {
+                0
+            } else {
+                strsim::damerau_levenshtein(key, k)
+            };
             (d, *k)
         })
         .filter(|(d, _)| *d <= budget)
@@ -383,51 +426,160 @@ fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
 /// Every top-level key of Tyk's API definition (apidef.APIDefinition), so a
 /// real Tyk field is never mistaken for a typo.
 const TOP_LEVEL_KEYS: &[&str] = &[
-    "id", "name", "expiration", "slug", "listen_port", "protocol", "enable_proxy_protocol",
-    "json_rpc_version", "application_protocol", "api_id", "org_id", "use_keyless", "use_oauth2",
-    "external_oauth", "use_openid", "openid_options", "allowed_access_types",
-    "allowed_authorize_types", "auth_login_redirect", "oauth_meta", "auth", "auth_configs",
-    "use_basic_auth", "disable_caching", "cache_ttl", "extract_from_body", "body_user_regexp",
-    "body_password_regexp", "basic_auth", "use_mutual_tls_auth", "client_certificates",
-    "upstream_certificates", "upstream_certificates_disabled", "pinned_public_keys",
-    "certificate_pinning_disabled", "enable_jwt", "use_standard_auth", "use_go_plugin_auth",
-    "enable_coprocess_auth", "custom_plugin_auth_enabled", "jwt_signing_method", "jwt_source",
-    "jwt_jwks_uris", "jwt_identity_base_field", "jwt_client_base_field", "jwt_policy_field_name",
-    "jwt_default_policies", "jwt_issued_at_validation_skew", "jwt_expires_at_validation_skew",
-    "jwt_not_before_validation_skew", "jwt_skip_kid", "scopes", "idp_client_id_mapping_disabled",
-    "jwt_scope_to_policy_mapping", "jwt_scope_claim_name", "notifications",
-    "enable_signature_checking", "hmac_allowed_clock_skew", "hmac_allowed_algorithms",
-    "request_signing", "base_identity_provided_by", "definition", "version_data", "uptime_tests",
-    "proxy", "disable_rate_limit", "disable_quota", "custom_middleware", "custom_middleware_bundle",
-    "custom_middleware_bundle_disabled", "cache_options", "session_lifetime_respects_key_expiration",
-    "session_lifetime", "active", "internal", "auth_provider", "session_provider", "event_handlers",
-    "enable_batch_request_support", "enable_ip_whitelisting", "allowed_ips",
-    "enable_ip_blacklisting", "blacklisted_ips", "ip_access_control_disabled",
-    "dont_set_quota_on_create", "expire_analytics_after", "response_processors", "CORS", "domain",
-    "domain_disabled", "certificates", "do_not_track", "enable_context_vars", "config_data",
-    "config_data_disabled", "tag_headers", "global_rate_limit", "strip_auth_data",
-    "enable_detailed_recording", "graphql", "analytics_plugin", "tags_disabled", "tags", "is_oas",
-    "detailed_tracing", "upstream_auth", "security_requirements", "security_requirement_scopes",
-    "error_overrides", "error_overrides_disabled",
+    "id",
+    "name",
+    "expiration",
+    "slug",
+    "listen_port",
+    "protocol",
+    "enable_proxy_protocol",
+    "json_rpc_version",
+    "application_protocol",
+    "api_id",
+    "org_id",
+    "use_keyless",
+    "use_oauth2",
+    "external_oauth",
+    "use_openid",
+    "openid_options",
+    "allowed_access_types",
+    "allowed_authorize_types",
+    "auth_login_redirect",
+    "oauth_meta",
+    "auth",
+    "auth_configs",
+    "use_basic_auth",
+    "disable_caching",
+    "cache_ttl",
+    "extract_from_body",
+    "body_user_regexp",
+    "body_password_regexp",
+    "basic_auth",
+    "use_mutual_tls_auth",
+    "client_certificates",
+    "upstream_certificates",
+    "upstream_certificates_disabled",
+    "pinned_public_keys",
+    "certificate_pinning_disabled",
+    "enable_jwt",
+    "use_standard_auth",
+    "use_go_plugin_auth",
+    "enable_coprocess_auth",
+    "custom_plugin_auth_enabled",
+    "jwt_signing_method",
+    "jwt_source",
+    "jwt_jwks_uris",
+    "jwt_identity_base_field",
+    "jwt_client_base_field",
+    "jwt_policy_field_name",
+    "jwt_default_policies",
+    "jwt_issued_at_validation_skew",
+    "jwt_expires_at_validation_skew",
+    "jwt_not_before_validation_skew",
+    "jwt_skip_kid",
+    "scopes",
+    "idp_client_id_mapping_disabled",
+    "jwt_scope_to_policy_mapping",
+    "jwt_scope_claim_name",
+    "notifications",
+    "enable_signature_checking",
+    "hmac_allowed_clock_skew",
+    "hmac_allowed_algorithms",
+    "request_signing",
+    "base_identity_provided_by",
+    "definition",
+    "version_data",
+    "uptime_tests",
+    "proxy",
+    "disable_rate_limit",
+    "disable_quota",
+    "custom_middleware",
+    "custom_middleware_bundle",
+    "custom_middleware_bundle_disabled",
+    "cache_options",
+    "session_lifetime_respects_key_expiration",
+    "session_lifetime",
+    "active",
+    "internal",
+    "auth_provider",
+    "session_provider",
+    "event_handlers",
+    "enable_batch_request_support",
+    "enable_ip_whitelisting",
+    "allowed_ips",
+    "enable_ip_blacklisting",
+    "blacklisted_ips",
+    "ip_access_control_disabled",
+    "dont_set_quota_on_create",
+    "expire_analytics_after",
+    "response_processors",
+    "CORS",
+    "domain",
+    "domain_disabled",
+    "certificates",
+    "do_not_track",
+    "enable_context_vars",
+    "config_data",
+    "config_data_disabled",
+    "tag_headers",
+    "global_rate_limit",
+    "strip_auth_data",
+    "enable_detailed_recording",
+    "graphql",
+    "analytics_plugin",
+    "tags_disabled",
+    "tags",
+    "is_oas",
+    "detailed_tracing",
+    "upstream_auth",
+    "security_requirements",
+    "security_requirement_scopes",
+    "error_overrides",
+    "error_overrides_disabled",
 ];
 
 /// Tyk's `proxy` keys (apidef.ProxyConfig).
 const PROXY_KEYS: &[&str] = &[
-    "preserve_host_header", "listen_path", "target_url", "disable_strip_slash", "strip_listen_path",
-    "enable_load_balancing", "target_list", "check_host_against_uptime_tests", "service_discovery",
-    "ssl_insecure_skip_verify", "ssl_ciphers", "ssl_min_version", "ssl_max_version",
-    "ssl_force_common_name_check", "proxy_url", "transport",
+    "preserve_host_header",
+    "listen_path",
+    "target_url",
+    "disable_strip_slash",
+    "strip_listen_path",
+    "enable_load_balancing",
+    "target_list",
+    "check_host_against_uptime_tests",
+    "service_discovery",
+    "ssl_insecure_skip_verify",
+    "ssl_ciphers",
+    "ssl_min_version",
+    "ssl_max_version",
+    "ssl_force_common_name_check",
+    "proxy_url",
+    "transport",
 ];
 
 /// Tyk's `custom_middleware` keys (apidef.MiddlewareSection). Keys this
 /// gateway adds to the section belong here too.
 const MIDDLEWARE_KEYS: &[&str] = &[
-    "pre", "post", "post_key_auth", "auth_check", "traffic_logs", "response", "driver",
+    "pre",
+    "post",
+    "post_key_auth",
+    "auth_check",
+    "traffic_logs",
+    "response",
+    "driver",
     "id_extractor",
 ];
 
 /// Tyk's middleware entry keys (apidef.MiddlewareDefinition).
-const ENTRY_KEYS: &[&str] = &["disabled", "name", "path", "code", "require_session", "raw_body_only"];
+const ENTRY_KEYS: &[&str] = &[
+    "disabled",
+    "name",
+    "path",
+    "code",
+    "require_session",
+    "raw_body_only",
+];
 
 #[cfg(test)]
 mod tests {
@@ -445,11 +597,20 @@ mod tests {
             "use_keyless": true, "x-my-note": "hi", "Proxy": {}
         }));
         let texts: Vec<String> = f.warnings.iter().map(|w| w.to_string()).collect();
-        assert!(texts.iter().any(|t| t.contains("custom_middlware")
-            && t.contains("did you mean \"custom_middleware\"?")), "{texts:?}");
-        assert!(texts.iter().any(|t| t.contains("proxy.strip_listen_pth")
-            && t.contains("\"proxy.strip_listen_path\"")), "{texts:?}");
-        assert!(texts.iter().any(|t| t.contains("\"proxy\"?")), "case: {texts:?}");
+        assert!(
+            texts.iter().any(|t| t.contains("custom_middlware")
+                && t.contains("did you mean \"custom_middleware\"?")),
+            "{texts:?}"
+        );
+        assert!(
+            texts.iter().any(|t| t.contains("proxy.strip_listen_pth")
+                && t.contains("\"proxy.strip_listen_path\"")),
+            "{texts:?}"
+        );
+        assert!(
+            texts.iter().any(|t| t.contains("\"proxy\"?")),
+            "case: {texts:?}"
+        );
         assert!(!texts.iter().any(|t| t.contains("x-my-note")), "{texts:?}");
         assert_eq!(did_you_mean("id", TOP_LEVEL_KEYS), Some("id"));
     }

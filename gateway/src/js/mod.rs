@@ -111,7 +111,10 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     let vm = Vm::build(&sources).map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
     // Logged here, once: workers rebuild the same context and would repeat it.
     for t in &vm.thrown {
-        tracing::warn!("{}: {t} (the objects it defined still serve, as in Tyk)", spec.file.display());
+        tracing::warn!(
+            "{}: {t} (the objects it defined still serve, as in Tyk)",
+            spec.file.display()
+        );
     }
     Ok(Arc::new(JsFactory {
         sources,

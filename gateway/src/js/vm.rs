@@ -257,9 +257,15 @@ pub(crate) fn error_text(e: &boa_engine::JsError) -> String {
         Some(i) if first.ends_with(')') => &first[..i],
         _ => first,
     };
-    let frames: Vec<&str> = lines
+    // A frame reads `<main> (file.js:2:71)` or `handler (file.js:3:5)`.
+    let frames: Vec<String> = lines
         .filter_map(|l| l.trim().strip_prefix("at "))
         .filter(|l| !l.contains("unknown at"))
+        .map(|l| match l.split_once(" (") {
+            Some(("<main>", at)) => at.trim_end_matches(')').to_string(),
+            Some((func, at)) => format!("{func} at {}", at.trim_end_matches(')')),
+            None => l.to_string(),
+        })
         .collect();
     if frames.is_empty() {
         first.to_string()
