@@ -13,7 +13,7 @@ use http::{HeaderValue, Method, Response, StatusCode};
 use serde_json::json;
 
 use crate::config::LoadError;
-use crate::error::{error_response, text_response};
+use crate::error::text_response;
 use crate::stats::Stats;
 
 /// Header carrying the control API secret.
@@ -91,7 +91,7 @@ impl Control {
         }
         let given = headers.get(AUTH_HEADER).map(HeaderValue::as_bytes);
         if !given.is_some_and(|g| constant_time_eq(g, secret.as_bytes())) {
-            return Some(error_response(
+            return Some(control_error(
                 StatusCode::FORBIDDEN,
                 "Attempted administrative access with invalid or missing key!",
             ));
@@ -110,9 +110,9 @@ impl Control {
                 "warnings": problems(&self.warnings),
             })),
             (_, "/tyk/stats" | "/tyk/apis") => {
-                error_response(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+                control_error(StatusCode::METHOD_NOT_ALLOWED, "Method not supported")
             }
-            _ => error_response(StatusCode::NOT_FOUND, "Not Found"),
+            _ => control_error(StatusCode::NOT_FOUND, "Not Found"),
         })
     }
 }
@@ -123,6 +123,19 @@ fn health() -> Response<Bytes> {
         "version": env!("CARGO_PKG_VERSION"),
         "description": "Tyk-compatible gateway (Rust), native and JS middleware",
     }))
+}
+
+/// Tyk's control API error, as Go's `json.Encoder` writes its struct:
+/// `{"status":"error","message":"..."}`, fields in that order, `<>&`
+/// escaped, and a newline. Not the proxy's error template.
+fn control_error(status: StatusCode, message: &str) -> Response<Bytes> {
+    let quoted = serde_json::to_string(message)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    let body = format!("{{\"status\":\"error\",\"message\":{quoted}}}\n");
+    text_response(status, "application/json", &body)
 }
 
 fn json_response(v: &serde_json::Value) -> Response<Bytes> {
@@ -157,6 +170,10 @@ mod tests {
         let c = control(Some("s3cret"));
         let r = c.handle(&Method::GET, "/tyk/stats", &h).unwrap();
         assert_eq!(r.status(), 403);
+        assert_eq!(
+            r.body().as_ref(),
+            b"{\"status\":\"error\",\"message\":\"Attempted administrative access with invalid or missing key!\"}\n"
+        );
         h.insert(AUTH_HEADER, "wrong!".parse().unwrap());
         assert_eq!(
             c.handle(&Method::GET, "/tyk/stats", &h).unwrap().status(),
