@@ -520,6 +520,9 @@ fn log_lines_are_plain_words_naming_the_users_files_once() {
     write_api(d, "keyed", &keyed);
     let lib = json!({"driver": "goplugin", "pre": [{"name": "AddHeader", "path": "/nonexistent/lib.so"}]});
     write_api(d, "nolib", &api_json("nolib", "/nolib/", &t, true, lib));
+    let relative =
+        json!({"driver": "goplugin", "pre": [{"name": "AddHeader", "path": "plugins/nope.so"}]});
+    write_api(d, "rel", &api_json("rel", "/rel/", &t, true, relative));
     let throws = write_file(
         d,
         "throws.js",
@@ -574,6 +577,17 @@ fn log_lines_are_plain_words_naming_the_users_files_once() {
     );
     assert_eq!(lines_with("nolib.json").len(), 1, "{text}");
     assert!(lines_with("nolib.json")[0].contains("/nonexistent/lib.so"));
+    // A relative plugin path says where it was looked for.
+    let cwd = std::env::current_dir().unwrap();
+    let rel = lines_with("rel.json");
+    assert!(
+        rel.len() == 1
+            && rel[0].contains(&format!(
+                "resolved against the working directory {}",
+                cwd.display()
+            )),
+        "{rel:#?}"
+    );
     // One line per failed JS call (not two), with the script's position.
     let js = lines_with("TypeError");
     assert_eq!(js.len(), 3, "{text}");

@@ -87,7 +87,11 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
                     LoadError::new(
                         &spec.file,
                         format!("{field}.path"),
-                        format!("cannot read {}: {err}", file.display()),
+                        format!(
+                            "cannot read {}{}: {err}",
+                            file.display(),
+                            crate::native::library::resolved_against(&file)
+                        ),
                     )
                 })?;
                 scripts.push(ScriptFile {

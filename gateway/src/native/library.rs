@@ -37,8 +37,12 @@ pub(crate) enum OpenError {
 /// definition; a relative path is resolved against the working directory.
 pub(crate) fn open(path: &str) -> Result<Lib, OpenError> {
     let written = Path::new(path);
-    let meta = std::fs::metadata(written)
-        .map_err(|e| OpenError::Path(format!("cannot open library {path:?}: {e}")))?;
+    let meta = std::fs::metadata(written).map_err(|e| {
+        OpenError::Path(format!(
+            "cannot open library {path:?}{}: {e}",
+            resolved_against(written)
+        ))
+    })?;
     if meta.is_dir() {
         return Err(OpenError::Path(format!(
             "library {path:?} is a directory, not a shared library"
@@ -65,6 +69,20 @@ pub(crate) fn open(path: &str) -> Result<Lib, OpenError> {
     let lib: Lib = Box::leak(Box::new(lib));
     cache.insert(canonical, lib);
     Ok(lib)
+}
+
+/// For a relative path, which directory it was looked up in: the gateway's
+/// working directory, which is rarely where the definition file is.
+pub(crate) fn resolved_against(path: &Path) -> String {
+    match std::env::current_dir() {
+        Ok(cwd) if path.is_relative() => {
+            format!(
+                " (relative, so resolved against the working directory {})",
+                cwd.display()
+            )
+        }
+        _ => String::new(),
+    }
 }
 
 fn check_version(path: &str, lib: &Library) -> Result<(), OpenError> {
