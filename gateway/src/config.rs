@@ -20,6 +20,7 @@
 //!   no listen path or target), so there is nothing to route.
 
 mod lint;
+mod tyk_keys;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -429,8 +430,13 @@ fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Find
         }
     }
     let findings = lint::check(file, &value);
-    let def =
-        serde_json::from_value(value).map_err(|e| LoadError::new(file, "-", e.to_string()))?;
+    // serde_path_to_error names the field a type error is in
+    // (`proxy.strip_listen_path: invalid type: string "yes", expected a boolean`).
+    let def = serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        let field = if field == "." { "-".to_string() } else { field };
+        LoadError::new(file, field, e.into_inner().to_string())
+    })?;
     Ok((def, findings))
 }
 
@@ -555,6 +561,9 @@ fn validate_middleware(
 }
 
 #[cfg(test)]
+mod parse_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -588,21 +597,6 @@ mod tests {
         let def = parse_definition(Path::new("a.json"), json).unwrap();
         let e = validate(Path::new("a.json"), def).unwrap_err();
         assert_eq!(e.field, "custom_middleware.pre[1].name");
-    }
-
-    #[test]
-    fn listen_paths_are_cleaned_as_tyks_valid_listen_path() {
-        for (raw, clean) in [
-            ("gopl/", "/gopl/"),
-            ("/gopl", "/gopl"),
-            ("/a//b/", "/a/b/"),
-            ("/a/./b/../c", "/a/c"),
-            ("/../x/", "/x/"),
-            ("/", "/"),
-            ("//", "/"),
-        ] {
-            assert_eq!(normalize_listen_path(raw), clean, "{raw}");
-        }
     }
 
     #[test]
