@@ -127,7 +127,7 @@ fn log_lines_are_plain_words_naming_the_users_files_once() {
     let keyed = lines_with("keyed.json");
     assert_eq!(keyed.len(), 1, "the load error is logged once:\n{text}");
     assert!(
-        keyed[0].contains("use_keyless: is false: Tyk would require"),
+        keyed[0].contains("use_keyless: false means Tyk would require"),
         "{}",
         keyed[0]
     );

@@ -169,9 +169,9 @@ impl Lint<'_> {
         self.refuse(
             "use_keyless",
             format!(
-                "is false: Tyk would require {method} on every request, and authentication \
-                 is not implemented here; set \"use_keyless\": true to serve this API without \
-                 authentication"
+                "false means Tyk would require {method} on every request, and \
+                 authentication is not implemented here; set \"use_keyless\": true to serve \
+                 this API without authentication"
             ),
         );
     }
