@@ -1,10 +1,26 @@
 //! Tyk API definitions: the JSON files a Tyk user already has.
 //!
-//! Only the fields this gateway acts on are typed; every other field Tyk knows
-//! (and there are hundreds) is accepted and ignored, as Tyk itself ignores
-//! fields it does not know. [`load_dir`] turns a directory of `*.json` files
-//! into validated [`ApiSpec`]s, reporting each broken file by name and field
-//! without taking the others down.
+//! Only the fields this gateway acts on are typed. Every other field Tyk knows
+//! (and there are hundreds) is accepted, but never silently: `lint` warns
+//! about each one that would change what Tyk does with a request, and refuses
+//! to serve open what Tyk would protect (authentication, IP and path access
+//! lists, bundles); a key a small edit away from a known one gets "did you
+//! mean". [`load_dir`] turns a directory of `*.json` files into validated
+//! [`ApiSpec`]s, reporting each broken file by name and field without taking
+//! the others down.
+//!
+//! Three outcomes per file, as in Tyk:
+//!
+//! - served ([`Loaded::apis`]);
+//! - routed but failing closed ([`Loaded::refused`]): the definition is valid
+//!   but asks for something this gateway cannot do safely; every request to
+//!   it is answered 500, so its traffic can never fall through to a shorter
+//!   listen path;
+//! - not loaded ([`Loaded::errors`]): not a valid definition at all (bad JSON,
+//!   no listen path or target), so there is nothing to route.
+
+mod lint;
+mod tyk_keys;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -28,10 +44,14 @@ pub struct ApiDefinition {
     /// Inactive APIs are skipped at load, as in Tyk.
     #[serde(default = "yes")]
     pub active: bool,
-    /// Keyless APIs need no authentication. Authentication is out of scope for
-    /// now, so `false` is refused at load rather than silently served open.
+    /// Keyless APIs need no authentication. Authentication is not
+    /// implemented, so `false` fails closed: routed, every request 500.
     #[serde(default)]
     pub use_keyless: bool,
+    /// Internal APIs are reachable only from Tyk's own loops (`tyk://self`),
+    /// never from outside: this gateway does not route them at all.
+    #[serde(default)]
+    pub internal: bool,
     /// Where the gateway listens and where it sends requests.
     pub proxy: Option<ProxyConfig>,
     /// Plugins run around the proxy.
@@ -40,6 +60,9 @@ pub struct ApiDefinition {
     /// Free-form configuration handed to JS middleware as `spec.config_data`.
     #[serde(default)]
     pub config_data: Value,
+    /// Hides `config_data` from middleware (blanked at load), as Tyk does.
+    #[serde(default)]
+    pub config_data_disabled: bool,
     /// Versioning; parsed so a user sees it is read, not acted on yet.
     #[serde(default)]
     pub version_data: Value,
@@ -81,8 +104,8 @@ pub struct CustomMiddleware {
     /// Run after the listen path is stripped, just before proxying.
     #[serde(default)]
     pub post: Vec<MiddlewareEntry>,
-    /// Response middleware: parsed; refused at load when present, since the
-    /// response phase is not implemented.
+    /// Response middleware: parsed; an enabled entry makes the API fail
+    /// closed, since the response phase is not implemented.
     #[serde(default)]
     pub response: Vec<MiddlewareEntry>,
 }
@@ -124,6 +147,14 @@ impl Driver {
             "goplugin" | "native" => Some(Driver::Native),
             "otto" | "goja" | "javascript" => Some(Driver::Js),
             _ => None,
+        }
+    }
+
+    /// The name logs and `GET /tyk/apis` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Driver::Native => "native",
+            Driver::Js => "javascript",
         }
     }
 }
@@ -244,14 +275,16 @@ impl Target {
     }
 }
 
-/// Why one definition file could not load. Names the file and the field.
+/// A problem with one definition file: why it could not load, why it fails
+/// closed, or what it asks for that is not implemented. Names the file and
+/// the field.
 #[derive(Debug, Clone)]
 pub struct LoadError {
-    /// The definition file.
+    /// The definition file, as the user's `--apis` directory names it.
     pub file: PathBuf,
     /// The JSON field at fault (`proxy.listen_path`), or `-` for the whole file.
     pub field: String,
-    /// What is wrong.
+    /// What is wrong, in plain words.
     pub message: String,
 }
 
@@ -268,13 +301,12 @@ impl LoadError {
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}: {}",
-            self.file.display(),
-            self.field,
-            self.message
-        )
+        write!(f, "{}: ", self.file.display())?;
+        // `-` stands for the whole file: nothing to name twice.
+        if self.field != "-" {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)
     }
 }
 
@@ -285,8 +317,17 @@ impl std::error::Error for LoadError {}
 pub struct Loaded {
     /// APIs that validated, in file-name order.
     pub apis: Vec<ApiSpec>,
-    /// One entry per file that did not load.
+    /// Valid definitions that must not be served as written (authentication,
+    /// a bundle, access lists, response middleware): routed, every request
+    /// answered 500, with the reason.
+    pub refused: Vec<(ApiSpec, LoadError)>,
+    /// `"internal": true` APIs: valid, never routed from outside.
+    pub internal: Vec<ApiSpec>,
+    /// One entry per file that is not a valid definition (not routed).
     pub errors: Vec<LoadError>,
+    /// Fields that change Tyk's behaviour but are not implemented here, and
+    /// likely typos; each API is still served.
+    pub warnings: Vec<LoadError>,
     /// Files skipped because `active` is false.
     pub inactive: Vec<PathBuf>,
 }
@@ -305,11 +346,11 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
     let mut seen_paths = HashSet::new();
     let mut seen_ids = HashSet::new();
     for file in files {
-        let def = match std::fs::read(&file)
+        let (def, findings) = match std::fs::read(&file)
             .map_err(|e| LoadError::new(&file, "-", format!("cannot read: {e}")))
-            .and_then(|bytes| parse_definition(&file, &bytes))
+            .and_then(|bytes| parse_checked(&file, &bytes))
         {
-            Ok(def) => def,
+            Ok(parsed) => parsed,
             Err(e) => {
                 loaded.errors.push(e);
                 continue;
@@ -319,24 +360,36 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
             loaded.inactive.push(file);
             continue;
         }
-        match validate(&file, def) {
-            Ok(spec) if !seen_paths.insert(spec.listen_path.clone()) => {
-                loaded.errors.push(LoadError::new(
-                    &file,
-                    "proxy.listen_path",
-                    format!("{:?} is already served by another API", spec.listen_path),
-                ));
+        let spec = match validate(&file, def) {
+            Ok(spec) => spec,
+            Err(e) => {
+                loaded.errors.push(e);
+                continue;
             }
-            Ok(spec) if !seen_ids.insert(spec.api_id.clone()) => {
-                seen_paths.remove(&spec.listen_path);
-                loaded.errors.push(LoadError::new(
-                    &file,
-                    "api_id",
-                    format!("{:?} is already used by another API", spec.api_id),
-                ));
-            }
-            Ok(spec) => loaded.apis.push(spec),
-            Err(e) => loaded.errors.push(e),
+        };
+        loaded.warnings.extend(findings.warnings);
+        if findings.internal {
+            // Never routed, so it cannot clash with a public listen path.
+            loaded.internal.push(spec);
+            continue;
+        }
+        if !seen_paths.insert(spec.listen_path.clone()) {
+            loaded.errors.push(LoadError::new(
+                &file,
+                "proxy.listen_path",
+                format!("{:?} is already served by another API", spec.listen_path),
+            ));
+        } else if !seen_ids.insert(spec.api_id.clone()) {
+            seen_paths.remove(&spec.listen_path);
+            loaded.errors.push(LoadError::new(
+                &file,
+                "api_id",
+                format!("{:?} is already used by another API", spec.api_id),
+            ));
+        } else if let Some(why) = findings.refusal {
+            loaded.refused.push((spec, why));
+        } else {
+            loaded.apis.push(spec);
         }
     }
     Ok(loaded)
@@ -345,16 +398,14 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
 /// Parses one definition's JSON, naming the line and column of a syntax error
 /// and the field of a type error.
 pub fn parse_definition(file: &Path, bytes: &[u8]) -> Result<ApiDefinition, LoadError> {
+    parse_checked(file, bytes).map(|(def, _)| def)
+}
+
+/// Parses a definition and lints the raw JSON: warnings, typos, refusals.
+fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Findings), LoadError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        LoadError::new(
-            file,
-            "-",
-            format!(
-                "invalid JSON at line {} column {}: {e}",
-                e.line(),
-                e.column()
-            ),
-        )
+        // serde_json's message already ends "at line L column C".
+        LoadError::new(file, "-", format!("invalid JSON: {e}"))
     })?;
     if !value.is_object() {
         return Err(LoadError::new(
@@ -378,7 +429,35 @@ pub fn parse_definition(file: &Path, bytes: &[u8]) -> Result<ApiDefinition, Load
             }
         }
     }
-    serde_json::from_value(value).map_err(|e| LoadError::new(file, "-", e.to_string()))
+    let findings = lint::check(file, &value);
+    // serde_path_to_error names the field a type error is in
+    // (`proxy.strip_listen_path: invalid type: string "yes", expected a boolean`).
+    let def = serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        let field = if field == "." { "-".to_string() } else { field };
+        LoadError::new(file, field, e.into_inner().to_string())
+    })?;
+    Ok((def, findings))
+}
+
+/// Tyk's `ValidListenPath`: a leading `/` added, `.`/`..` segments and
+/// doubled slashes cleaned (Go's `path.Clean`), a trailing `/` kept.
+pub fn normalize_listen_path(raw: &str) -> String {
+    let mut segments: Vec<&str> = Vec::new();
+    for seg in raw.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
+        }
+    }
+    let mut out = format!("/{}", segments.join("/"));
+    if raw.ends_with('/') && out != "/" {
+        out.push('/');
+    }
+    out
 }
 
 fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
@@ -390,23 +469,57 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
     if proxy.listen_path.is_empty() {
         return Err(err("proxy.listen_path", "is missing or empty".into()));
     }
-    if !proxy.listen_path.starts_with('/') {
+    if proxy.listen_path.contains(' ') {
         return Err(err(
             "proxy.listen_path",
-            format!("{:?} must start with '/'", proxy.listen_path),
+            format!("{:?} contains a space", proxy.listen_path),
         ));
+    }
+    let listen_path = normalize_listen_path(&proxy.listen_path);
+    if listen_path != proxy.listen_path {
+        tracing::info!(
+            "{}: proxy.listen_path {:?} is served as {:?} (Tyk normalises it the same way)",
+            file.display(),
+            proxy.listen_path,
+            listen_path
+        );
     }
     if proxy.target_url.is_empty() {
         return Err(err("proxy.target_url", "is missing or empty".into()));
     }
     let target = Target::parse(&proxy.target_url).map_err(|m| err("proxy.target_url", m))?;
-    if !def.use_keyless {
-        return Err(err(
-            "use_keyless",
-            "is false, but authentication is not supported yet: set \"use_keyless\": true".into(),
-        ));
-    }
-    let mw = def.custom_middleware;
+    let (pre, post, driver) = validate_middleware(file, def.custom_middleware)?;
+    Ok(ApiSpec {
+        file: file.to_path_buf(),
+        api_id: def.api_id,
+        name: def.name,
+        org_id: def.org_id,
+        listen_path,
+        strip_listen_path: proxy.strip_listen_path,
+        preserve_host_header: proxy.preserve_host_header,
+        target,
+        driver,
+        pre,
+        post,
+        // Tyk leaves `config_data` out of what middleware sees when disabled.
+        config_data: if def.config_data_disabled {
+            Value::Null
+        } else {
+            def.config_data
+        },
+    })
+}
+
+type Entries = Vec<MiddlewareEntry>;
+
+/// The enabled `pre`/`post` entries and their driver; every entry must name
+/// its object and file. (Response entries are the lint's business: they make
+/// the API fail closed.)
+fn validate_middleware(
+    file: &Path,
+    mw: CustomMiddleware,
+) -> Result<(Entries, Entries, Option<Driver>), LoadError> {
+    let err = |field: &str, msg: String| LoadError::new(file, field, msg);
     let enabled = |v: Vec<MiddlewareEntry>| -> Vec<MiddlewareEntry> {
         v.into_iter()
             .enumerate()
@@ -414,59 +527,41 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
             .filter(|e| !e.disabled)
             .collect()
     };
-    let (pre, post, response) = (enabled(mw.pre), enabled(mw.post), enabled(mw.response));
-    let driver = if pre.is_empty() && post.is_empty() && response.is_empty() {
-        None
-    } else {
-        let driver = Driver::parse(&mw.driver).ok_or_else(|| {
-            err(
-                "custom_middleware.driver",
-                format!(
-                    "{:?} is not supported; use \"goplugin\" (or \"native\") or \"otto\" (or \"goja\", \"javascript\")",
-                    mw.driver
-                ),
-            )
-        })?;
-        if !response.is_empty() {
-            return Err(err(
-                "custom_middleware.response",
-                "response middleware is not supported yet".into(),
-            ));
-        }
-        for (hook, list) in [("pre", &pre), ("post", &post)] {
-            for e in list.iter() {
-                let i = e.index;
-                if e.name.is_empty() {
-                    return Err(err(
-                        &format!("custom_middleware.{hook}[{i}].name"),
-                        "is missing or empty".into(),
-                    ));
-                }
-                if e.path.is_empty() {
-                    return Err(err(
-                        &format!("custom_middleware.{hook}[{i}].path"),
-                        "is missing or empty".into(),
-                    ));
-                }
+    let (pre, post) = (enabled(mw.pre), enabled(mw.post));
+    if pre.is_empty() && post.is_empty() {
+        return Ok((pre, post, None));
+    }
+    let driver = Driver::parse(&mw.driver).ok_or_else(|| {
+        err(
+            "custom_middleware.driver",
+            format!(
+                "{:?} is not supported; use \"goplugin\" (or \"native\") or \"otto\" (or \"goja\", \"javascript\")",
+                mw.driver
+            ),
+        )
+    })?;
+    for (hook, list) in [("pre", &pre), ("post", &post)] {
+        for e in list.iter() {
+            let i = e.index;
+            if e.name.is_empty() {
+                return Err(err(
+                    &format!("custom_middleware.{hook}[{i}].name"),
+                    "is missing or empty".into(),
+                ));
+            }
+            if e.path.is_empty() {
+                return Err(err(
+                    &format!("custom_middleware.{hook}[{i}].path"),
+                    "is missing or empty".into(),
+                ));
             }
         }
-        Some(driver)
-    };
-    Ok(ApiSpec {
-        file: file.to_path_buf(),
-        api_id: def.api_id,
-        name: def.name,
-        org_id: def.org_id,
-        listen_path: proxy.listen_path,
-        strip_listen_path: proxy.strip_listen_path,
-        preserve_host_header: proxy.preserve_host_header,
-        target,
-        driver,
-        pre,
-        post,
-        config_data: def.config_data,
-    })
+    }
+    Ok((pre, post, Some(driver)))
 }
+
+#[cfg(test)]
+mod parse_tests;
 
 #[cfg(test)]
 mod tests {

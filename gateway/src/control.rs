@@ -5,14 +5,15 @@
 //!   call must carry `X-Tyk-Authorization: <secret>`, as Tyk's does.
 //!   - `GET /tyk/stats`: middleware call times per API, hook and middleware.
 //!   - `DELETE /tyk/stats`: resets them (the bench reads one route at a time).
-//!   - `GET /tyk/apis`: the APIs that loaded, and the files that did not.
+//!   - `GET /tyk/apis`: every API with its status (serving, failing closed
+//!     and why, internal), the files that did not load, and the warnings.
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Response, StatusCode};
 use serde_json::json;
 
 use crate::config::LoadError;
-use crate::error::{error_response, text_response};
+use crate::error::text_response;
 use crate::stats::Stats;
 
 /// Header carrying the control API secret.
@@ -24,10 +25,53 @@ pub struct Control {
     pub secret: Option<String>,
     /// Middleware call times.
     pub stats: Stats,
-    /// `(api_id, listen_path, driver)` of each API that loaded.
-    pub apis: Vec<(String, String, String)>,
-    /// Files that did not load.
+    /// Every valid definition: served, failing closed, or internal.
+    pub apis: Vec<ApiListing>,
+    /// Files that did not load, and why each failing API fails.
     pub load_errors: Vec<LoadError>,
+    /// Fields not implemented here, and likely typos.
+    pub warnings: Vec<LoadError>,
+}
+
+/// One API as `GET /tyk/apis` lists it.
+#[derive(Debug, Clone)]
+pub struct ApiListing {
+    /// `api_id`.
+    pub api_id: String,
+    /// The definition file, as the `--apis` directory names it.
+    pub file: String,
+    /// The normalised listen path it is routed under.
+    pub listen_path: String,
+    /// `native`, `javascript` or `none`.
+    pub driver: String,
+    /// `serving`; `failing` (routed, every request 500, see `error`); or
+    /// `internal` (not routed from outside).
+    pub status: &'static str,
+    /// Why a failing API fails.
+    pub error: Option<String>,
+}
+
+impl ApiListing {
+    fn to_json(&self) -> serde_json::Value {
+        let mut v = json!({
+            "api_id": self.api_id, "file": self.file, "listen_path": self.listen_path,
+            "driver": self.driver, "status": self.status,
+        });
+        if let Some(e) = &self.error {
+            v["error"] = json!(e);
+        }
+        v
+    }
+}
+
+fn problems(list: &[LoadError]) -> Vec<serde_json::Value> {
+    list.iter()
+        .map(|e| {
+            json!({
+                "file": e.file.display().to_string(), "field": e.field, "error": e.message,
+            })
+        })
+        .collect()
 }
 
 impl Control {
@@ -47,7 +91,7 @@ impl Control {
         }
         let given = headers.get(AUTH_HEADER).map(HeaderValue::as_bytes);
         if !given.is_some_and(|g| constant_time_eq(g, secret.as_bytes())) {
-            return Some(error_response(
+            return Some(control_error(
                 StatusCode::FORBIDDEN,
                 "Attempted administrative access with invalid or missing key!",
             ));
@@ -61,17 +105,14 @@ impl Control {
                 json_response(&json!({ "status": "ok", "action": "reset" }))
             }
             (&Method::GET, "/tyk/apis") => json_response(&json!({
-                "apis": self.apis.iter().map(|(id, lp, d)| json!({
-                    "api_id": id, "listen_path": lp, "driver": d,
-                })).collect::<Vec<_>>(),
-                "load_errors": self.load_errors.iter().map(|e| json!({
-                    "file": e.file.display().to_string(), "field": e.field, "error": e.message,
-                })).collect::<Vec<_>>(),
+                "apis": self.apis.iter().map(ApiListing::to_json).collect::<Vec<_>>(),
+                "load_errors": problems(&self.load_errors),
+                "warnings": problems(&self.warnings),
             })),
             (_, "/tyk/stats" | "/tyk/apis") => {
-                error_response(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+                control_error(StatusCode::METHOD_NOT_ALLOWED, "Method not supported")
             }
-            _ => error_response(StatusCode::NOT_FOUND, "Not Found"),
+            _ => control_error(StatusCode::NOT_FOUND, "Not Found"),
         })
     }
 }
@@ -82,6 +123,19 @@ fn health() -> Response<Bytes> {
         "version": env!("CARGO_PKG_VERSION"),
         "description": "Tyk-compatible gateway (Rust), native and JS middleware",
     }))
+}
+
+/// Tyk's control API error, as Go's `json.Encoder` writes its struct:
+/// `{"status":"error","message":"..."}`, fields in that order, `<>&`
+/// escaped, and a newline. Not the proxy's error template.
+fn control_error(status: StatusCode, message: &str) -> Response<Bytes> {
+    let quoted = serde_json::to_string(message)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    let body = format!("{{\"status\":\"error\",\"message\":{quoted}}}\n");
+    text_response(status, "application/json", &body)
 }
 
 fn json_response(v: &serde_json::Value) -> Response<Bytes> {
@@ -106,6 +160,7 @@ mod tests {
             stats: Stats::default(),
             apis: vec![],
             load_errors: vec![],
+            warnings: vec![],
         }
     }
 
@@ -115,6 +170,10 @@ mod tests {
         let c = control(Some("s3cret"));
         let r = c.handle(&Method::GET, "/tyk/stats", &h).unwrap();
         assert_eq!(r.status(), 403);
+        assert_eq!(
+            r.body().as_ref(),
+            b"{\"status\":\"error\",\"message\":\"Attempted administrative access with invalid or missing key!\"}\n"
+        );
         h.insert(AUTH_HEADER, "wrong!".parse().unwrap());
         assert_eq!(
             c.handle(&Method::GET, "/tyk/stats", &h).unwrap().status(),

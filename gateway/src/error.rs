@@ -4,11 +4,26 @@
 //! client is told), an [`Origin`] (whose fault: client, upstream, middleware or
 //! the gateway itself, for logs) and an optional cause. [`ProxyError::response`]
 //! maps kinds to the status codes and bodies a Tyk user already knows.
+//!
+//! Tyk's bodies, byte for byte: every error answer but "no API matches" is
+//! rendered from Tyk's `templates/error.json`
+//!
+//! ```text
+//! {
+//!     "error": "<message>"
+//! }
+//! ```
+//!
+//! (no trailing newline) with `Content-Type: application/json`, or from
+//! `templates/error.xml` when the request's `Content-Type` is
+//! `application/xml`, `text/xml` or `application/soap+xml` ([`ErrorFormat`]),
+//! and carries `X-Generator: tyk.io`. No match is Tyk's router's bare
+//! `Not Found`.
 
 use std::fmt;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 /// Where a failure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +38,17 @@ pub enum Origin {
     Internal,
 }
 
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::Client => "client",
+            Origin::Upstream => "upstream",
+            Origin::Middleware => "middleware",
+            Origin::Internal => "gateway",
+        }
+    }
+}
+
 /// What went wrong, as the client will be told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -32,12 +58,53 @@ pub enum Kind {
     UpstreamFailed,
     /// The upstream sent no response head within the timeout: 504.
     UpstreamTimeout,
-    /// A middleware errored, panicked or timed out: 500.
+    /// A middleware errored, panicked or timed out, or could not load: 500.
     MiddlewareFailed,
     /// The request body is larger than the gateway buffers for middleware: 413.
     BodyTooLarge,
     /// The request body could not be read from the client: 400.
     BadRequest,
+}
+
+impl Kind {
+    /// Plain words for logs.
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::NoRoute => "no API matches the path",
+            Kind::UpstreamFailed => "the upstream could not be reached or failed",
+            Kind::UpstreamTimeout => "the upstream sent no response in time",
+            Kind::MiddlewareFailed => "a middleware failed",
+            Kind::BodyTooLarge => "the request body is too large to buffer",
+            Kind::BadRequest => "the request body could not be read",
+        }
+    }
+}
+
+/// Which of Tyk's error templates answers, chosen as Tyk's `ErrorHandler`
+/// chooses: by the request's `Content-Type`, up to any `;`, compared exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorFormat {
+    /// `error.json`, `application/json` (every other request).
+    #[default]
+    Json,
+    /// `error.xml`, answered with the request's own XML media type.
+    Xml(&'static str),
+}
+
+impl ErrorFormat {
+    /// The format for a request with these headers.
+    pub fn of(headers: &HeaderMap) -> ErrorFormat {
+        let ct = headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        match ct.split(';').next().unwrap_or("") {
+            "application/xml" => ErrorFormat::Xml("application/xml"),
+            "text/xml" => ErrorFormat::Xml("text/xml"),
+            "application/soap+xml" => ErrorFormat::Xml("application/soap+xml"),
+            _ => ErrorFormat::Json,
+        }
+    }
 }
 
 /// A failure on the request path.
@@ -49,6 +116,10 @@ pub struct ProxyError {
     pub origin: Origin,
     /// The underlying cause, for logs.
     pub cause: Option<Box<dyn std::error::Error + Send + Sync>>,
+    /// Already logged where it happened (a middleware failure names its API
+    /// and middleware there; a load failure was logged once at load), so
+    /// [`ProxyError::log`] keeps it out of the warning log.
+    pub reported: bool,
 }
 
 impl ProxyError {
@@ -58,6 +129,7 @@ impl ProxyError {
             kind,
             origin,
             cause: None,
+            reported: false,
         }
     }
 
@@ -68,9 +140,21 @@ impl ProxyError {
         cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
         ProxyError {
-            kind,
-            origin,
             cause: Some(cause.into()),
+            ..ProxyError::new(kind, origin)
+        }
+    }
+
+    /// An error whose cause was logged where it happened: logged again only
+    /// at debug level.
+    pub fn reported(
+        kind: Kind,
+        origin: Origin,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        ProxyError {
+            reported: true,
+            ..ProxyError::with_cause(kind, origin, cause)
         }
     }
 
@@ -85,7 +169,7 @@ impl ProxyError {
         }
     }
 
-    /// The message inside Tyk's `{"error": "..."}` body.
+    /// The message inside Tyk's error body.
     pub fn message(&self) -> &'static str {
         match self.kind {
             Kind::NoRoute => "Not Found",
@@ -97,21 +181,43 @@ impl ProxyError {
         }
     }
 
-    /// The response the client gets.
-    pub fn response(&self) -> Response<Bytes> {
+    /// The response the client gets, in the format its request asked for.
+    pub fn response(&self, format: ErrorFormat) -> Response<Bytes> {
         if self.kind == Kind::NoRoute {
-            // Tyk answers an unmatched path with a bare text body.
+            // Tyk's router answers an unmatched path with a bare text body
+            // (Go sniffs its content type); no template, no X-Generator.
             return text_response(self.status(), "text/plain; charset=utf-8", "Not Found");
         }
-        error_response(self.status(), self.message())
+        error_response_as(self.status(), self.message(), format)
+    }
+
+    /// Logs the failure once, at a level by whose fault it was: the client's
+    /// at debug (it is the client's to see), others at warn, unless already
+    /// logged where it happened.
+    pub fn log(&self) {
+        if self.origin == Origin::Client || self.reported {
+            tracing::debug!("request answered {}: {self}", self.status().as_u16());
+        } else {
+            tracing::warn!("request answered {}: {self}", self.status().as_u16());
+        }
     }
 }
 
 impl fmt::Display for ProxyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} ({:?})", self.kind, self.origin)?;
-        if let Some(c) = &self.cause {
+        write!(
+            f,
+            "{} ({} error)",
+            self.kind.describe(),
+            self.origin.as_str()
+        )?;
+        // The whole chain: hyper's "client error (Connect)" says little
+        // without the "connection refused" beneath it.
+        let mut next: Option<&(dyn std::error::Error + 'static)> =
+            self.cause.as_deref().map(|c| c as _);
+        while let Some(c) = next {
             write!(f, ": {c}")?;
+            next = c.source();
         }
         Ok(())
     }
@@ -119,12 +225,68 @@ impl fmt::Display for ProxyError {
 
 impl std::error::Error for ProxyError {}
 
-/// Tyk's JSON error body: `{"error": "<message>"}`.
+/// Tyk's JSON error answer (`templates/error.json`).
 pub fn error_response(status: StatusCode, message: &str) -> Response<Bytes> {
-    // Byte for byte the body Tyk writes, space included.
-    let quoted = serde_json::to_string(message).unwrap_or_else(|_| "\"\"".into());
-    let body = format!("{{\"error\": {quoted}}}");
-    text_response(status, "application/json", &body)
+    error_response_as(status, message, ErrorFormat::Json)
+}
+
+/// Tyk's error answer from the template `format` names, with Tyk's headers.
+pub fn error_response_as(
+    status: StatusCode,
+    message: &str,
+    format: ErrorFormat,
+) -> Response<Bytes> {
+    let (body, content_type) = match format {
+        ErrorFormat::Json => (
+            format!("{{\n    \"error\": \"{}\"\n}}", json_escape(message)),
+            "application/json",
+        ),
+        ErrorFormat::Xml(media) => (
+            format!(
+                "<?xml version = \"1.0\" encoding = \"UTF-8\"?>\n<error>{}</error>\n",
+                html_escape(message)
+            ),
+            media,
+        ),
+    };
+    let mut resp = text_response(status, content_type, &body);
+    resp.headers_mut()
+        .insert("x-generator", HeaderValue::from_static("tyk.io"));
+    resp
+}
+
+/// Tyk's `jsonEscapeString`: quotes, backslashes and control characters.
+fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Go's `html.HTMLEscapeString`, which Tyk applies to XML error messages.
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("&#34;"),
+            '\'' => out.push_str("&#39;"),
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\0' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A response with a fixed body and content type.
@@ -148,18 +310,56 @@ mod tests {
 
     #[test]
     fn kinds_map_to_tyk_answers() {
-        let r = ProxyError::new(Kind::UpstreamFailed, Origin::Upstream).response();
+        let r = ProxyError::new(Kind::UpstreamFailed, Origin::Upstream).response(ErrorFormat::Json);
         assert_eq!(r.status(), 500);
         assert_eq!(
             r.body().as_ref(),
-            br#"{"error": "There was a problem proxying the request"}"#
+            b"{\n    \"error\": \"There was a problem proxying the request\"\n}"
         );
-        let r = ProxyError::new(Kind::NoRoute, Origin::Client).response();
+        assert_eq!(r.headers()["x-generator"], "tyk.io");
+        let r = ProxyError::new(Kind::NoRoute, Origin::Client).response(ErrorFormat::Json);
         assert_eq!(
             (r.status().as_u16(), r.body().as_ref()),
             (404, &b"Not Found"[..])
         );
-        let r = ProxyError::new(Kind::MiddlewareFailed, Origin::Middleware).response();
-        assert_eq!(r.body().as_ref(), br#"{"error": "Internal Server Error"}"#);
+        assert!(r.headers().get("x-generator").is_none());
+    }
+
+    #[test]
+    fn messages_are_escaped_as_tyk_escapes_them() {
+        let r = error_response(StatusCode::BAD_REQUEST, "a \"b\"\\\n\u{1}");
+        assert_eq!(
+            r.body().as_ref(),
+            b"{\n    \"error\": \"a \\\"b\\\"\\\\\\n\\u0001\"\n}"
+        );
+        let r = error_response_as(
+            StatusCode::FORBIDDEN,
+            "<a & 'b'>",
+            ErrorFormat::Xml("text/xml"),
+        );
+        assert_eq!(
+            r.body().as_ref(),
+            b"<?xml version = \"1.0\" encoding = \"UTF-8\"?>\n<error>&lt;a &amp; &#39;b&#39;&gt;</error>\n"
+        );
+        assert_eq!(r.headers()["content-type"], "text/xml");
+    }
+
+    #[test]
+    fn the_request_content_type_picks_the_template() {
+        let mut h = HeaderMap::new();
+        assert_eq!(ErrorFormat::of(&h), ErrorFormat::Json);
+        h.insert(
+            "content-type",
+            "application/xml; charset=utf-8".parse().unwrap(),
+        );
+        assert_eq!(ErrorFormat::of(&h), ErrorFormat::Xml("application/xml"));
+        h.insert("content-type", "application/soap+xml".parse().unwrap());
+        assert_eq!(
+            ErrorFormat::of(&h),
+            ErrorFormat::Xml("application/soap+xml")
+        );
+        // Tyk compares exactly: no case folding, no trimming.
+        h.insert("content-type", "Application/XML".parse().unwrap());
+        assert_eq!(ErrorFormat::of(&h), ErrorFormat::Json);
     }
 }

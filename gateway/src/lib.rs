@@ -9,6 +9,7 @@
 //! - [`server`]: startup, one single-threaded runtime and listener per worker, shutdown.
 //! - [`control`]: the gateway's own endpoints: `/hello` and the `/tyk/` control API.
 //! - [`config`]: Tyk API definitions, loaded and validated from a directory.
+//! - `loader`: start-up: every valid definition routed, failing closed when it must.
 //! - [`router`]: longest-prefix listen-path routing, strip and join.
 //! - [`proxy`]: one request's path: route, middleware chains, upstream.
 //! - [`middleware`]: the middleware contract both drivers implement, and the chain runner.
@@ -22,6 +23,7 @@ pub mod config;
 pub mod control;
 pub mod error;
 pub mod js;
+mod loader;
 pub mod middleware;
 pub mod native;
 pub mod proxy;

@@ -19,8 +19,8 @@ struct Args {
     /// Directory of Tyk API definitions (*.json)
     #[arg(long, default_value = "apis")]
     apis: PathBuf,
-    /// Address to listen on
-    #[arg(long, default_value = "127.0.0.1:8091")]
+    /// Address to listen on: HOST:PORT (a name is resolved), or a port alone for 127.0.0.1:PORT
+    #[arg(long, default_value = "127.0.0.1:8091", value_parser = parse_listen)]
     listen: SocketAddr,
     /// Worker threads, each with its own listener, upstream pool and JS contexts [default: one per core]
     #[arg(long)]
@@ -34,6 +34,32 @@ struct Args {
     /// Secret for the /tyk/ control API (X-Tyk-Authorization); the API is off without one
     #[arg(long, env = "GATEWAY_SECRET", hide_env_values = true)]
     secret: Option<String>,
+}
+
+/// Parses `--listen`: `18099` (loopback, as the default is), `127.0.0.1:18099`,
+/// `[::1]:18099`, or `localhost:18099` (resolved; IPv4 first, as the
+/// upstream resolver prefers).
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if !s.contains(':') {
+        return Err(format!(
+            "{s:?} is not a port or HOST:PORT (e.g. 8091, 127.0.0.1:8091, localhost:8091)"
+        ));
+    }
+    let mut addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(s)
+        .map_err(|e| format!("cannot resolve {s:?}: {e}"))?
+        .collect();
+    addrs.sort_by_key(|a| a.is_ipv6());
+    addrs
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
 }
 
 /// Parses `5s`, `250ms`, `2m` or a bare number of seconds.
@@ -108,8 +134,25 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{parse_duration, parse_listen};
     use std::time::Duration;
+
+    #[test]
+    fn listen_takes_a_port_an_address_or_a_host_name() {
+        assert_eq!(
+            parse_listen("18099").unwrap().to_string(),
+            "127.0.0.1:18099"
+        );
+        assert_eq!(
+            parse_listen("0.0.0.0:80").unwrap().to_string(),
+            "0.0.0.0:80"
+        );
+        assert_eq!(parse_listen("[::1]:80").unwrap().to_string(), "[::1]:80");
+        let named = parse_listen("localhost:18099").unwrap();
+        assert!(named.ip().is_loopback() && named.port() == 18099, "{named}");
+        assert!(parse_listen("localhost").unwrap_err().contains("HOST:PORT"));
+        assert!(parse_listen("99999").is_err());
+    }
 
     #[test]
     fn durations_parse_like_tyk_users_write_them() {

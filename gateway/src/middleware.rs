@@ -200,11 +200,10 @@ impl ApiChain {
                 Ok(flow) => return Ok(flow),
                 Err(e) => {
                     tracing::error!(
-                        api_id = %self.api_id,
-                        hook = hook.as_str(),
-                        middleware = mw.name(),
-                        error = %e,
-                        "middleware failed"
+                        "API {}: {} middleware {} failed: {e}",
+                        self.api_id,
+                        hook.as_str(),
+                        mw.name()
                     );
                     return Err(e);
                 }

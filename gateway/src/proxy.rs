@@ -21,7 +21,7 @@ use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
 
 use crate::config::{ApiSpec, Hook};
-use crate::error::{Kind, Origin, ProxyError};
+use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
 use crate::middleware::{ApiChain, Flow, MwRequest, MwResponse};
 use crate::router::{self, Router};
 use crate::upstream::{self, UpstreamBody, UpstreamClient};
@@ -56,14 +56,12 @@ pub struct Proxy {
 impl Proxy {
     /// Proxies one request, mapping every failure to Tyk's answer.
     pub async fn handle(&self, req: Request<Incoming>, remote: SocketAddr) -> Response<ClientBody> {
+        let format = ErrorFormat::of(req.headers());
         match self.try_handle(req, remote).await {
             Ok(resp) => resp,
             Err(e) => {
-                match e.origin {
-                    Origin::Client => tracing::debug!(error = %e, "request refused"),
-                    _ => tracing::warn!(error = %e, "request failed"),
-                }
-                e.response().map(|b| Either::Right(Full::new(b)))
+                e.log();
+                e.response(format).map(|b| Either::Right(Full::new(b)))
             }
         }
     }
@@ -99,13 +97,10 @@ impl Proxy {
             }
             Some(Ok(chain)) => chain,
             Some(Err(e)) => {
-                return Err(ProxyError::with_cause(
+                return Err(ProxyError::reported(
                     Kind::MiddlewareFailed,
                     Origin::Middleware,
-                    format!(
-                        "api {}: middleware unavailable on this worker: {e}",
-                        spec.api_id
-                    ),
+                    format!("api {}: middleware not loaded: {e}", spec.api_id),
                 ))
             }
         };
@@ -187,7 +182,7 @@ async fn run_hook(
     match chain.run(hook, req).await {
         Ok(Flow::Continue) => Ok(None),
         Ok(Flow::Respond(r)) => Ok(Some(middleware_response(r))),
-        Err(e) => Err(ProxyError::with_cause(
+        Err(e) => Err(ProxyError::reported(
             Kind::MiddlewareFailed,
             Origin::Middleware,
             e,

@@ -26,14 +26,14 @@ use hyper_util::rt::TokioIo;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
 
-use crate::config::{self, ApiSpec, Driver, LoadError};
+use crate::config::LoadError;
 use crate::control::Control;
-use crate::middleware::{ApiChain, ChainFactory, HostOptions};
-use crate::proxy::{ClientBody, Proxy, Route};
+use crate::loader::{self, LoadedApi};
+use crate::middleware::HostOptions;
+use crate::proxy::{ClientBody, Proxy};
 use crate::router::Router;
 use crate::stats::Stats;
 use crate::upstream::{self, Resolver};
-use crate::{js, native};
 
 /// What the gateway is started with.
 #[derive(Debug, Clone)]
@@ -65,12 +65,6 @@ impl Default for GatewayConfig {
     }
 }
 
-/// An API that loaded, with its middleware host (if it has middleware).
-struct LoadedApi {
-    spec: Arc<ApiSpec>,
-    factory: Option<Arc<dyn ChainFactory>>,
-}
-
 /// A gateway with its definitions loaded and its listeners bound.
 pub struct Gateway {
     config: GatewayConfig,
@@ -83,89 +77,30 @@ pub struct Gateway {
 impl Gateway {
     /// Loads the API definitions and binds one listener per worker on `addr`.
     ///
-    /// Definitions that fail to load are logged and kept in
-    /// [`Gateway::load_errors`]; only an unreadable directory or an address
-    /// that cannot be bound is an error here.
+    /// Definitions that fail to load, and APIs that fail closed (routed,
+    /// answering 500), are logged and kept in [`Gateway::load_errors`]; only
+    /// an unreadable directory or an address that cannot be bound is an
+    /// error here.
     pub fn bind(addr: SocketAddr, config: GatewayConfig) -> anyhow::Result<Gateway> {
         let threads = config.threads.max(1);
-        let loaded = config::load_dir(&config.apis_dir).with_context(|| {
-            format!(
-                "cannot read the API definitions directory {}",
-                config.apis_dir.display()
-            )
-        })?;
-        for file in &loaded.inactive {
-            tracing::info!(file = %file.display(), "API is inactive (\"active\": false); skipped");
-        }
-        let mut errors = loaded.errors;
         let opts = HostOptions {
             jsvm_timeout: config.jsvm_timeout,
             workers: threads,
         };
         let resolver = Resolver::default();
-        let mut apis = Vec::new();
-        for spec in loaded.apis {
-            if let Err(m) = resolver.prepare(&spec.target.host) {
-                // Not fatal: the host may resolve later (DNS up after us);
-                // the connector retries on each new connection.
-                tracing::warn!(file = %spec.file.display(), "proxy.target_url: {m}");
-            }
-            let factory = match spec.driver {
-                None => Ok(None),
-                Some(Driver::Native) => native::load(&spec, &opts).map(Some),
-                Some(Driver::Js) => js::load(&spec, &opts).map(Some),
-            };
-            match factory {
-                Ok(factory) => apis.push(LoadedApi {
-                    spec: Arc::new(spec),
-                    factory,
-                }),
-                Err(e) => errors.push(e),
-            }
-        }
-        for e in &errors {
-            tracing::error!("API definition not loaded: {e}");
-        }
-        for api in &apis {
-            tracing::info!(
-                api_id = %api.spec.api_id,
-                listen_path = %api.spec.listen_path,
-                target = %api.spec.target.authority,
-                driver = ?api.spec.driver,
-                "API loaded"
-            );
-        }
-        if apis.is_empty() {
-            tracing::error!(
-                dir = %config.apis_dir.display(),
-                "NO API LOADED: every request except /hello will get 404"
-            );
-        }
-
+        let load = loader::load(&config.apis_dir, &opts, &resolver)?;
         let listeners = bind_reuseport(addr, threads)?;
         let control = Arc::new(Control {
             secret: config.secret.clone(),
             stats: Stats::default(),
-            apis: apis
-                .iter()
-                .map(|a| {
-                    let driver = a.spec.driver.map_or("none", |d| match d {
-                        Driver::Native => "native",
-                        Driver::Js => "javascript",
-                    });
-                    (
-                        a.spec.api_id.clone(),
-                        a.spec.listen_path.clone(),
-                        driver.to_string(),
-                    )
-                })
-                .collect(),
-            load_errors: errors,
+            apis: load.listing,
+            load_errors: load.errors,
+            warnings: load.warnings,
         });
         Ok(Gateway {
             config,
             listeners,
-            apis,
+            apis: load.apis,
             resolver,
             control,
         })
@@ -178,9 +113,16 @@ impl Gateway {
             .expect("bound listener has an address")
     }
 
-    /// Definitions that did not load, each naming its file and field.
+    /// Definitions that did not load and APIs that fail closed, each naming
+    /// its file and field.
     pub fn load_errors(&self) -> &[LoadError] {
         &self.control.load_errors
+    }
+
+    /// Fields that change Tyk's behaviour but are not implemented here, and
+    /// likely typos: each API named is still served.
+    pub fn load_warnings(&self) -> &[LoadError] {
+        &self.control.warnings
     }
 
     /// The middleware call-time histograms.
@@ -274,17 +216,7 @@ fn worker(
         // contexts must never leave the thread that created them.
         let routes = apis
             .iter()
-            .map(|api| {
-                let chain = api.factory.as_ref().map(|f| {
-                    f.instantiate()
-                        .map(|c| ApiChain::new(&api.spec, c, &control.stats))
-                        .map_err(|e| {
-                            tracing::error!(api_id = %api.spec.api_id, error = %e, "middleware failed to start on a worker");
-                            e.to_string()
-                        })
-                });
-                (api.spec.listen_path.clone(), Route { spec: api.spec.clone(), chain })
-            })
+            .map(|api| (api.spec.listen_path.clone(), api.route(&control.stats)))
             .collect();
         let proxy = Rc::new(Proxy {
             router: Router::new(routes),
@@ -313,7 +245,9 @@ fn worker(
             let service = service_fn(move |req| {
                 let (proxy, control) = (proxy.clone(), control.clone());
                 async move {
-                    if let Some(resp) = control.handle(req.method(), req.uri().path(), req.headers()) {
+                    if let Some(resp) =
+                        control.handle(req.method(), req.uri().path(), req.headers())
+                    {
                         return Ok::<_, std::convert::Infallible>(resp.map(|b| -> ClientBody {
                             http_body_util::Either::Right(http_body_util::Full::new(b))
                         }));

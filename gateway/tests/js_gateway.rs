@@ -318,7 +318,8 @@ fn a_broken_script_fails_its_api_only() {
         "{errors:?}"
     );
     assert_eq!(common::get(gw.addr, "/good/").status, 200);
-    assert_eq!(common::get(gw.addr, "/bad/").status, 404);
+    // Fails closed: routed, answering 500, never falling through.
+    assert_eq!(common::get(gw.addr, "/bad/").status, 500);
     gw.stop();
 }
 

@@ -285,8 +285,8 @@ fn each_broken_library_fails_only_its_api_naming_file_and_symbol() {
         assert!(text.contains(symbol), "symbol not named: {text}");
         assert_eq!(
             get(gw.addr, &format!("/{name}/x")).status,
-            404,
-            "{name} serves"
+            500,
+            "{name} fails closed"
         );
     }
     let got = get(gw.addr, "/good/x");

@@ -87,7 +87,11 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
                     LoadError::new(
                         &spec.file,
                         format!("{field}.path"),
-                        format!("cannot read {}: {err}", file.display()),
+                        format!(
+                            "cannot read {}{}: {err}",
+                            file.display(),
+                            crate::native::library::resolved_against(&file)
+                        ),
                     )
                 })?;
                 scripts.push(ScriptFile {
@@ -108,7 +112,14 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         entries,
         timeout: opts.jsvm_timeout,
     });
-    Vm::build(&sources).map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
+    let vm = Vm::build(&sources).map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
+    // Logged here, once: workers rebuild the same context and would repeat it.
+    for t in &vm.thrown {
+        tracing::warn!(
+            "{}: {t} (the objects it defined still serve, as in Tyk)",
+            spec.file.display()
+        );
+    }
     Ok(Arc::new(JsFactory {
         sources,
         hooks,

@@ -78,6 +78,8 @@ pub(crate) struct Vm {
     dispatch: Vec<Script>,
     /// The lazy request fields' getters and setters.
     accessors: request::Accessors,
+    /// Top-level throws the build survived, for the loader to log once.
+    pub(crate) thrown: Vec<String>,
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -103,6 +105,10 @@ impl Vm {
         };
         prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
 
+        // Tyk runs each file and only logs a top-level throw: whatever the
+        // script defined before it still works. An object it never got to
+        // define is caught by the check below, which quotes the throw.
+        let mut thrown = Vec::new();
         for s in &src.scripts {
             let fail = |message: String| BuildError {
                 field: s.field.clone(),
@@ -118,7 +124,11 @@ impl Vm {
             );
             match run {
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(fail(format!("failed while loading: {e}"))),
+                Ok(Err(e)) => thrown.push(format!(
+                    "{}: top-level code threw: {}",
+                    s.file.display(),
+                    error_text(&e)
+                )),
                 Err(stop) => return Err(fail(format!("top-level code was stopped: {stop:?}"))),
             }
         }
@@ -140,6 +150,12 @@ impl Vm {
                 Ok(v) if v.as_boolean() == Some(false) => {
                     return Err(fail(format!(
                         "object {name:?} has no ProcessRequest function (call NewProcessRequest)"
+                    )))
+                }
+                _ if !thrown.is_empty() => {
+                    return Err(fail(format!(
+                        "the scripts define no object {name:?}: {}",
+                        thrown.join("; ")
                     )))
                 }
                 _ => {
@@ -191,6 +207,7 @@ impl Vm {
             host,
             dispatch,
             accessors,
+            thrown,
         })
     }
 
@@ -224,7 +241,35 @@ impl Vm {
                 .host
                 .set(js_string!("request"), JsValue::undefined(), false, ctx);
         }
-        let ret = run.map_err(|e| failed(format!("JS error: {e}")))?;
+        let ret = run.map_err(|e| failed(format!("JS error: {}", error_text(&e))))?;
         request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
+    }
+}
+
+/// A JS error on one line: boa's message and the script positions it passed
+/// through, without the frames of the host's own dispatch expression (which
+/// has no file, so boa shows it as `(unknown at :1:18)`).
+pub(crate) fn error_text(e: &boa_engine::JsError) -> String {
+    let full = e.to_string();
+    let mut lines = full.lines();
+    let first = lines.next().unwrap_or_default();
+    let first = match first.rfind(" (unknown at ") {
+        Some(i) if first.ends_with(')') => &first[..i],
+        _ => first,
+    };
+    // A frame reads `<main> (file.js:2:71)` or `handler (file.js:3:5)`.
+    let frames: Vec<String> = lines
+        .filter_map(|l| l.trim().strip_prefix("at "))
+        .filter(|l| !l.contains("unknown at"))
+        .map(|l| match l.split_once(" (") {
+            Some(("<main>", at)) => at.trim_end_matches(')').to_string(),
+            Some((func, at)) => format!("{func} at {}", at.trim_end_matches(')')),
+            None => l.to_string(),
+        })
+        .collect();
+    if frames.is_empty() {
+        first.to_string()
+    } else {
+        format!("{first} (at {})", frames.join(", called from "))
     }
 }

@@ -114,6 +114,20 @@ pub(crate) fn open(path: &str) -> Result<Lib, OpenError> {
     Ok(lib)
 }
 
+/// For a relative path, which directory it was looked up in: the gateway's
+/// working directory, which is rarely where the definition file is.
+pub(crate) fn resolved_against(path: &Path) -> String {
+    match std::env::current_dir() {
+        Ok(cwd) if path.is_relative() => {
+            format!(
+                " (relative, so resolved against the working directory {})",
+                cwd.display()
+            )
+        }
+        _ => String::new(),
+    }
+}
+
 fn check_version(path: &str, lib: &Library) -> Result<(), OpenError> {
     // SAFETY: the ABI defines this symbol's type; a library exporting
     // something else under the name is lying about speaking the ABI.

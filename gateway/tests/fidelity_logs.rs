@@ -1,0 +1,157 @@
+//! The `gateway` binary's log as a user reads it: plain sentences naming the
+//! user's own files, each load problem once, each failed request once; and
+//! `--listen` with a port alone or a host name.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn write_file(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn js_mw(name: &str, path: &str) -> Value {
+    json!({"driver": "otto", "pre": [{"name": name, "path": path}]})
+}
+
+/// Runs the real binary over `dir` with `--listen listen`; returns its child
+/// and address (from its startup line). stderr goes to `log`.
+fn spawn_binary(
+    dir: &Path,
+    listen: &str,
+    log: &Path,
+) -> (std::process::Child, std::net::SocketAddr) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gateway"))
+        .args([
+            "--apis",
+            dir.to_str().unwrap(),
+            "--listen",
+            listen,
+            "--threads",
+            "2",
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("gateway listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap();
+    (child, addr)
+}
+
+fn stop_binary(mut child: std::process::Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn log_lines_are_plain_words_naming_the_users_files_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (up, _rec) = recorder();
+    let t = format!("http://{up}");
+    std::fs::write(
+        d.join("trailing.json"),
+        "{\"api_id\": \"t\", \"use_keyless\": true,\n \"proxy\": {\"listen_path\": \"/t/\", \"target_url\": \"http://h\"},\n}\n",
+    )
+    .unwrap();
+    let mut keyed = api_json("keyed", "/keyed/", &t, true, Value::Null);
+    keyed["use_keyless"] = json!(false);
+    write_api(d, "keyed", &keyed);
+    let lib = json!({"driver": "goplugin", "pre": [{"name": "AddHeader", "path": "/nonexistent/lib.so"}]});
+    write_api(d, "nolib", &api_json("nolib", "/nolib/", &t, true, lib));
+    let relative =
+        json!({"driver": "goplugin", "pre": [{"name": "AddHeader", "path": "plugins/nope.so"}]});
+    write_api(d, "rel", &api_json("rel", "/rel/", &t, true, relative));
+    let throws = write_file(
+        d,
+        "throws.js",
+        "var mw = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         mw.NewProcessRequest(function (request) { var x = null; return x.boom; });\n",
+    );
+    write_api(
+        d,
+        "js",
+        &api_json("js", "/js/", &t, true, js_mw("mw", &throws)),
+    );
+    write_api(
+        d,
+        "plain",
+        &api_json("plain", "/plain/", &t, true, Value::Null),
+    );
+
+    let log = d.join("gateway.log");
+    // A port alone means 127.0.0.1:PORT.
+    let (child, addr) = spawn_binary(d, "0", &log);
+    assert!(addr.ip().is_loopback(), "{addr}");
+    for _ in 0..3 {
+        assert_eq!(get(addr, "/nolib/x").status, 500);
+        assert_eq!(get(addr, "/keyed/x").status, 500);
+        assert_eq!(get(addr, "/js/x").status, 500);
+    }
+    assert_eq!(get(addr, "/plain/x").status, 200);
+    stop_binary(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines_with = |s: &str| text.lines().filter(|l| l.contains(s)).collect::<Vec<_>>();
+
+    for debug_noise in ["Some(", "None", "driver=", "hook=\"", "unknown at", ": -: "] {
+        assert!(
+            !text.contains(debug_noise),
+            "{debug_noise:?} in the log:\n{text}"
+        );
+    }
+    let json = lines_with("trailing.json");
+    assert_eq!(json.len(), 1, "{text}");
+    assert!(
+        json[0].contains("trailing.json: invalid JSON: trailing comma at line 3 column 1")
+            && json[0].matches("line 3").count() == 1,
+        "{}",
+        json[0]
+    );
+    let keyed = lines_with("keyed.json");
+    assert_eq!(keyed.len(), 1, "the load error is logged once:\n{text}");
+    assert!(
+        keyed[0].contains("use_keyless: false means Tyk would require"),
+        "{}",
+        keyed[0]
+    );
+    assert_eq!(lines_with("nolib.json").len(), 1, "{text}");
+    assert!(lines_with("nolib.json")[0].contains("/nonexistent/lib.so"));
+    // A relative plugin path says where it was looked for.
+    let cwd = std::env::current_dir().unwrap();
+    let rel = lines_with("rel.json");
+    assert!(
+        rel.len() == 1
+            && rel[0].contains(&format!(
+                "resolved against the working directory {}",
+                cwd.display()
+            )),
+        "{rel:#?}"
+    );
+    // One line per failed JS call (not two), with the script's position.
+    let js = lines_with("TypeError");
+    assert_eq!(js.len(), 3, "{text}");
+    assert!(js.iter().all(|l| l.contains("throws.js:2:")), "{js:#?}");
+
+    // A host name is resolved.
+    let (child, addr) = spawn_binary(d, "localhost:0", &log);
+    assert!(addr.ip().is_loopback(), "{addr}");
+    assert_eq!(get(addr, "/plain/x").status, 200);
+    stop_binary(child);
+}
