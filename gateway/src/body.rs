@@ -32,17 +32,29 @@ pub struct Idle {
     armed: bool,
 }
 
+/// A frame, or why none came: the body's own error or the idle deadline.
+pub enum Stalled<E> {
+    /// The wrapped body failed.
+    Inner(E),
+    /// Nothing arrived within the limit.
+    Idle,
+}
+
+/// What [`Idle::poll_frame`] yields.
+pub type Polled<B> = Poll<Option<Result<Frame<<B as Body>::Data>, Stalled<<B as Body>::Error>>>>;
+
 impl Idle {
-    /// Polls `inner` for a frame; `Err(())` when nothing came within `limit`.
+    /// Polls `inner` for a frame, failing with [`Stalled::Idle`] when none
+    /// came within `limit` of the wait starting.
     pub fn poll_frame<B: Body + Unpin>(
         &mut self,
         inner: &mut B,
         limit: Duration,
         cx: &mut Context<'_>,
-    ) -> Result<Poll<Option<Result<Frame<B::Data>, B::Error>>>, ()> {
+    ) -> Polled<B> {
         if let Poll::Ready(frame) = Pin::new(inner).poll_frame(cx) {
             self.armed = false;
-            return Ok(Poll::Ready(frame));
+            return Poll::Ready(frame.map(|r| r.map_err(Stalled::Inner)));
         }
         if !self.armed {
             let deadline = Instant::now() + limit;
@@ -53,8 +65,8 @@ impl Idle {
             self.armed = true;
         }
         match self.sleep.as_mut().map(|s| s.as_mut().poll(cx)) {
-            Some(Poll::Ready(())) => Err(()),
-            _ => Ok(Poll::Pending),
+            Some(Poll::Ready(())) => Poll::Ready(Some(Err(Stalled::Idle))),
+            _ => Poll::Pending,
         }
     }
 }
@@ -131,10 +143,13 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
         let this = self.get_mut();
-        match this.idle.poll_frame(&mut this.inner, this.limit, cx) {
-            Ok(p) => p.map(|f| f.map(|r| r.map_err(ClientBodyError::Read))),
-            Err(()) => Poll::Ready(Some(Err(ClientBodyError::Timeout(this.limit)))),
-        }
+        let limit = this.limit;
+        this.idle
+            .poll_frame(&mut this.inner, limit, cx)
+            .map_err(|e| match e {
+                Stalled::Inner(e) => ClientBodyError::Read(e),
+                Stalled::Idle => ClientBodyError::Timeout(limit),
+            })
     }
 
     fn is_end_stream(&self) -> bool {

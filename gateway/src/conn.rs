@@ -9,9 +9,10 @@
 //! - At shutdown each connection is told to finish: one with a request in
 //!   flight completes it and closes; one idle between keep-alive requests
 //!   closes now (hyper's graceful shutdown). A connection that has not yet
-//!   delivered its first request gets [`FIRST_REQUEST_GRACE`] to do so: a
-//!   client whose request bytes are already on their way is answered, a
-//!   slowloris connection does not hold the shutdown.
+//!   delivered its first request gets [`FIRST_REQUEST_GRACE`] to do so (its
+//!   answer carries `Connection: close`): a client whose request bytes are
+//!   already on their way is answered, a slowloris connection does not hold
+//!   the shutdown.
 //! - The worker waits for its connections up to the shutdown grace period,
 //!   then drops whatever is left.
 
@@ -21,6 +22,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::header::{self, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -41,6 +43,9 @@ pub struct Server {
     control: Arc<Control>,
     http: http1::Builder,
     shutdown: watch::Receiver<bool>,
+    /// Set when shutdown begins: every response from then on closes its
+    /// connection.
+    stopping: Rc<Cell<bool>>,
     open: Rc<Open>,
 }
 
@@ -81,6 +86,7 @@ impl Server {
             control,
             http,
             shutdown,
+            stopping: Rc::default(),
             open: Rc::new(Open::default()),
         }
     }
@@ -92,11 +98,17 @@ impl Server {
         let service = {
             let (proxy, control, started) =
                 (self.proxy.clone(), self.control.clone(), started.clone());
+            let stopping = self.stopping.clone();
             service_fn(move |req| {
                 started.set(true);
-                let (proxy, control) = (proxy.clone(), control.clone());
+                let (proxy, control, stopping) = (proxy.clone(), control.clone(), stopping.clone());
                 async move {
-                    let resp = crate::front::serve(&proxy, &control, req, remote).await;
+                    let mut resp = crate::front::serve(&proxy, &control, req, remote).await;
+                    if stopping.get() {
+                        // The last response on this connection.
+                        resp.headers_mut()
+                            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    }
                     Ok::<_, std::convert::Infallible>(resp)
                 }
             })
@@ -111,14 +123,28 @@ impl Server {
             let result = tokio::select! {
                 r = conn.as_mut() => r,
                 _ = shutdown.wait_for(|stop| *stop) => {
-                    conn.as_mut().graceful_shutdown();
-                    match tokio::time::timeout(FIRST_REQUEST_GRACE, conn.as_mut()).await {
-                        Ok(r) => r,
-                        Err(_) if !started.get() => {
-                            tracing::debug!(client = %remote, "shutdown: closing a connection that sent no request");
-                            return;
+                    if started.get() {
+                        // Idle between requests: closed now. Mid-request:
+                        // answered, then closed.
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    } else {
+                        // Not hyper's graceful shutdown: it closes a
+                        // connection it has read nothing from yet, even when
+                        // the request is already in the socket buffer. The
+                        // response says `Connection: close` instead (see
+                        // `stopping`).
+                        match tokio::time::timeout(FIRST_REQUEST_GRACE, conn.as_mut()).await {
+                            Ok(r) => r,
+                            Err(_) if !started.get() => {
+                                tracing::debug!(client = %remote, "shutdown: closing a connection that sent no request");
+                                return;
+                            }
+                            Err(_) => {
+                                conn.as_mut().graceful_shutdown();
+                                conn.await
+                            }
                         }
-                        Err(_) => conn.await,
                     }
                 }
             };
@@ -130,6 +156,11 @@ impl Server {
                 }
             }
         });
+    }
+
+    /// Marks the start of shutdown (before the backlog is drained).
+    pub fn stopping(&self) {
+        self.stopping.set(true);
     }
 
     /// Waits for every connection to end, at most `grace`.

@@ -82,9 +82,8 @@ fn go_clean(p: &[u8]) -> Vec<u8> {
         out.push(b'/');
         out.extend_from_slice(s);
     }
-    if out.is_empty() {
-        out.push(b'/');
-    } else if p.ends_with(b"/") {
+    // Empty means `/`; a trailing slash stays.
+    if out.is_empty() || p.ends_with(b"/") {
         out.push(b'/');
     }
     out

@@ -38,7 +38,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::body::{Idle, RequestBody};
+use crate::body::{Idle, RequestBody, Stalled};
 use crate::upstream::Resolver;
 
 /// A request body on its way upstream: the client's, streamed, or one a
@@ -310,23 +310,22 @@ impl Body for ResponseBody {
                 p.config.read_timeout
             });
         match this.idle.poll_frame(&mut this.inner, limit, cx) {
-            Ok(Poll::Ready(None)) => {
+            Poll::Ready(None) => {
                 this.give_back();
                 Poll::Ready(None)
             }
-            Ok(Poll::Ready(Some(Err(e)))) => {
-                // A broken body: never reuse the connection.
+            Poll::Ready(Some(Err(e))) => {
+                // A broken or stalled body: never reuse the connection.
                 this.home = None;
+                let e: Self::Error = match e {
+                    Stalled::Inner(e) => e.into(),
+                    Stalled::Idle => UpstreamReadTimeout(limit).into(),
+                };
                 tracing::warn!(error = %e, "upstream response body failed; the client's response is cut short");
-                Poll::Ready(Some(Err(e.into())))
+                Poll::Ready(Some(Err(e)))
             }
-            Ok(p) => p.map(|f| f.map(|r| r.map_err(Into::into))),
-            Err(()) => {
-                this.home = None;
-                let e = UpstreamReadTimeout(limit);
-                tracing::warn!("{e}; the client's response is cut short");
-                Poll::Ready(Some(Err(e.into())))
-            }
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Pending => Poll::Pending,
         }
     }
 

@@ -350,6 +350,7 @@ fn worker(
             server.spawn(stream, remote)
         })
         .await;
+        server.stopping();
         drain_backlog(listener, &server);
         server.drain(shared.config.shutdown_grace).await;
         Ok(())
