@@ -49,6 +49,8 @@ pub struct Route {
     pub chain: Option<Result<ApiChain, String>>,
     /// The pool slot of the API's target.
     pub upstream: UpstreamId,
+    /// The target's `Host` header value (`None` if it is not a valid one).
+    pub host: Option<HeaderValue>,
     /// The target is this gateway itself: proxying would loop until fds
     /// run out, so every request gets 508 instead.
     pub loops_to_self: bool,
@@ -135,7 +137,7 @@ impl Proxy {
             parts.uri.path(),
         );
         let uri = upstream_uri(spec, &path, parts.uri.query())?;
-        prepare_headers(spec, &mut parts.headers, remote);
+        prepare_headers(route, &mut parts.headers, remote);
         let mut up = Request::from_parts(parts, Either::Left(body));
         *up.uri_mut() = uri;
         *up.version_mut() = http::Version::HTTP_11;
@@ -182,7 +184,7 @@ impl Proxy {
         );
         let uri = upstream_uri(spec, &path, mw.query.as_deref())?;
         let mut headers = mw.headers;
-        prepare_headers(spec, &mut headers, remote);
+        prepare_headers(route, &mut headers, remote);
         // The body may have been replaced: its length is what we send now.
         headers.remove(header::CONTENT_LENGTH);
         if !mw.body.is_empty() || method_has_body(&mw.method) {
@@ -266,13 +268,14 @@ async fn read_body(body: RequestBody) -> Result<Bytes, ProxyError> {
 }
 
 /// Header edits every proxied request gets, with or without middleware.
-fn prepare_headers(spec: &ApiSpec, headers: &mut http::HeaderMap, remote: SocketAddr) {
+fn prepare_headers(route: &Route, headers: &mut http::HeaderMap, remote: SocketAddr) {
     upstream::remove_hop_by_hop_request(headers);
     upstream::append_forwarded_for(headers, remote);
     upstream::default_user_agent(headers);
-    if !spec.preserve_host_header || !headers.contains_key(header::HOST) {
-        if let Ok(v) = HeaderValue::from_str(&spec.target.authority) {
-            headers.insert(header::HOST, v);
+    if !route.spec.preserve_host_header || !headers.contains_key(header::HOST) {
+        if let Some(v) = &route.host {
+            // A shared copy: made once per worker, not parsed per request.
+            headers.insert(header::HOST, v.clone());
         }
     }
 }

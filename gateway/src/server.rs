@@ -384,7 +384,9 @@ fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
                     })
             });
             let upstream = pool.register(&api.spec.target.host, api.spec.target.port);
-            let route = Route { spec: api.spec.clone(), chain, upstream, loops_to_self };
+            let host = http::HeaderValue::from_str(&api.spec.target.authority).ok();
+            let route = Route {
+                host, spec: api.spec.clone(), chain, upstream, loops_to_self };
             (api.spec.listen_path.clone(), route)
         })
         .collect();
