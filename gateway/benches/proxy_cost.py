@@ -34,6 +34,8 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REL = os.path.join(ROOT, "target", "release")
+# GATEWAY_BIN measures another build (e.g. before/after a change).
+GATEWAY = os.environ.get("GATEWAY_BIN", os.path.join(REL, "gateway"))
 
 
 def free_port():
@@ -69,8 +71,7 @@ def cpu_ns(pids):
 def start_gateway(apis, threads, upstream_port):
     port = free_port()
     p = subprocess.Popen(
-        [os.path.join(REL, "gateway"), "--apis", apis, "--listen", f"127.0.0.1:{port}",
-         "--threads", str(threads)],
+        [GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", str(threads)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     return port, p, lambda: [p.pid]
@@ -131,8 +132,7 @@ def callgrind_ir(apis, upstream_port, n):
     out = tempfile.mktemp(suffix=".callgrind")
     p = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-         os.path.join(REL, "gateway"), "--apis", apis, "--listen", f"127.0.0.1:{port}",
-         "--threads", "1"],
+         GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, 60)
     subprocess.run(["ab", "-q", "-n", str(n), "-c", "10", f"http://127.0.0.1:{port}/plain/"],

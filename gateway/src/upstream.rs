@@ -1,11 +1,12 @@
-//! The upstream side: a pooled keep-alive HTTP/1.1 client per worker thread,
-//! and the header hygiene a proxy owes both directions.
+//! The upstream side: sending a request over the worker's pool (see
+//! [`crate::pool`]) with nginx's safe retry of a stale pooled connection, and
+//! the header hygiene a proxy owes both directions (hop-by-hop headers,
+//! `X-Forwarded-For`, Tyk's default `User-Agent`).
 //!
-//! Each worker owns its client, so its pool is never shared across threads
-//! (shared-nothing, as nginx workers). Upstream connections are reused even
-//! when the client spoke HTTP/1.0 and closes after every request, which is
-//! ab's default and the seed's workload: without the pool every proxied
-//! request would pay a TCP handshake to the upstream as well.
+//! Upstream connections are reused even when the client spoke HTTP/1.0 and
+//! closes after every request, which is ab's default and the seed's
+//! workload: without the pool every proxied request would pay a TCP
+//! handshake to the upstream as well.
 //!
 //! Target host names are resolved once at load ([`Resolver::prepare`]): a
 //! resolver call per new connection would go through a blocking thread, and
