@@ -228,6 +228,8 @@ pub struct Target {
     pub authority: String,
     /// Base path without a trailing slash; empty for `/` or none.
     pub base_path: String,
+    /// The target URL's query (without `?`), put before the request's.
+    pub query: Option<String>,
 }
 
 impl Target {
@@ -260,17 +262,13 @@ impl Target {
         if host.is_empty() {
             return Err(format!("{url:?} has no host"));
         }
-        if uri.query().is_some() {
-            return Err(format!(
-                "{url:?}: a query string in the target URL is not supported"
-            ));
-        }
         let base_path = uri.path().trim_end_matches('/').to_string();
         Ok(Target {
             host: host.to_string(),
             port: authority.port_u16().unwrap_or(80),
             authority: authority.as_str().to_string(),
             base_path,
+            query: uri.query().map(str::to_string),
         })
     }
 }

@@ -86,7 +86,7 @@ impl Control {
             return Some(health());
         }
         let secret = self.secret.as_deref()?;
-        if !path.starts_with("/tyk/") {
+        if !is_control_path(path) {
             return None;
         }
         let given = headers.get(AUTH_HEADER).map(HeaderValue::as_bytes);
@@ -115,6 +115,13 @@ impl Control {
             _ => control_error(StatusCode::NOT_FOUND, "Not Found"),
         })
     }
+}
+
+/// `/tyk` and everything under it, in any letter case: a spelling Tyk's
+/// control API would not answer must not fall through to an API either.
+fn is_control_path(path: &str) -> bool {
+    let p = path.as_bytes();
+    p.len() >= 4 && p[..4].eq_ignore_ascii_case(b"/tyk") && (p.len() == 4 || p[4] == b'/')
 }
 
 fn health() -> Response<Bytes> {
@@ -195,5 +202,10 @@ mod tests {
             200
         );
         assert!(c.handle(&Method::GET, "/plain/", &h).is_none());
+        assert!(c.handle(&Method::GET, "/tykx/", &h).is_none());
+        for p in ["/TYK/apis", "/Tyk/", "/tyk"] {
+            let r = c.handle(&Method::GET, p, &h).expect(p);
+            assert_eq!(r.status(), 404, "{p}");
+        }
     }
 }

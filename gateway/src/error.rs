@@ -64,6 +64,10 @@ pub enum Kind {
     BodyTooLarge,
     /// The request body could not be read from the client: 400.
     BadRequest,
+    /// The client stopped sending its request body: 408.
+    RequestTimeout,
+    /// The API's target is this gateway itself: 508.
+    LoopDetected,
 }
 
 impl Kind {
@@ -166,6 +170,8 @@ impl ProxyError {
             Kind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Kind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Kind::BadRequest => StatusCode::BAD_REQUEST,
+            Kind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Kind::LoopDetected => StatusCode::LOOP_DETECTED,
         }
     }
 
@@ -178,6 +184,8 @@ impl ProxyError {
             Kind::MiddlewareFailed => "Internal Server Error",
             Kind::BodyTooLarge => "Request is too large",
             Kind::BadRequest => "Bad Request",
+            Kind::RequestTimeout => "Request Timeout",
+            Kind::LoopDetected => "Loop Detected",
         }
     }
 

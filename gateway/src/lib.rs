@@ -7,6 +7,9 @@
 //! A request passes the modules in this order:
 //!
 //! - [`server`]: startup, one single-threaded runtime and listener per worker, shutdown.
+//! - [`conn`]: one client connection: head timeout, its part in shutdown.
+//! - [`front`]: what every request passes first: head checks, path cleaning, own endpoints.
+//! - [`path`]: path cleaning as Tyk's router (gorilla/mux): 301 for dot segments.
 //! - [`control`]: the gateway's own endpoints: `/hello` and the `/tyk/` control API.
 //! - [`config`]: Tyk API definitions, loaded and validated from a directory.
 //! - `loader`: start-up: every valid definition routed, failing closed when it must.
@@ -15,17 +18,24 @@
 //! - [`middleware`]: the middleware contract both drivers implement, and the chain runner.
 //! - [`native`]: the native plugin host (libloading, versioned C ABI).
 //! - [`js`]: the JS host (boa_engine with Tyk's JSVM API).
-//! - [`upstream`]: the per-worker pooled client and hop-by-hop header hygiene.
+//! - [`body`]: the client's request body with its timeout.
+//! - [`upstream`]: sending upstream (safe retry of stale connections), header hygiene.
+//! - [`pool`]: the per-worker upstream connection pool, and the response body going back.
 //! - [`error`]: proxy errors and the one place they map to Tyk's answers.
 //! - [`stats`]: per-API, per-hook middleware call-time histograms.
 
+pub mod body;
 pub mod config;
+pub mod conn;
 pub mod control;
 pub mod error;
+pub mod front;
 pub mod js;
 mod loader;
 pub mod middleware;
 pub mod native;
+pub mod path;
+pub mod pool;
 pub mod proxy;
 pub mod router;
 pub mod server;

@@ -18,7 +18,6 @@ use anyhow::Context as _;
 use crate::config::{self, ApiSpec, Driver, LoadError};
 use crate::control::ApiListing;
 use crate::middleware::{ApiChain, ChainFactory, HostOptions};
-use crate::proxy::Route;
 use crate::stats::Stats;
 use crate::upstream::Resolver;
 use crate::{js, native};
@@ -41,10 +40,11 @@ pub(crate) struct LoadedApi {
 }
 
 impl LoadedApi {
-    /// This worker's route. Called on the worker thread: JS contexts are
+    /// This worker's middleware chain (`None` without middleware, `Err` when
+    /// the API fails closed). Called on the worker thread: JS contexts are
     /// built here and never leave it.
-    pub(crate) fn route(&self, stats: &Stats) -> Route {
-        let chain = match &self.serving {
+    pub(crate) fn chain(&self, stats: &Stats) -> Option<Result<ApiChain, String>> {
+        match &self.serving {
             Serving::Plain => None,
             Serving::FailClosed(why) => Some(Err(why.to_string())),
             Serving::Chain(factory) => Some(
@@ -60,10 +60,6 @@ impl LoadedApi {
                         e.to_string()
                     }),
             ),
-        };
-        Route {
-            spec: self.spec.clone(),
-            chain,
         }
     }
 }

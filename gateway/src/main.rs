@@ -31,6 +31,24 @@ struct Args {
     /// Longest to wait for the upstream's response head before answering 504
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     upstream_timeout: Duration,
+    /// Longest wait between two reads of the upstream's response body; the response is cut short after (nginx's proxy_read_timeout)
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    upstream_read_timeout: Duration,
+    /// Idle keep-alive connections kept per upstream per worker thread; more are closed (nginx's upstream keepalive)
+    #[arg(long, default_value_t = 64)]
+    upstream_keepalive: usize,
+    /// How long an idle upstream connection is kept (nginx's upstream keepalive_timeout)
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    upstream_keepalive_timeout: Duration,
+    /// Longest a client may take to send a request head; also how long an idle keep-alive client connection is kept (nginx's client_header_timeout)
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    client_header_timeout: Duration,
+    /// Longest wait between two reads of a request body before answering 408 (nginx's client_body_timeout)
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    client_body_timeout: Duration,
+    /// How long shutdown (SIGTERM, SIGINT) waits for in-flight requests before closing what is left
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
     /// Secret for the /tyk/ control API (X-Tyk-Authorization); the API is off without one
     #[arg(long, env = "GATEWAY_SECRET", hide_env_values = true)]
     secret: Option<String>,
@@ -97,6 +115,12 @@ fn main() -> std::process::ExitCode {
         apis_dir: args.apis,
         jsvm_timeout: args.jsvm_timeout,
         upstream_timeout: args.upstream_timeout,
+        upstream_read_timeout: args.upstream_read_timeout,
+        upstream_keepalive: args.upstream_keepalive,
+        upstream_keepalive_timeout: args.upstream_keepalive_timeout,
+        client_header_timeout: args.client_header_timeout,
+        client_body_timeout: args.client_body_timeout,
+        shutdown_grace: args.shutdown_grace,
         secret: args.secret.filter(|s| !s.is_empty()),
         ..GatewayConfig::default()
     };

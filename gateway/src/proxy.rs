@@ -1,9 +1,12 @@
 //! One request through the gateway:
 //!
 //! ```text
-//! route (longest listen_path) -> pre chain -> strip listen path -> post chain
+//! route (longest listen_path) -> pre chain -> post chain -> strip listen path
 //!       -> upstream (pooled keep-alive HTTP/1.1) -> response to the client
 //! ```
+//!
+//! As in Tyk, the listen path is stripped by the proxying step itself (Tyk's
+//! reverse-proxy director), so both chains see the path the client sent.
 //!
 //! Routes without middleware take the streaming path: the request body and
 //! the upstream's response body flow through without being buffered. Routes
@@ -11,6 +14,7 @@
 //! replace it), up to [`MAX_BUFFERED_BODY`].
 
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,18 +24,20 @@ use http::{Request, Response, Uri};
 use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
 
+use crate::body::{ClientBodyError, RequestBody};
 use crate::config::{ApiSpec, Hook};
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
 use crate::middleware::{ApiChain, Flow, MwRequest, MwResponse};
+use crate::pool::{Pool, ResponseBody, UpstreamBody, UpstreamId};
 use crate::router::{self, Router};
-use crate::upstream::{self, UpstreamBody, UpstreamClient};
+use crate::upstream;
 
 /// Largest request body buffered for middleware (32 MiB); larger gets 413.
 pub const MAX_BUFFERED_BODY: usize = 32 << 20;
 
 /// A response on its way to the client: the upstream's, streamed, or one the
 /// gateway or a middleware wrote.
-pub type ClientBody = Either<Incoming, Full<Bytes>>;
+pub type ClientBody = Either<ResponseBody, Full<Bytes>>;
 
 /// One API as a worker serves it.
 pub struct Route {
@@ -41,6 +47,13 @@ pub struct Route {
     /// chain could not be built on this worker: every request then fails
     /// with 500 rather than silently skipping the middleware.
     pub chain: Option<Result<ApiChain, String>>,
+    /// The pool slot of the API's target.
+    pub upstream: UpstreamId,
+    /// The target's `Host` header value (`None` if it is not a valid one).
+    pub host: Option<HeaderValue>,
+    /// The target is this gateway itself: proxying would loop until fds
+    /// run out, so every request gets 508 instead.
+    pub loops_to_self: bool,
 }
 
 /// Everything a worker thread needs to proxy a request.
@@ -48,9 +61,11 @@ pub struct Proxy {
     /// Routes by listen path.
     pub router: Router<Route>,
     /// This worker's upstream pool.
-    pub client: UpstreamClient,
+    pub pool: Rc<Pool>,
     /// How long to wait for the upstream's response head.
     pub upstream_timeout: Duration,
+    /// Longest wait between two reads of a client's request body.
+    pub body_timeout: Duration,
 }
 
 impl Proxy {
@@ -75,36 +90,65 @@ impl Proxy {
             .router
             .find(req.uri().path())
             .ok_or_else(|| ProxyError::new(Kind::NoRoute, Origin::Client))?;
+        if route.loops_to_self {
+            return Err(ProxyError::with_cause(
+                Kind::LoopDetected,
+                Origin::Internal,
+                format!(
+                    "api {}: proxy.target_url {} is this gateway itself",
+                    route.spec.api_id, route.spec.target.authority
+                ),
+            ));
+        }
+        let (parts, body) = req.into_parts();
+        let body = RequestBody::new(body, self.body_timeout);
+        match &route.chain {
+            // Streaming path: no middleware, nothing buffered.
+            None => self.stream(route, parts, body, remote).await,
+            Some(Ok(chain)) => self.through_chain(route, chain, parts, body, remote).await,
+            // Logged once at load (or when the worker built it), not per request.
+            Some(Err(e)) => Err(ProxyError::reported(
+                Kind::MiddlewareFailed,
+                Origin::Middleware,
+                format!("api {}: middleware not loaded: {e}", route.spec.api_id),
+            )),
+        }
+    }
+
+    /// An API without middleware: the head is rewritten, the body streams.
+    async fn stream(
+        &self,
+        route: &Route,
+        mut parts: http::request::Parts,
+        body: RequestBody,
+        remote: SocketAddr,
+    ) -> Result<Response<ClientBody>, ProxyError> {
         let spec = &route.spec;
-        let (mut parts, body) = req.into_parts();
+        let path = router::upstream_path(
+            &spec.listen_path,
+            spec.strip_listen_path,
+            &spec.target.base_path,
+            parts.uri.path(),
+        );
+        let uri = upstream_uri(spec, &path, parts.uri.query())?;
+        prepare_headers(route, &mut parts.headers, remote);
+        let mut up = Request::from_parts(parts, Either::Left(body));
+        *up.uri_mut() = uri;
+        *up.version_mut() = http::Version::HTTP_11;
+        self.forward(route, up).await
+    }
 
-        let chain = match &route.chain {
-            None => {
-                // Streaming path: no middleware, nothing buffered.
-                let path = router::upstream_path(
-                    &spec.listen_path,
-                    spec.strip_listen_path,
-                    &spec.target.base_path,
-                    parts.uri.path(),
-                );
-                let query = parts.uri.query().map(str::to_string);
-                prepare_headers(spec, &mut parts.headers, remote);
-                let uri = upstream_uri(spec, &path, query.as_deref())?;
-                let mut up = Request::from_parts(parts, Either::Left(body));
-                *up.uri_mut() = uri;
-                *up.version_mut() = http::Version::HTTP_11;
-                return self.forward(up).await;
-            }
-            Some(Ok(chain)) => chain,
-            Some(Err(e)) => {
-                return Err(ProxyError::reported(
-                    Kind::MiddlewareFailed,
-                    Origin::Middleware,
-                    format!("api {}: middleware not loaded: {e}", spec.api_id),
-                ))
-            }
-        };
-
+    /// An API with middleware: buffer the body, run pre and post on the path
+    /// the client sent, then strip the listen path and proxy.
+    async fn through_chain(
+        &self,
+        route: &Route,
+        chain: &ApiChain,
+        mut parts: http::request::Parts,
+        body: RequestBody,
+        remote: SocketAddr,
+    ) -> Result<Response<ClientBody>, ProxyError> {
+        let spec = &route.spec;
         let body = read_body(body).await?;
         let mut mw = MwRequest {
             method: parts.method.clone(),
@@ -118,17 +162,23 @@ impl Proxy {
         if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
             return Ok(resp);
         }
-        if spec.strip_listen_path {
-            mw.path = router::strip(&spec.listen_path, &mw.path);
-        }
         if let Some(resp) = run_hook(chain, Hook::Post, &mut mw).await? {
             return Ok(resp);
         }
-
-        let path = router::join(&spec.target.base_path, &mw.path);
+        // A script may have written a path with dot segments: they never
+        // reach the upstream (they could climb out of the target's base).
+        if let Some(clean) = crate::path::clean_rewritten(&mw.path) {
+            mw.path = clean;
+        }
+        let path = router::upstream_path(
+            &spec.listen_path,
+            spec.strip_listen_path,
+            &spec.target.base_path,
+            &mw.path,
+        );
         let uri = upstream_uri(spec, &path, mw.query.as_deref())?;
         let mut headers = mw.headers;
-        prepare_headers(spec, &mut headers, remote);
+        prepare_headers(route, &mut headers, remote);
         // The body may have been replaced: its length is what we send now.
         headers.remove(header::CONTENT_LENGTH);
         if !mw.body.is_empty() || method_has_body(&mw.method) {
@@ -138,23 +188,17 @@ impl Proxy {
         *up.method_mut() = mw.method;
         *up.uri_mut() = uri;
         *up.headers_mut() = headers;
-        self.forward(up).await
+        self.forward(route, up).await
     }
 
     async fn forward(
         &self,
+        route: &Route,
         req: Request<UpstreamBody>,
     ) -> Result<Response<ClientBody>, ProxyError> {
-        let resp = match tokio::time::timeout(self.upstream_timeout, self.client.request(req)).await
-        {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => {
-                return Err(ProxyError::with_cause(
-                    Kind::UpstreamFailed,
-                    Origin::Upstream,
-                    e,
-                ))
-            }
+        let send = upstream::send(&self.pool, route.upstream, req);
+        let resp = match tokio::time::timeout(self.upstream_timeout, send).await {
+            Ok(resp) => resp?,
             Err(_) => return Err(ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream)),
         };
         let (mut parts, body) = resp.into_parts();
@@ -201,42 +245,51 @@ fn middleware_response(r: MwResponse) -> Response<ClientBody> {
     resp
 }
 
-async fn read_body(body: Incoming) -> Result<Bytes, ProxyError> {
+async fn read_body(body: RequestBody) -> Result<Bytes, ProxyError> {
     match Limited::new(body, MAX_BUFFERED_BODY).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
             Err(ProxyError::new(Kind::BodyTooLarge, Origin::Client))
         }
-        Err(e) => Err(ProxyError::with_cause(Kind::BadRequest, Origin::Client, e)),
-    }
-}
-
-/// Header edits every proxied request gets, with or without middleware.
-fn prepare_headers(spec: &ApiSpec, headers: &mut http::HeaderMap, remote: SocketAddr) {
-    upstream::remove_hop_by_hop(headers);
-    upstream::append_forwarded_for(headers, remote);
-    if !spec.preserve_host_header || !headers.contains_key(header::HOST) {
-        if let Ok(v) = HeaderValue::from_str(&spec.target.authority) {
-            headers.insert(header::HOST, v);
+        Err(e) => {
+            let kind = match ClientBodyError::find(&*e) {
+                Some(ClientBodyError::Timeout(_)) => Kind::RequestTimeout,
+                _ => Kind::BadRequest,
+            };
+            Err(ProxyError::with_cause(kind, Origin::Client, e))
         }
     }
 }
 
+/// Header edits every proxied request gets, with or without middleware.
+fn prepare_headers(route: &Route, headers: &mut http::HeaderMap, remote: SocketAddr) {
+    upstream::remove_hop_by_hop_request(headers);
+    upstream::append_forwarded_for(headers, remote);
+    upstream::default_user_agent(headers);
+    if !route.spec.preserve_host_header || !headers.contains_key(header::HOST) {
+        if let Some(v) = &route.host {
+            // A shared copy: made once per worker, not parsed per request.
+            headers.insert(header::HOST, v.clone());
+        }
+    }
+}
+
+/// The origin-form request target sent upstream (`/path?query`): the
+/// target URL's own query first, then the request's, joined with `&` as
+/// Tyk's director does.
 fn upstream_uri(spec: &ApiSpec, path: &str, query: Option<&str>) -> Result<Uri, ProxyError> {
-    let pq = match query {
-        Some(q) => format!("{path}?{q}"),
-        None => path.to_string(),
+    let tq = spec.target.query.as_deref().filter(|q| !q.is_empty());
+    let rq = query.filter(|q| !q.is_empty());
+    let pq = match (tq, rq) {
+        (None, None) => path.to_string(),
+        (Some(q), None) | (None, Some(q)) => format!("{path}?{q}"),
+        (Some(t), Some(r)) => format!("{path}?{t}&{r}"),
     };
-    Uri::builder()
-        .scheme("http")
-        .authority(spec.target.authority.as_str())
-        .path_and_query(pq)
-        .build()
-        .map_err(|e| {
-            ProxyError::with_cause(
-                Kind::MiddlewareFailed,
-                Origin::Middleware,
-                format!("the rewritten URL is not valid: {e}"),
-            )
-        })
+    Uri::try_from(pq).map_err(|e| {
+        ProxyError::with_cause(
+            Kind::MiddlewareFailed,
+            Origin::Middleware,
+            format!("the rewritten URL is not valid: {e}"),
+        )
+    })
 }

@@ -51,14 +51,18 @@ pub fn strip(listen_path: &str, path: &str) -> String {
     }
 }
 
-/// Joins a target base path (no trailing slash, possibly empty) and a request
-/// path (starting with `/`) with exactly one slash.
+/// Joins a target base path and a request path as Tyk's `singleJoiningSlash`
+/// does: trailing slashes of the base and leading slashes of the path go,
+/// one slash joins them, and an empty remainder adds nothing (target
+/// `http://h/base` with request `/` goes to `/base`, not `/base/`).
 pub fn join(base: &str, path: &str) -> String {
     let base = base.trim_end_matches('/');
-    if path.starts_with('/') {
-        format!("{base}{path}")
-    } else {
-        format!("{base}/{path}")
+    let sub = path.trim_start_matches('/');
+    match (base.is_empty(), sub.is_empty()) {
+        // Go sends an empty path as `/`.
+        (true, true) => "/".to_string(),
+        (false, true) => base.to_string(),
+        _ => format!("{base}/{sub}"),
     }
 }
 
@@ -97,7 +101,11 @@ mod tests {
         assert_eq!(upstream_path("/gopl/", true, "", "/gopl/hello/"), "/hello/");
         assert_eq!(upstream_path("/gopl/", true, "/base", "/gopl/x"), "/base/x");
         assert_eq!(upstream_path("/gopl/", true, "", "/gopl/"), "/");
-        assert_eq!(upstream_path("/gopl/", true, "/base", "/gopl/"), "/base/");
+        assert_eq!(upstream_path("/gopl/", true, "/base", "/gopl/"), "/base");
+        assert_eq!(
+            upstream_path("/gopl/", true, "/base", "/gopl//x"),
+            "/base/x"
+        );
         assert_eq!(upstream_path("/gopl", true, "/base", "/goplx"), "/base/x");
         assert_eq!(
             upstream_path("/gopl/", false, "", "/gopl/hello"),

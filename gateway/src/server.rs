@@ -8,9 +8,12 @@
 //! worker keep its scripts compiled: nothing is shared on the request path
 //! but the call-time histograms, each behind its own uncontended lock.
 //!
-//! Shutdown: the caller's future resolves → every worker stops accepting and
-//! closes its listener → in-flight requests finish (HTTP/1 connections close
-//! after their current response) → workers exit → [`Gateway::run`] returns.
+//! Shutdown: the caller's future resolves → every worker stops accepting,
+//! serves what is already in its accept queue, and closes its listener (new
+//! connections are refused from then on) → in-flight requests finish and
+//! their connections close after the response; connections that never sent
+//! a request are closed (see [`crate::conn`]) → workers exit, at the latest
+//! after the grace period → [`Gateway::run`] returns.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,20 +23,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
 
-use crate::config::LoadError;
+use crate::config::{ApiSpec, LoadError};
 use crate::control::Control;
+use crate::conn;
 use crate::loader::{self, LoadedApi};
 use crate::middleware::HostOptions;
-use crate::proxy::{ClientBody, Proxy};
+use crate::pool::{Pool, PoolConfig};
+use crate::proxy::{Proxy, Route};
 use crate::router::Router;
 use crate::stats::Stats;
-use crate::upstream::{self, Resolver};
+use crate::upstream::Resolver;
 
 /// What the gateway is started with.
 #[derive(Debug, Clone)]
@@ -50,6 +52,22 @@ pub struct GatewayConfig {
     pub upstream_timeout: Duration,
     /// How long shutdown waits for in-flight requests before exiting anyway.
     pub shutdown_grace: Duration,
+    /// How long a client may take to send a request head, counted from when
+    /// the connection is ready for one: also how long an idle keep-alive
+    /// connection is kept (nginx's `client_header_timeout`).
+    pub client_header_timeout: Duration,
+    /// Longest wait between two reads of a request body (nginx's
+    /// `client_body_timeout`); 408 after.
+    pub client_body_timeout: Duration,
+    /// Longest wait between two reads of an upstream's response body
+    /// (nginx's `proxy_read_timeout`); the response is cut short after.
+    pub upstream_read_timeout: Duration,
+    /// Idle upstream connections kept per upstream per worker (nginx's
+    /// `keepalive`).
+    pub upstream_keepalive: usize,
+    /// How long an idle upstream connection is kept (nginx's upstream
+    /// `keepalive_timeout`).
+    pub upstream_keepalive_timeout: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -61,6 +79,11 @@ impl Default for GatewayConfig {
             secret: None,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            client_header_timeout: Duration::from_secs(60),
+            client_body_timeout: Duration::from_secs(60),
+            upstream_read_timeout: Duration::from_secs(60),
+            upstream_keepalive: 64,
+            upstream_keepalive_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -134,19 +157,25 @@ impl Gateway {
     /// Blocks the calling thread; workers run on threads of their own.
     pub fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let (tx, rx) = watch::channel(false);
+        let own = self.local_addr();
         let apis: Arc<Vec<LoadedApi>> = Arc::new(self.apis);
+        let loops: Arc<Vec<bool>> = Arc::new(
+            apis.iter()
+                .map(|a| targets_self(&self.resolver, &a.spec, own))
+                .collect(),
+        );
         let mut handles = Vec::new();
         for (i, listener) in self.listeners.into_iter().enumerate() {
-            let (apis, rx, control, resolver, config) = (
-                apis.clone(),
-                rx.clone(),
-                self.control.clone(),
-                self.resolver.clone(),
-                self.config.clone(),
-            );
+            let shared = Shared {
+                control: self.control.clone(),
+                resolver: self.resolver.clone(),
+                config: self.config.clone(),
+                loops: loops.clone(),
+            };
+            let (apis, rx) = (apis.clone(), rx.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("gw-worker-{i}"))
-                .spawn(move || worker(listener, &apis, rx, control, resolver, config))
+                .spawn(move || worker(listener, &apis, rx, shared))
                 .context("cannot spawn a worker thread")?;
             handles.push(handle);
         }
@@ -198,82 +227,182 @@ fn bind_reuseport(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::Tc
     Ok(out)
 }
 
+/// What every worker gets besides its listener and the APIs.
+struct Shared {
+    control: Arc<Control>,
+    resolver: Resolver,
+    config: GatewayConfig,
+    /// Per API (same order): its target is this gateway.
+    loops: Arc<Vec<bool>>,
+}
+
+/// True when `spec`'s target is an address this gateway listens on: proxying
+/// to it would send every request back to ourselves, forever (each hop a new
+/// connection, until file descriptors run out).
+fn targets_self(resolver: &Resolver, spec: &ApiSpec, own: SocketAddr) -> bool {
+    if spec.target.port != own.port() {
+        return false;
+    }
+    let loops = resolver.cached(&spec.target.host).is_some_and(|addrs| {
+        addrs
+            .iter()
+            .any(|a| a.ip() == own.ip() || (own.ip().is_unspecified() && a.ip().is_loopback()))
+    });
+    if loops {
+        tracing::error!(
+            file = %spec.file.display(),
+            api_id = %spec.api_id,
+            "proxy.target_url {} is this gateway itself ({own}): every request to the API gets 508 Loop Detected",
+            spec.target.authority
+        );
+    }
+    loops
+}
+
 /// One worker thread: a current-thread runtime serving its own listener.
 fn worker(
     listener: std::net::TcpListener,
     apis: &[LoadedApi],
     mut shutdown: watch::Receiver<bool>,
-    control: Arc<Control>,
-    resolver: Resolver,
-    config: GatewayConfig,
+    shared: Shared,
 ) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        // Middleware instances are built here, on this thread, because JS
-        // contexts must never leave the thread that created them.
-        let routes = apis
-            .iter()
-            .map(|api| (api.spec.listen_path.clone(), api.route(&control.stats)))
-            .collect();
-        let proxy = Rc::new(Proxy {
-            router: Router::new(routes),
-            client: upstream::client(resolver),
-            upstream_timeout: config.upstream_timeout,
-        });
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        loop {
-            let (stream, remote) = tokio::select! {
-                _ = shutdown.wait_for(|stop| *stop) => break,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // EMFILE and friends: back off briefly instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                },
-            };
-            // No set_nodelay here: accepted sockets inherit TCP_NODELAY from
-            // the listener (see `bind_reuseport`), which saves a syscall per
-            // connection; ab opens one connection per request.
-            let (proxy, control) = (proxy.clone(), control.clone());
-            let service = service_fn(move |req| {
-                let (proxy, control) = (proxy.clone(), control.clone());
-                async move {
-                    if let Some(resp) =
-                        control.handle(req.method(), req.uri().path(), req.headers())
-                    {
-                        return Ok::<_, std::convert::Infallible>(resp.map(|b| -> ClientBody {
-                            http_body_util::Either::Right(http_body_util::Full::new(b))
-                        }));
-                    }
-                    Ok(proxy.handle(req, remote).await)
-                }
-            });
-            let conn = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            let conn = graceful.watch(conn);
-            tokio::task::spawn_local(async move {
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "connection ended with an error");
-                }
-            });
-        }
-        drop(listener);
-        tokio::select! {
-            _ = graceful.shutdown() => {}
-            _ = tokio::time::sleep(config.shutdown_grace) => {
-                tracing::warn!("shutdown grace period over; closing remaining connections");
+        let proxy = Rc::new(build_proxy(apis, &shared));
+        let pool = proxy.pool.clone();
+        // Idle upstream connections past their timeout close even when no
+        // request comes to notice them; the task dies with the LocalSet.
+        let every = (pool.config().idle_timeout / 4).max(Duration::from_millis(250));
+        tokio::task::spawn_local(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                pool.sweep();
             }
-        }
+        });
+        let server = conn::Server::new(
+            proxy,
+            shared.control.clone(),
+            &shared.config,
+            shutdown.clone(),
+        );
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        accept_loop(&listener, &mut shutdown, |stream, remote| {
+            server.spawn(stream, remote)
+        })
+        .await;
+        server.stopping();
+        drain_backlog(listener, &server);
+        server.drain(shared.config.shutdown_grace).await;
         Ok(())
     })
+}
+
+/// This worker's routes, middleware instances and upstream pool.
+fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
+    let config = &shared.config;
+    let mut pool = Pool::new(
+        PoolConfig {
+            max_idle: config.upstream_keepalive,
+            idle_timeout: config.upstream_keepalive_timeout,
+            connect_timeout: PoolConfig::default().connect_timeout,
+            read_timeout: config.upstream_read_timeout,
+        },
+        shared.resolver.clone(),
+    );
+    // Middleware instances are built here, on this thread, because JS
+    // contexts must never leave the thread that created them.
+    let routes = apis
+        .iter()
+        .zip(shared.loops.iter())
+        .map(|(api, &loops_to_self)| {
+            let chain = api.chain(&shared.control.stats);
+            let upstream = pool.register(&api.spec.target.host, api.spec.target.port);
+            let host = http::HeaderValue::from_str(&api.spec.target.authority).ok();
+            let route = Route {
+                host, spec: api.spec.clone(), chain, upstream, loops_to_self };
+            (api.spec.listen_path.clone(), route)
+        })
+        .collect();
+    Proxy {
+        router: Router::new(routes),
+        pool: Rc::new(pool),
+        upstream_timeout: config.upstream_timeout,
+        body_timeout: config.client_body_timeout,
+    }
+}
+
+/// Accepts until `shutdown`. Accept errors (EMFILE at the fd limit, mostly)
+/// back off exponentially up to [`ACCEPT_BACKOFF_MAX`] instead of spinning,
+/// and are logged once per run of failures, not once per attempt.
+async fn accept_loop(
+    listener: &tokio::net::TcpListener,
+    shutdown: &mut watch::Receiver<bool>,
+    mut on_conn: impl FnMut(tokio::net::TcpStream, SocketAddr),
+) {
+    let mut backoff = Duration::ZERO;
+    let mut failures = 0u64;
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, remote)) => {
+                if failures > 0 {
+                    tracing::info!("accepting connections again after {failures} failed accepts");
+                    (failures, backoff) = (0, Duration::ZERO);
+                }
+                // No set_nodelay here: accepted sockets inherit TCP_NODELAY
+                // from the listener (see `bind_reuseport`), which saves a
+                // syscall per connection; ab opens one connection per request.
+                on_conn(stream, remote);
+            }
+            // The client gave up before we accepted: nothing to back off for.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => {}
+            Err(e) => {
+                failures += 1;
+                backoff = (backoff * 2).clamp(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
+                if failures == 1 {
+                    tracing::warn!(error = %e, "accept failed (out of file descriptors?); backing off until it succeeds");
+                }
+                tokio::select! {
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        }
+    }
+}
+
+/// First and longest pause after a failed accept.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// Serves the connections the kernel has already completed for us before
+/// the listener closes: their clients have sent their requests, and closing
+/// the listener would reset them. Only connections arriving after this are
+/// refused.
+fn drain_backlog(listener: tokio::net::TcpListener, server: &conn::Server) {
+    let Ok(listener) = listener.into_std() else {
+        return;
+    };
+    let mut served = 0;
+    while let Ok((stream, remote)) = listener.accept() {
+        let stream = stream
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpStream::from_std(stream));
+        if let Ok(stream) = stream {
+            server.spawn(stream, remote);
+            served += 1;
+        }
+    }
+    if served > 0 {
+        tracing::info!("{served} connections accepted from the backlog during shutdown");
+    }
+    // Dropping `listener` closes it: new connections are refused from here.
 }
 
 #[cfg(test)]

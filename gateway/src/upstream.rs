@@ -1,11 +1,12 @@
-//! The upstream side: a pooled keep-alive HTTP/1.1 client per worker thread,
-//! and the header hygiene a proxy owes both directions.
+//! The upstream side: sending a request over the worker's pool (see
+//! [`crate::pool`]) with nginx's safe retry of a stale pooled connection, and
+//! the header hygiene a proxy owes both directions (hop-by-hop headers,
+//! `X-Forwarded-For`, Tyk's default `User-Agent`).
 //!
-//! Each worker owns its client, so its pool is never shared across threads
-//! (shared-nothing, as nginx workers). Upstream connections are reused even
-//! when the client spoke HTTP/1.0 and closes after every request, which is
-//! ab's default and the seed's workload: without the pool every proxied
-//! request would pay a TCP handshake to the upstream as well.
+//! Upstream connections are reused even when the client spoke HTTP/1.0 and
+//! closes after every request, which is ab's default and the seed's
+//! workload: without the pool every proxied request would pay a TCP
+//! handshake to the upstream as well.
 //!
 //! Target host names are resolved once at load ([`Resolver::prepare`]): a
 //! resolver call per new connection would go through a blocking thread, and
@@ -13,42 +14,16 @@
 //! when the upstream listens on 127.0.0.1 only.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::{Arc, RwLock};
-use std::task::{Context, Poll};
-use std::time::Duration;
 
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response};
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::dns::Name;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
-/// A request body on its way upstream: the client's, streamed, or one a
-/// middleware buffered or rewrote.
-pub type UpstreamBody = Either<Incoming, Full<Bytes>>;
-
-/// The per-worker pooled client.
-pub type UpstreamClient = Client<HttpConnector<Resolver>, UpstreamBody>;
-
-/// Builds a worker's upstream client.
-pub fn client(resolver: Resolver) -> UpstreamClient {
-    let mut connector = HttpConnector::new_with_resolver(resolver);
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(Duration::from_secs(5)));
-    // Target URLs are http://; the connector refuses anything else anyway.
-    connector.enforce_http(true);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        // The client's Host header (or the target's) is set explicitly.
-        .set_host(false)
-        .build(connector)
-}
+use crate::error::{Kind, Origin, ProxyError};
+use crate::pool::{Pool, ResponseBody, Sender, UpstreamBody, UpstreamId};
 
 /// Resolves target hosts from a table filled at load, falling back to the
 /// system resolver for names it has not seen (and remembering the answer).
@@ -83,45 +58,196 @@ fn resolve_blocking(host: &str) -> Result<Vec<SocketAddr>, String> {
     Ok(addrs)
 }
 
-impl tower_service::Service<Name> for Resolver {
-    type Response = std::vec::IntoIter<SocketAddr>;
-    type Error = std::io::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
+impl Resolver {
+    /// The addresses of `host`: from the table when it is there (every
+    /// target is, after load), else from the system resolver on a blocking
+    /// thread, remembered for next time.
+    pub async fn lookup(&self, host: &str) -> std::io::Result<Vec<SocketAddr>> {
+        if let Some(addrs) = self.cached(host) {
+            return Ok(addrs);
+        }
+        let h = host.to_string();
+        let addrs = tokio::task::spawn_blocking(move || resolve_blocking(&h))
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(std::io::Error::other)?;
+        self.table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(host.to_string(), addrs.clone());
+        Ok(addrs)
     }
 
-    fn call(&mut self, name: Name) -> Self::Future {
-        let host = name.as_str().to_string();
-        let cached = self
-            .table
+    /// The addresses remembered for `host`, if any.
+    pub fn cached(&self, host: &str) -> Option<Vec<SocketAddr>> {
+        self.table
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&host)
-            .cloned();
-        let table = self.table.clone();
-        Box::pin(async move {
-            if let Some(addrs) = cached {
-                return Ok(addrs.into_iter());
-            }
-            let h = host.clone();
-            let addrs = tokio::task::spawn_blocking(move || resolve_blocking(&h))
-                .await
-                .map_err(std::io::Error::other)?
-                .map_err(std::io::Error::other)?;
-            table
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(host, addrs.clone());
-            Ok(addrs.into_iter())
-        })
+            .get(host)
+            .cloned()
     }
+}
+
+/// Tyk's default `User-Agent` for requests whose client sent none (Tyk's
+/// director sets `"Tyk/" + VERSION`; this is `internal/build.Version`'s
+/// default on Tyk master), so upstreams never see hyper's or nothing.
+pub const TYK_USER_AGENT: &str = "Tyk/v5.5.0-dev";
+
+/// Sends `req` to upstream `id` and wraps the response for streaming back.
+///
+/// A pooled connection may have been closed by the upstream while it sat
+/// idle (a server at its keep-alive limit or idle timeout). Then, as nginx
+/// does, the request is retried once on a fresh connection when nothing of
+/// the response arrived and either the request was never written (hyper
+/// hands it back) or it is idempotent and so safe to send twice.
+pub async fn send(
+    pool: &Rc<Pool>,
+    id: UpstreamId,
+    req: Request<UpstreamBody>,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let checkout = pool
+        .checkout(id)
+        .await
+        .map_err(|e| connect_error(pool, id, e))?;
+    let mut sender = checkout.sender;
+    // Only a reused connection can turn out stale, so only then is a copy
+    // kept (it costs a header map clone).
+    let replay = if checkout.reused {
+        replayable_copy(&req)
+    } else {
+        None
+    };
+    let resp = match sender.try_send_request(req).await {
+        Ok(resp) => resp,
+        Err(mut e) => {
+            let cause = checkout.reused.then(|| stale_cause(e.error())).flatten();
+            let again = cause.and_then(|_| e.take_message().or(replay));
+            let (Some(cause), Some(again)) = (cause, again) else {
+                return Err(upstream_error(pool, id, e.into_error()));
+            };
+            tracing::info!(upstream = %pool.name(id), "{cause}; retrying once on a new connection");
+            sender = pool
+                .connect(id)
+                .await
+                .map_err(|e| connect_error(pool, id, e))?;
+            sender
+                .send_request(again)
+                .await
+                .map_err(|e| upstream_error(pool, id, e))?
+        }
+    };
+    finish(pool, id, sender, resp)
+}
+
+/// Checks the response head and wraps its body so the connection returns to
+/// the pool when the body ends.
+fn finish(
+    pool: &Rc<Pool>,
+    id: UpstreamId,
+    sender: Sender,
+    resp: Response<hyper::body::Incoming>,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let h = resp.headers();
+    if h.contains_key(header::CONTENT_LENGTH) && h.contains_key(header::TRANSFER_ENCODING) {
+        // Framed two ways: whichever we believed, the client might believe
+        // the other (response splitting). Dropping `sender` and the body
+        // closes the connection.
+        return Err(ProxyError::with_cause(
+            Kind::UpstreamFailed,
+            Origin::Upstream,
+            format!(
+                "bad answer from upstream {}: the response has both Content-Length and Transfer-Encoding",
+                pool.name(id)
+            ),
+        ));
+    }
+    let closing = h
+        .get(header::CONNECTION)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+    let (parts, body) = resp.into_parts();
+    let home = (!closing).then(|| (pool.clone(), id, sender));
+    Ok(Response::from_parts(parts, ResponseBody::new(body, home)))
+}
+
+/// Why a pooled connection failed before any response arrived, in plain
+/// words; `None` when the failure is not one a fresh connection would avoid.
+fn stale_cause(e: &hyper::Error) -> Option<&'static str> {
+    if e.is_canceled() {
+        return Some("the pooled upstream connection closed before the request was sent");
+    }
+    if e.is_incomplete_message() {
+        return Some("the upstream closed a pooled keep-alive connection without answering");
+    }
+    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())?;
+    match io.kind() {
+        std::io::ErrorKind::ConnectionReset => {
+            Some("the upstream reset a pooled keep-alive connection")
+        }
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionAborted => {
+            Some("the upstream had closed a pooled keep-alive connection (broken pipe)")
+        }
+        _ => None,
+    }
+}
+
+fn is_idempotent(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+/// A copy of `req` to send again if the first attempt meets a stale
+/// connection: idempotent requests whose body is buffered or empty.
+fn replayable_copy(req: &Request<UpstreamBody>) -> Option<Request<UpstreamBody>> {
+    if !is_idempotent(req.method()) {
+        return None;
+    }
+    let body = match req.body() {
+        Either::Right(full) => Either::Right(full.clone()),
+        Either::Left(b) if http_body::Body::is_end_stream(b) => Either::Right(Full::default()),
+        Either::Left(_) => return None,
+    };
+    let mut copy = Request::new(body);
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    Some(copy)
+}
+
+fn connect_error(pool: &Pool, id: UpstreamId, e: std::io::Error) -> ProxyError {
+    ProxyError::with_cause(
+        Kind::UpstreamFailed,
+        Origin::Upstream,
+        format!("cannot connect to upstream {}: {e}", pool.name(id)),
+    )
+}
+
+/// Maps a failed exchange to its error: the client's fault when its body
+/// was bad or stalled, the upstream's otherwise.
+fn upstream_error(pool: &Pool, id: UpstreamId, e: hyper::Error) -> ProxyError {
+    if let Some(body) = crate::body::ClientBodyError::find(&e) {
+        let kind = match body {
+            crate::body::ClientBodyError::Timeout(_) => Kind::RequestTimeout,
+            crate::body::ClientBodyError::Read(_) => Kind::BadRequest,
+        };
+        return ProxyError::with_cause(kind, Origin::Client, body.to_string());
+    }
+    let detail = match std::error::Error::source(&e) {
+        Some(src) => format!("{e}: {src}"),
+        None => e.to_string(),
+    };
+    ProxyError::with_cause(
+        Kind::UpstreamFailed,
+        Origin::Upstream,
+        format!("upstream {}: {detail}", pool.name(id)),
+    )
 }
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1),
 /// and so never cross a proxy.
-const HOP_BY_HOP: [HeaderName; 8] = [
+const HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -130,12 +256,18 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TE,
     header::TRAILER,
     header::UPGRADE,
+    // hyper frames each side's body itself.
+    header::TRANSFER_ENCODING,
 ];
 
 /// Removes hop-by-hop headers, including any the `Connection` header names.
 ///
-/// `Transfer-Encoding` is removed too: hyper frames each side's body itself.
+/// One pass over the names first: most requests carry none, and then
+/// nothing is hashed or removed.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers.keys().any(|k| HOP_BY_HOP.contains(k)) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -149,19 +281,41 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     for name in HOP_BY_HOP.iter() {
         headers.remove(name);
     }
-    headers.remove(header::TRANSFER_ENCODING);
 }
 
-/// Appends the client's address to `X-Forwarded-For`.
+/// [`remove_hop_by_hop`] for a request on its way upstream: `TE: trailers`
+/// passes, as in Tyk (it says the client accepts trailers, which a gRPC-style
+/// upstream needs to know).
+pub fn remove_hop_by_hop_request(headers: &mut HeaderMap) {
+    let trailers = headers.get(header::TE).is_some_and(|v| v == "trailers");
+    remove_hop_by_hop(headers);
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// Appends the client's address to `X-Forwarded-For`, folding several such
+/// headers into one comma-separated list, as Tyk's `requestIPHops` does.
 pub fn append_forwarded_for(headers: &mut HeaderMap, client: SocketAddr) {
     const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
-    let ip = client.ip().to_string();
-    let joined = match headers.get(&XFF).and_then(|v| v.to_str().ok()) {
-        Some(prev) if !prev.is_empty() => format!("{prev}, {ip}"),
-        _ => ip,
-    };
+    use std::fmt::Write as _;
+    let mut joined = String::with_capacity(48);
+    for prior in headers.get_all(&XFF) {
+        if let Ok(p) = prior.to_str() {
+            joined.push_str(p);
+            joined.push_str(", ");
+        }
+    }
+    let _ = write!(joined, "{}", client.ip());
     if let Ok(v) = HeaderValue::from_str(&joined) {
         headers.insert(XFF, v);
+    }
+}
+
+/// Sets Tyk's `User-Agent` when the client sent none.
+pub fn default_user_agent(headers: &mut HeaderMap) {
+    if !headers.contains_key(header::USER_AGENT) {
+        headers.insert(header::USER_AGENT, HeaderValue::from_static(TYK_USER_AGENT));
     }
 }
 

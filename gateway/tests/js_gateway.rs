@@ -120,14 +120,15 @@ fn every_request_field_and_rule_reaches_the_upstream() {
     assert_eq!(h("x-drop"), None);
     assert_eq!(seen.uri, "/p?q=1");
 
-    // Post runs after the strip; the query edits reach the upstream.
+    // Post runs before the strip, as in Tyk (the proxy strips); the query
+    // edits reach the upstream.
     common::send(gw.addr, "GET", "/q/a?z=1&drop=x&multi=a", &[], b"");
     let seen = rec.last();
     assert_eq!(seen.uri, "/a?added=x+y&multi=a&multi=b&multi=c&z=1");
-    // In post, URL is stripped; RequestURI stays what the client sent.
+    // In post, URL is still the path the client sent, as is RequestURI.
     assert_eq!(
         seen.headers["x-uris"],
-        "/a?z=1&drop=x&multi=a /q/a?z=1&drop=x&multi=a"
+        "/q/a?z=1&drop=x&multi=a /q/a?z=1&drop=x&multi=a"
     );
     common::send(gw.addr, "GET", "/q/a?move=1", &[], b"");
     assert_eq!(

@@ -229,7 +229,13 @@ pub fn start_gateway(dir: &Path) -> TestGateway {
 
 /// Starts a gateway with a full configuration.
 pub fn start_gateway_with(config: GatewayConfig) -> TestGateway {
-    let gw = Gateway::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
+    start_gateway_at("127.0.0.1:0".parse().unwrap(), config)
+}
+
+/// Starts a gateway on a given address (a definition may need to name the
+/// gateway's own port before it starts).
+pub fn start_gateway_at(addr: SocketAddr, config: GatewayConfig) -> TestGateway {
+    let gw = Gateway::bind(addr, config).unwrap();
     let addr = gw.local_addr();
     let load_errors = gw.load_errors().to_vec();
     let stats = gw.stats();

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Proxy cost per request on /plain/ (no middleware): this gateway vs nginx.
+
+A benchmark, not a test: it prints figures and asserts nothing (issue 16).
+
+To try this:
+  1. cargo build --release -p gateway -p loadgen
+  2. apt-get install -y nginx-light apache2-utils valgrind   (nginx optional)
+  3. python3 gateway/benches/proxy_cost.py [--rounds 5] [-n 10000] [--callgrind]
+
+What it measures, alternating the proxies inside each round (the machine
+is shared and noisy, so alternation and CPU time beat req/s):
+  - CPU µs per request of the proxy process (all threads; for nginx the
+    master and its workers), from /proc/<pid>/task/*/schedstat (ns on CPU),
+    under `ab -n N -c 10` (a new connection per request, the seed's
+    workload) and, if wrk is installed, `wrk -t1 -c10` keep-alive.
+  - with --callgrind: user instructions per request of the gateway with one
+    worker, as (Ir(n2) - Ir(n1)) / (n2 - n1) from two bounded callgrind runs,
+    so startup and shutdown cancel out.
+Prints median and min-max per proxy and workload.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+REL = os.path.join(ROOT, "target", "release")
+# GATEWAY_BIN measures another build (e.g. before/after a change).
+GATEWAY = os.environ.get("GATEWAY_BIN", os.path.join(REL, "gateway"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, limit=10.0):
+    end = time.time() + limit
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+def cpu_ns(pids):
+    """Nanoseconds on CPU of every thread of `pids` so far."""
+    total = 0
+    for pid in pids:
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def start_gateway(apis, threads, upstream_port):
+    port = free_port()
+    p = subprocess.Popen(
+        [GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", str(threads)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return port, p, lambda: [p.pid]
+
+
+NGINX_CONF = """worker_processes {workers};
+pid {dir}/nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path {dir}/body; proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fcgi; uwsgi_temp_path {dir}/uwsgi; scgi_temp_path {dir}/scgi;
+    upstream backend {{ server 127.0.0.1:{up}; keepalive 64; keepalive_requests 1000000; }}
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        location /plain/ {{ proxy_pass http://backend/; }}
+    }}
+}}
+"""
+
+
+def start_nginx(workers, upstream_port, tmp):
+    port = free_port()
+    d = tempfile.mkdtemp(dir=tmp)
+    with open(f"{d}/nginx.conf", "w") as f:
+        f.write(NGINX_CONF.format(workers=workers, dir=d, up=upstream_port, port=port))
+    p = subprocess.Popen(["nginx", "-p", d, "-c", f"{d}/nginx.conf", "-g", "daemon off;"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+
+    def pids():
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True)
+        return [p.pid] + [int(x) for x in kids.stdout.split()]
+    return port, p, pids
+
+
+def run_load(kind, port, n):
+    url = f"http://127.0.0.1:{port}/plain/"
+    if kind == "ab-c10":
+        cmd = ["ab", "-q", "-n", str(n), "-c", "10", url]
+    else:
+        cmd = ["wrk", "-t1", "-c10", "-d3s", url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    if kind == "ab-c10":
+        failed = int(re.search(r"Failed requests:\s+(\d+)", out).group(1))
+        return n, failed
+    m = re.search(r"(\d+) requests in", out)
+    return int(m.group(1)), 0
+
+
+def callgrind_ir(apis, upstream_port, n):
+    """Total user instructions of a one-worker gateway serving `n` ab requests."""
+    port = free_port()
+    out = tempfile.mktemp(suffix=".callgrind")
+    p = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+         GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, 60)
+    subprocess.run(["ab", "-q", "-n", str(n), "-c", "10", f"http://127.0.0.1:{port}/plain/"],
+                   capture_output=True, timeout=600)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=120)
+    with open(out) as f:
+        total = next(int(l.split()[1]) for l in f if l.startswith("summary:") or l.startswith("totals:"))
+    os.unlink(out)
+    return total
+
+
+def spread(xs):
+    return f"{statistics.median(xs):7.1f} ({min(xs):.1f}-{max(xs):.1f})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("-n", type=int, default=10000)
+    ap.add_argument("--callgrind", action="store_true")
+    args = ap.parse_args()
+    for tool in ["ab"]:
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} is needed (apt-get install -y apache2-utils)")
+    tmp = tempfile.mkdtemp(prefix="proxy-cost-")
+    apis = os.path.join(tmp, "apis")
+    os.mkdir(apis)
+    up_port = free_port()
+    with open(os.path.join(apis, "plain.json"), "w") as f:
+        f.write('{"name":"plain","api_id":"plain","org_id":"default","active":true,'
+                '"use_keyless":true,"proxy":{"listen_path":"/plain/","target_url":'
+                f'"http://127.0.0.1:{up_port}","strip_listen_path":true}}}}')
+    mock = subprocess.Popen([os.path.join(REL, "mock-upstream"), "--listen", f"127.0.0.1:{up_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [mock]
+    try:
+        wait_port(up_port)
+        proxies = {}
+        for t in (1, 2):
+            port, p, pids = start_gateway(apis, t, up_port)
+            procs.append(p)
+            proxies[f"gateway --threads {t}"] = (port, pids)
+        if shutil.which("nginx"):
+            for w in (1, 2):
+                port, p, pids = start_nginx(w, up_port, tmp)
+                procs.append(p)
+                proxies[f"nginx {w} worker(s)"] = (port, pids)
+        loads = ["ab-c10"] + (["wrk-c10-keepalive"] if shutil.which("wrk") else [])
+        results = {(name, load): [] for name in proxies for load in loads}
+        for r in range(args.rounds):
+            for load in loads:
+                for name, (port, pids) in proxies.items():
+                    before = cpu_ns(pids())
+                    done, failed = run_load(load, port, args.n)
+                    used = cpu_ns(pids()) - before
+                    if failed:
+                        print(f"  {name} {load}: {failed} failed requests", file=sys.stderr)
+                    results[(name, load)].append(used / 1000 / done)
+            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        print(f"proxy CPU µs per request on /plain/, median (min-max) of {args.rounds} alternated rounds")
+        for load in loads:
+            for name in proxies:
+                print(f"  {load:18} {name:20} {spread(results[(name, load)])}")
+        if args.callgrind:
+            if not shutil.which("valgrind"):
+                raise SystemExit("valgrind is needed for --callgrind")
+            n1, n2 = 500, 2500
+            a = callgrind_ir(apis, up_port, n1)
+            b = callgrind_ir(apis, up_port, n2)
+            print(f"gateway --threads 1 user instructions per request (callgrind, ab -c 10): "
+                  f"{(b - a) / (n2 - n1):.0f}")
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

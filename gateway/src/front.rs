@@ -1,0 +1,108 @@
+//! The front door: what every request passes before it is routed.
+//!
+//! ```text
+//! check the head (Host, Content-Length) -> clean the path (301 as Tyk's mux)
+//!       -> the gateway's own endpoints (/hello, /tyk/) -> proxy
+//! ```
+//!
+//! The control API is matched here on the cleaned path, after a redirect
+//! has taken care of `//tyk/` and `/x/../tyk/`, with unreserved escapes
+//! decoded (`/%74yk/`) and in any letter case (`/TYK/`): no spelling of
+//! `/tyk/` can reach a catch-all API's upstream.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode, Uri};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+
+use crate::control::Control;
+use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
+use crate::path::{self, Cleaned};
+use crate::proxy::{ClientBody, Proxy};
+
+/// Serves one request from a client connection.
+pub async fn serve(
+    proxy: &Proxy,
+    control: &Control,
+    req: Request<Incoming>,
+    remote: SocketAddr,
+) -> Response<ClientBody> {
+    if let Err(e) = check_head(&req) {
+        tracing::info!(client = %remote, error = %e, "request refused (client error)");
+        return full(e.response(ErrorFormat::of(req.headers())));
+    }
+    let cleaned = match path::clean(req.uri().path(), req.uri().query()) {
+        Cleaned::Route(Cow::Borrowed(_)) => None,
+        Cleaned::Route(Cow::Owned(p)) => Some(Ok(p)),
+        Cleaned::Redirect(location) => Some(Err(location)),
+    };
+    let req = match cleaned {
+        None => req,
+        Some(Ok(p)) => with_path(req, p),
+        Some(Err(location)) => return redirect(&location),
+    };
+    if let Some(resp) = control.handle(req.method(), req.uri().path(), req.headers()) {
+        return full(resp);
+    }
+    proxy.handle(req, remote).await
+}
+
+/// Refuses heads nginx refuses: a missing `Host` on HTTP/1.1, and more than
+/// one `Host` or `Content-Length` (which would reach the upstream twice, or
+/// be read two ways). hyper itself refuses differing `Content-Length`s and
+/// lets `Transfer-Encoding` win over `Content-Length` (dropping it, and
+/// closing the connection after the response), so no smuggled request is
+/// ever read from the same connection.
+fn check_head(req: &Request<Incoming>) -> Result<(), ProxyError> {
+    let refuse = |why: String| {
+        Err(ProxyError::with_cause(
+            Kind::BadRequest,
+            Origin::Client,
+            why,
+        ))
+    };
+    let hosts = req.headers().get_all(header::HOST).iter().count();
+    if hosts > 1 {
+        return refuse(format!("the request has {hosts} Host headers"));
+    }
+    if hosts == 0 && req.version() == http::Version::HTTP_11 {
+        return refuse("an HTTP/1.1 request without a Host header".into());
+    }
+    let lengths = req.headers().get_all(header::CONTENT_LENGTH).iter().count();
+    if lengths > 1 {
+        return refuse(format!("the request has {lengths} Content-Length headers"));
+    }
+    Ok(())
+}
+
+/// The request with its path replaced by the normalised one (query kept).
+fn with_path(req: Request<Incoming>, path: String) -> Request<Incoming> {
+    let (mut parts, body) = req.into_parts();
+    let pq = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    // Built from a path that parsed a moment ago with fewer escapes.
+    if let Ok(uri) = Uri::try_from(pq) {
+        parts.uri = uri;
+    }
+    Request::from_parts(parts, body)
+}
+
+/// gorilla/mux's answer to an uncleaned path: 301, `Location`, no body.
+fn redirect(location: &str) -> Response<ClientBody> {
+    let mut resp = Response::new(Either::Right(Full::new(Bytes::new())));
+    *resp.status_mut() = StatusCode::MOVED_PERMANENTLY;
+    if let Ok(v) = HeaderValue::from_str(location) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp
+}
+
+fn full(resp: Response<Bytes>) -> Response<ClientBody> {
+    resp.map(|b| Either::Right(Full::new(b)))
+}

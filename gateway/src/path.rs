@@ -1,0 +1,186 @@
+//! Path cleaning before routing, as Tyk's router (gorilla/mux) does it.
+//!
+//! mux decodes the path (`%2e` → `.`, `%2f` → `/`), cleans it with Go's
+//! `path.Clean` (no `.` or `..` segments, no empty segments; a trailing
+//! slash is kept), and when the cleaned path differs it answers every method
+//! with `301 Moved Permanently` to the cleaned path, query kept. So nothing
+//! with a dot segment is ever routed, let alone proxied: `/pub/../admin`,
+//! `/pub/%2e%2e/admin`, `/pub/..%2fadmin` and `//tyk/apis` all get a 301.
+//!
+//! A path that needs no cleaning is routed with its unreserved characters
+//! decoded (RFC 3986 §6.2.2.2: `/%74yk/` and `/tyk/` are the same path), so
+//! an encoding cannot dodge a listen path or the control API. Other escapes
+//! (`%2F`, `%20`) stay as the client wrote them.
+
+use std::borrow::Cow;
+
+/// What routing should do with a request path.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Cleaned<'a> {
+    /// Route on this path (borrowed when it was already normal).
+    Route(Cow<'a, str>),
+    /// Answer 301 with this `Location`.
+    Redirect(String),
+}
+
+/// Cleans `raw` (a request path as sent); `query` is kept on a redirect.
+pub fn clean<'a>(raw: &'a str, query: Option<&str>) -> Cleaned<'a> {
+    // The fast path: no escapes and nothing to clean (every benchmark
+    // request): no allocation.
+    if !raw.starts_with('/') || (!raw.contains('%') && !needs_cleaning(raw.as_bytes())) {
+        return Cleaned::Route(Cow::Borrowed(raw));
+    }
+    let decoded = percent_decode(raw.as_bytes(), |_| true);
+    if needs_cleaning(&decoded) {
+        let mut location = escape_path(&go_clean(&decoded));
+        if let Some(q) = query {
+            location.push('?');
+            location.push_str(q);
+        }
+        return Cleaned::Redirect(location);
+    }
+    let unreserved = percent_decode(raw.as_bytes(), is_unreserved);
+    // Decoding unreserved bytes only ever yields ASCII.
+    Cleaned::Route(Cow::Owned(
+        String::from_utf8_lossy(&unreserved).into_owned(),
+    ))
+}
+
+/// Cleans a path a middleware wrote, so no dot segment reaches the upstream
+/// whatever a script does; `None` when it is clean already.
+pub fn clean_rewritten(path: &str) -> Option<String> {
+    needs_cleaning(path.as_bytes())
+        .then(|| String::from_utf8_lossy(&go_clean(path.as_bytes())).into_owned())
+}
+
+/// True when `p` has an empty, `.` or `..` segment.
+fn needs_cleaning(p: &[u8]) -> bool {
+    // Segment 0 is what precedes the leading `/`; the last may be empty
+    // (a trailing slash), no other may.
+    let last = p.iter().filter(|&&b| b == b'/').count();
+    p.split(|&b| b == b'/')
+        .enumerate()
+        .skip(1)
+        .any(|(i, seg)| seg == b"." || seg == b".." || (seg.is_empty() && i != last))
+}
+
+/// Go's `path.Clean` for a rooted path, then mux's rule: a trailing slash
+/// stays (except on `/` itself).
+fn go_clean(p: &[u8]) -> Vec<u8> {
+    let mut segs: Vec<&[u8]> = Vec::new();
+    for seg in p.split(|&b| b == b'/') {
+        match seg {
+            b"" | b"." => {}
+            b".." => {
+                segs.pop();
+            }
+            s => segs.push(s),
+        }
+    }
+    let mut out = Vec::with_capacity(p.len());
+    for s in &segs {
+        out.push(b'/');
+        out.extend_from_slice(s);
+    }
+    // Empty means `/`; a trailing slash stays.
+    if out.is_empty() || p.ends_with(b"/") {
+        out.push(b'/');
+    }
+    out
+}
+
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// Decodes `%XX` escapes whose byte `keep` accepts; others (and malformed
+/// escapes) stay as written.
+fn percent_decode(p: &[u8], keep: impl Fn(u8) -> bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(p.len());
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == b'%' && i + 2 < p.len() {
+            if let (Some(h), Some(l)) = (hex(p[i + 1]), hex(p[i + 2])) {
+                let b = h << 4 | l;
+                if keep(b) {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+            }
+        }
+        out.push(p[i]);
+        i += 1;
+    }
+    out
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Escapes what may not appear raw in a path, as Go's `URL.EscapedPath`.
+fn escape_path(p: &[u8]) -> String {
+    let mut out = String::with_capacity(p.len());
+    for &b in p {
+        if is_unreserved(b) || b"/$&+,:;=@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(p: &str) -> String {
+        match clean(p, None) {
+            Cleaned::Route(r) => r.into_owned(),
+            Cleaned::Redirect(l) => panic!("{p} redirected to {l}"),
+        }
+    }
+
+    fn redirect(p: &str, q: Option<&str>) -> String {
+        match clean(p, q) {
+            Cleaned::Redirect(l) => l,
+            Cleaned::Route(r) => panic!("{p} routed as {r}"),
+        }
+    }
+
+    #[test]
+    fn normal_paths_route_unchanged_and_unreserved_escapes_decode() {
+        assert!(matches!(
+            clean("/plain/", None),
+            Cleaned::Route(Cow::Borrowed(_))
+        ));
+        assert_eq!(route("/a/b.c/d..e/.x"), "/a/b.c/d..e/.x");
+        assert_eq!(route("/%74yk/apis"), "/tyk/apis");
+        assert_eq!(route("/a%2Fb%20c"), "/a%2Fb%20c");
+        assert_eq!(route("/bad%zzescape%"), "/bad%zzescape%");
+        assert_eq!(route("/"), "/");
+    }
+
+    #[test]
+    fn dot_segments_and_empty_segments_redirect_like_gorilla_mux() {
+        assert_eq!(redirect("/pub/../admin", None), "/admin");
+        assert_eq!(redirect("/pub/%2e%2e/admin", None), "/admin");
+        assert_eq!(redirect("/pub/%2E%2E/admin/", Some("a=1")), "/admin/?a=1");
+        assert_eq!(redirect("/pub/..%2fadmin", None), "/admin");
+        assert_eq!(redirect("//tyk/apis", None), "/tyk/apis");
+        assert_eq!(redirect("/x/../tyk/", None), "/tyk/");
+        assert_eq!(redirect("/a%2F%2Fb", None), "/a/b");
+        assert_eq!(redirect("/a/./b", None), "/a/b");
+        assert_eq!(redirect("/..", None), "/");
+        assert_eq!(redirect("/a/..", None), "/");
+        assert_eq!(redirect("/a b/../c d", None), "/c%20d");
+    }
+
+    #[test]
+    fn rewritten_paths_lose_their_dot_segments() {
+        assert_eq!(clean_rewritten("/base/x"), None);
+        assert_eq!(clean_rewritten("/base/../../etc").as_deref(), Some("/etc"));
+    }
+}

@@ -1,0 +1,349 @@
+//! The per-worker upstream connection pool: keep-alive HTTP/1.1 connections
+//! made with hyper's `client::conn`, owned by one worker thread.
+//!
+//! Why not hyper-util's `Client`: it is built to be shared across threads
+//! (a Mutex-guarded pool keyed by a hashed scheme+authority, a connection
+//! task fed through mpsc + oneshot + want channels). A worker here owns its
+//! pool outright, as an nginx worker does, so the pool is a `RefCell` of
+//! idle senders per upstream, indexed by a small number fixed when the
+//! worker starts; nothing is hashed or locked per request.
+//!
+//! The rules, each nginx's:
+//!
+//! - At most `max_idle` idle connections per upstream per worker (nginx's
+//!   `keepalive N`); one more is closed instead of kept. Idle ones older
+//!   than `idle_timeout` are closed (nginx's upstream `keepalive_timeout`).
+//! - The most recently used idle connection is reused first (warm, and the
+//!   least likely to have been closed by the upstream's own idle timer).
+//! - A connection goes back to the pool only once its response body has
+//!   been read to the end ([`ResponseBody`]); a response cut short closes it.
+//! - The upstream read timeout applies between two reads of the response
+//!   body (nginx's `proxy_read_timeout`); the wait for the response head has
+//!   its own timeout in [`crate::proxy`].
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::body::{Idle, RequestBody, Stalled};
+use crate::upstream::Resolver;
+
+/// A request body on its way upstream: the client's, streamed, or one a
+/// middleware buffered or rewrote.
+pub type UpstreamBody = Either<RequestBody, Full<Bytes>>;
+
+/// One connection's request handle.
+pub type Sender = http1::SendRequest<UpstreamBody>;
+
+/// How a worker's pool behaves (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct PoolConfig {
+    /// Idle connections kept per upstream per worker.
+    pub max_idle: usize,
+    /// How long an idle connection is kept.
+    pub idle_timeout: Duration,
+    /// How long a TCP connect to the upstream may take.
+    pub connect_timeout: Duration,
+    /// Longest wait between two reads of the upstream's response body.
+    pub read_timeout: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            max_idle: 64,
+            idle_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Which upstream of a worker's pool a route sends to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamId(usize);
+
+/// One upstream (`host:port`) and its idle connections, most recent last.
+struct Slot {
+    host: String,
+    port: u16,
+    idle: RefCell<VecDeque<(Sender, Instant)>>,
+}
+
+/// A worker's upstream connections.
+pub struct Pool {
+    slots: Vec<Slot>,
+    config: PoolConfig,
+    resolver: Resolver,
+    builder: http1::Builder,
+}
+
+/// A connection ready for one request, and whether it came from the pool
+/// (only a reused connection may have been closed under us: see
+/// [`crate::upstream::send`]).
+pub struct Checkout {
+    /// The request handle.
+    pub sender: Sender,
+    /// True when the connection had served a request before.
+    pub reused: bool,
+}
+
+impl Pool {
+    /// An empty pool; add upstreams with [`Pool::register`].
+    pub fn new(config: PoolConfig, resolver: Resolver) -> Pool {
+        let mut builder = http1::Builder::new();
+        // Go writes header names in canonical form (`X-Forwarded-For`), and
+        // so Tyk's upstreams see them that way; hyper keeps them lowercase
+        // unless asked.
+        builder.title_case_headers(true);
+        Pool {
+            slots: Vec::new(),
+            config,
+            resolver,
+            builder,
+        }
+    }
+
+    /// The slot for `host:port`, made on first use.
+    pub fn register(&mut self, host: &str, port: u16) -> UpstreamId {
+        if let Some(i) = self
+            .slots
+            .iter()
+            .position(|s| s.host == host && s.port == port)
+        {
+            return UpstreamId(i);
+        }
+        self.slots.push(Slot {
+            host: host.to_string(),
+            port,
+            idle: RefCell::new(VecDeque::new()),
+        });
+        UpstreamId(self.slots.len() - 1)
+    }
+
+    /// `host:port` of upstream `id`, for logs and error messages.
+    pub fn name(&self, id: UpstreamId) -> String {
+        let s = &self.slots[id.0];
+        format!("{}:{}", s.host, s.port)
+    }
+
+    /// The pool's settings.
+    pub fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    /// A connection to `id`: the most recent live idle one, or a new one.
+    pub async fn checkout(&self, id: UpstreamId) -> std::io::Result<Checkout> {
+        loop {
+            // Never hold the RefCell borrow across an await.
+            let popped = self.slots[id.0].idle.borrow_mut().pop_back();
+            let Some((mut sender, since)) = popped else {
+                break;
+            };
+            if sender.is_closed() || since.elapsed() > self.config.idle_timeout {
+                continue;
+            }
+            // Just checked in: the connection task may not have seen the end
+            // of the previous response yet. `ready` waits for it, or fails if
+            // the connection closed.
+            if sender.is_ready() || sender.ready().await.is_ok() {
+                return Ok(Checkout {
+                    sender,
+                    reused: true,
+                });
+            }
+        }
+        self.connect(id).await.map(|sender| Checkout {
+            sender,
+            reused: false,
+        })
+    }
+
+    /// Opens a new connection to `id`, trying each resolved address in turn.
+    pub async fn connect(&self, id: UpstreamId) -> std::io::Result<Sender> {
+        let slot = &self.slots[id.0];
+        let addrs = self.resolver.lookup(&slot.host).await?;
+        let mut last = None;
+        for ip in addrs {
+            let addr = SocketAddr::new(ip.ip(), slot.port);
+            match tokio::time::timeout(self.config.connect_timeout, TcpStream::connect(addr)).await
+            {
+                Ok(Ok(stream)) => return self.handshake(stream).await,
+                Ok(Err(e)) => last = Some(std::io::Error::new(e.kind(), format!("{addr}: {e}"))),
+                Err(_) => {
+                    last = Some(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "{addr}: connect timed out after {:?}",
+                            self.config.connect_timeout
+                        ),
+                    ))
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no address to connect to")))
+    }
+
+    async fn handshake(&self, stream: TcpStream) -> std::io::Result<Sender> {
+        stream.set_nodelay(true)?;
+        let (sender, conn) = self
+            .builder
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(std::io::Error::other)?;
+        // The connection runs as a task of this worker's LocalSet; it ends
+        // when the sender is dropped and no request is in flight, or when
+        // the upstream closes.
+        tokio::task::spawn_local(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
+            }
+        });
+        Ok(sender)
+    }
+
+    /// Gives a connection back after its response ended.
+    pub fn checkin(&self, id: UpstreamId, sender: Sender) {
+        if sender.is_closed() || self.config.max_idle == 0 {
+            return;
+        }
+        let mut idle = self.slots[id.0].idle.borrow_mut();
+        if idle.len() >= self.config.max_idle {
+            // Full: the oldest idle connection makes room (closing it by
+            // dropping its sender), as nginx's keepalive cache does.
+            idle.pop_front();
+        }
+        idle.push_back((sender, Instant::now()));
+    }
+
+    /// Closes idle connections older than the idle timeout; the worker calls
+    /// it periodically so an idle pool shrinks without traffic.
+    pub fn sweep(&self) {
+        for slot in &self.slots {
+            let mut idle = slot.idle.borrow_mut();
+            idle.retain(|(s, since)| !s.is_closed() && since.elapsed() <= self.config.idle_timeout);
+        }
+    }
+
+    /// Idle connections held now, all upstreams together.
+    pub fn idle_count(&self) -> usize {
+        self.slots.iter().map(|s| s.idle.borrow().len()).sum()
+    }
+}
+
+/// The upstream's response body, streamed to the client: fails when the
+/// upstream stalls longer than the read timeout, and returns the connection
+/// to the pool when the body has been read to its end.
+pub struct ResponseBody {
+    inner: Incoming,
+    idle: Idle,
+    /// Where the connection goes back when the body ends; `None` once given
+    /// back (or when the connection must not be reused).
+    home: Option<(Rc<Pool>, UpstreamId, Sender)>,
+}
+
+impl ResponseBody {
+    /// Wraps `inner`; `home` is the pool slot its connection returns to.
+    pub fn new(inner: Incoming, home: Option<(Rc<Pool>, UpstreamId, Sender)>) -> Self {
+        let mut body = ResponseBody {
+            inner,
+            idle: Idle::default(),
+            home,
+        };
+        // No body at all (HEAD, 204, Content-Length: 0): hyper may never
+        // poll it, so give the connection back now.
+        if body.inner.is_end_stream() {
+            body.give_back();
+        }
+        body
+    }
+
+    fn give_back(&mut self) {
+        if let Some((pool, id, sender)) = self.home.take() {
+            pool.checkin(id, sender);
+        }
+    }
+}
+
+/// The upstream stalled mid-body.
+#[derive(Debug)]
+pub struct UpstreamReadTimeout(pub Duration);
+
+impl std::fmt::Display for UpstreamReadTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the upstream sent no response body data for {:?} (--upstream-read-timeout)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UpstreamReadTimeout {}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let limit = this
+            .home
+            .as_ref()
+            .map_or(PoolConfig::default().read_timeout, |(p, ..)| {
+                p.config.read_timeout
+            });
+        match this.idle.poll_frame(&mut this.inner, limit, cx) {
+            Poll::Ready(None) => {
+                this.give_back();
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                // A broken or stalled body: never reuse the connection.
+                this.home = None;
+                let e: Self::Error = match e {
+                    Stalled::Inner(e) => e.into(),
+                    Stalled::Idle => UpstreamReadTimeout(limit).into(),
+                };
+                tracing::warn!(error = %e, "upstream response body failed; the client's response is cut short");
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        // hyper drops a body once it has written its last frame, sometimes
+        // without polling for the end: the connection is reusable then.
+        if self.inner.is_end_stream() {
+            self.give_back();
+        }
+    }
+}

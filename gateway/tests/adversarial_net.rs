@@ -1,0 +1,644 @@
+//! Attacks on the network side, kept as tests (issue 11): slow and broken
+//! clients, upstreams that close pooled connections or answer badly, paths
+//! that try to climb out of an API or into the control API, a definition
+//! that points at the gateway itself, and a shutdown in the middle of load.
+//!
+//! Everything runs on loopback with real sockets (raw `TcpStream`s where a
+//! well-behaved client library would refuse to misbehave), bounded in count
+//! and time. No test asserts a timing: a bound is only how long a test waits
+//! before calling the behaviour missing.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use gateway::server::GatewayConfig;
+use serde_json::Value;
+
+const TYK_PROXY_ERROR: &str = r#"{"error": "There was a problem proxying the request"}"#;
+
+fn config(dir: &std::path::Path) -> GatewayConfig {
+    GatewayConfig {
+        apis_dir: dir.to_path_buf(),
+        threads: 1,
+        ..GatewayConfig::default()
+    }
+}
+
+fn plain_api(dir: &std::path::Path, listen_path: &str, target: SocketAddr) {
+    write_api(
+        dir,
+        "plain",
+        &api_json(
+            "plain",
+            listen_path,
+            &format!("http://{target}"),
+            true,
+            Value::Null,
+        ),
+    );
+}
+
+/// A raw upstream: every accepted connection is handed to `handle` on its
+/// own thread. Counts connections accepted and connections still open.
+#[derive(Clone, Default)]
+struct RawUpstream {
+    accepted: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
+}
+
+fn raw_upstream(handle: impl Fn(TcpStream) + Send + Sync + 'static) -> (SocketAddr, RawUpstream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let stats = RawUpstream::default();
+    let s = stats.clone();
+    let handle = Arc::new(handle);
+    std::thread::spawn(move || {
+        for stream in l.incoming().flatten() {
+            s.accepted.fetch_add(1, Ordering::SeqCst);
+            s.open.fetch_add(1, Ordering::SeqCst);
+            let (s, handle) = (s.clone(), handle.clone());
+            std::thread::spawn(move || {
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(30)))
+                    .unwrap();
+                handle(stream);
+                s.open.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, stats)
+}
+
+/// Reads one request head (and a Content-Length body) from `s`; `None` at
+/// EOF. Returns the head as text.
+fn read_request(s: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let len = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).ok()?;
+    Some(head)
+}
+
+/// Waits up to `limit` for `cond`, polling.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// True when the peer has closed `s` (EOF or reset) within `limit`.
+fn closed_by_peer(s: &mut TcpStream, limit: Duration) -> bool {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+fn status_of(response: &str) -> u16 {
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+}
+
+// ---------------------------------------------------------------- clients
+
+#[test]
+fn slowloris_and_idle_connections_are_closed_after_the_header_timeout() {
+    let (up, _rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(GatewayConfig {
+        client_header_timeout: Duration::from_millis(500),
+        ..config(dir.path())
+    });
+    // 50 connections that send a head one byte at a time, never finishing.
+    let mut slow: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let mut s = TcpStream::connect(gw.addr).unwrap();
+            s.write_all(b"GET /plain/ HTTP/1.1\r\nHo").unwrap();
+            s
+        })
+        .collect();
+    // One keep-alive client that sends a request, then goes idle.
+    let mut idle = TcpStream::connect(gw.addr).unwrap();
+    idle.write_all(b"GET /plain/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut first = [0u8; 12];
+    idle.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+
+    for _ in 0..5 {
+        for s in &mut slow {
+            let _ = s.write_all(b"s");
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    // One 10 s bound for all of them, not 10 s each.
+    let end = Instant::now() + Duration::from_secs(10);
+    let still_open = slow
+        .iter_mut()
+        .map(|s| {
+            let left = end.saturating_duration_since(Instant::now());
+            closed_by_peer(s, left.max(Duration::from_millis(10)))
+        })
+        .filter(|closed| !closed)
+        .count();
+    assert_eq!(still_open, 0, "slowloris connections still open");
+    assert!(
+        closed_by_peer(&mut idle, Duration::from_secs(10)),
+        "the idle keep-alive connection was never closed"
+    );
+    // And the gateway still serves.
+    assert_eq!(get(gw.addr, "/plain/").status, 200);
+    gw.stop();
+}
+
+#[test]
+fn a_slowloris_connection_does_not_hold_shutdown() {
+    let (up, _rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let mut gw = start_gateway_with(config(dir.path()));
+    let mut slow = TcpStream::connect(gw.addr).unwrap();
+    slow.write_all(b"GET /plain/ HTTP/1.1\r\nHost").unwrap();
+    // Let the worker accept it.
+    std::thread::sleep(Duration::from_millis(200));
+    gw.begin_stop();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        gw.join();
+        let _ = tx.send(());
+    });
+    // The grace period is 30 s; the header timeout 60 s.
+    assert!(
+        rx.recv_timeout(Duration::from_secs(15)).is_ok(),
+        "one slowloris connection held the shutdown"
+    );
+    assert!(closed_by_peer(&mut slow, Duration::from_secs(5)));
+}
+
+#[test]
+fn a_stalled_request_body_gets_408_and_a_broken_chunked_body_400() {
+    let (up, _rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(GatewayConfig {
+        client_body_timeout: Duration::from_millis(300),
+        ..config(dir.path())
+    });
+    // Promises 100 bytes, sends 10, then waits.
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.write_all(b"POST /plain/ HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = vec![0u8; 12];
+    s.read_exact(&mut got)
+        .expect("no answer to a stalled request body");
+    assert_eq!(status_of(&String::from_utf8_lossy(&got)), 408);
+
+    // A chunk size that is not hex.
+    let resp = raw(
+        gw.addr,
+        "POST /plain/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+    );
+    assert_eq!(status_of(&resp), 400, "{resp}");
+    gw.stop();
+}
+
+#[test]
+fn heads_nginx_refuses_get_400_and_never_reach_the_upstream() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    let mut api = api_json("p", "/plain/", &format!("http://{up}"), true, Value::Null);
+    api["proxy"]["preserve_host_header"] = true.into();
+    write_api(dir.path(), "p", &api);
+    let gw = start_gateway_with(config(dir.path()));
+    for (what, request) in [
+        (
+            "two Host headers",
+            "GET /plain/ HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n",
+        ),
+        (
+            "no Host on HTTP/1.1",
+            "GET /plain/ HTTP/1.1\r\nConnection: close\r\n\r\n",
+        ),
+        (
+            "two different Content-Lengths",
+            "POST /plain/ HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab",
+        ),
+    ] {
+        let resp = raw(gw.addr, request);
+        assert_eq!(status_of(&resp), 400, "{what}: {resp}");
+    }
+    assert_eq!(rec.count(), 0, "a refused request reached the upstream");
+
+    // HTTP/1.0 needs no Host.
+    let resp = raw(gw.addr, "GET /plain/ HTTP/1.0\r\n\r\n");
+    assert_eq!(status_of(&resp), 200, "{resp}");
+
+    // Content-Length + Transfer-Encoding: the chunked framing wins, the
+    // connection closes after the answer, nothing is smuggled.
+    let resp = raw(
+        gw.addr,
+        "POST /plain/a HTTP/1.1\r\nHost: a\r\nContent-Length: 50\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /plain/smuggled HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    assert!(resp.starts_with("HTTP/1.1 "), "{resp}");
+    assert!(
+        rec.requests().iter().all(|r| !r.uri.contains("smuggled")),
+        "a smuggled request reached the upstream: {:?}",
+        rec.requests()
+    );
+    gw.stop();
+}
+
+// ---------------------------------------------------------------- paths
+
+#[test]
+fn dot_segments_redirect_as_tyks_router_and_never_reach_the_upstream() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "pub",
+        &api_json(
+            "pub",
+            "/pub/",
+            &format!("http://{up}/public"),
+            true,
+            Value::Null,
+        ),
+    );
+    let gw = start_gateway_with(config(dir.path()));
+    for (method, path, location) in [
+        ("GET", "/pub/../admin", "/admin"),
+        ("GET", "/pub/%2e%2e/admin", "/admin"),
+        ("GET", "/pub/%2E%2E/admin?x=1", "/admin?x=1"),
+        ("GET", "/pub/..%2fadmin", "/admin"),
+        ("GET", "/pub/a/./b", "/pub/a/b"),
+        ("GET", "//pub/x", "/pub/x"),
+        ("GET", "/pub//x/", "/pub/x/"),
+        ("GET", "/pub/a%2F%2Fb", "/pub/a/b"),
+        // gorilla/mux redirects every method.
+        ("POST", "/pub/../admin", "/admin"),
+        ("DELETE", "/pub/a/../../admin", "/admin"),
+    ] {
+        let got = send(gw.addr, method, path, &[], b"");
+        assert_eq!(got.status, 301, "{method} {path}");
+        assert_eq!(got.headers["location"], location, "{method} {path}");
+    }
+    assert_eq!(
+        rec.count(),
+        0,
+        "a dot segment reached the upstream: {:?}",
+        rec.requests()
+    );
+    // A clean path still goes through, unreserved escapes decoded.
+    assert_eq!(get(gw.addr, "/%70ub/x").status, 200);
+    assert_eq!(rec.last().uri, "/public/x");
+    gw.stop();
+}
+
+#[test]
+fn no_spelling_of_the_control_api_reaches_a_catch_all_upstream() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/", up);
+    let gw = start_gateway_with(GatewayConfig {
+        secret: Some("s3cret".into()),
+        ..config(dir.path())
+    });
+    for (path, status) in [
+        ("/tyk/apis", 403),
+        ("//tyk/apis", 301),
+        ("/x/../tyk/", 301),
+        ("/tyk/%2e%2e/tyk/apis", 301),
+        ("/TYK/apis", 403),
+        ("/Tyk/stats", 403),
+        ("/%74yk/apis", 403),
+        ("/%54%59%4B/apis", 403),
+        ("/tyk", 403),
+    ] {
+        let got = get(gw.addr, path);
+        assert_eq!(got.status, status, "{path}: {}", got.text());
+    }
+    let key = [("x-tyk-authorization", "s3cret")];
+    assert_eq!(send(gw.addr, "GET", "/%74yk/apis", &key, b"").status, 200);
+    assert_eq!(send(gw.addr, "GET", "/TYK/apis", &key, b"").status, 404);
+    assert_eq!(rec.count(), 0, "{:?}", rec.requests());
+    // Everything else still reaches the catch-all API.
+    assert_eq!(get(gw.addr, "/tykx/a").status, 200);
+    assert_eq!(rec.count(), 1);
+    gw.stop();
+}
+
+#[test]
+fn an_api_whose_target_is_the_gateway_itself_gets_508() {
+    // The definition must name the gateway's port before it starts.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, target) in [
+        ("self", format!("http://127.0.0.1:{port}/loop")),
+        ("localhost", format!("http://localhost:{port}")),
+    ] {
+        write_api(
+            dir.path(),
+            name,
+            &api_json(name, &format!("/{name}/"), &target, true, Value::Null),
+        );
+    }
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let gw = start_gateway_at(addr, config(dir.path()));
+    for path in ["/self/", "/localhost/x"] {
+        let got = get(gw.addr, path);
+        assert_eq!(got.status, 508, "{path}");
+        assert_eq!(got.json()["error"], "Loop Detected");
+    }
+    assert_eq!(get(gw.addr, "/hello").status, 200);
+    gw.stop();
+}
+
+// ---------------------------------------------------------------- upstream
+
+/// An upstream at its keep-alive limit: answers the first request on each
+/// connection (keeping it open), then reads the next one and closes without
+/// a word.
+fn keepalive_limit_upstream(seen: Arc<AtomicUsize>) -> (SocketAddr, RawUpstream) {
+    raw_upstream(move |mut s| {
+        if read_request(&mut s).is_none() {
+            return;
+        }
+        seen.fetch_add(1, Ordering::SeqCst);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        if read_request(&mut s).is_some() {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+        // Dropping `s` closes the connection.
+    })
+}
+
+#[test]
+fn a_pooled_connection_the_upstream_closed_is_retried_once_when_safe() {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (up, _) = keepalive_limit_upstream(seen.clone());
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    let mut failed = 0;
+    for i in 0..40 {
+        let got = get(gw.addr, &format!("/plain/{i}"));
+        if got.status != 200 {
+            failed += 1;
+        }
+    }
+    assert_eq!(failed, 0, "GETs on stale pooled connections failed");
+
+    // A POST is not idempotent: it was written, the upstream may have acted
+    // on it, so it is not sent twice; the client gets Tyk's error instead.
+    let before = seen.load(Ordering::SeqCst);
+    let mut posts_failed = 0;
+    for _ in 0..6 {
+        let got = send(gw.addr, "POST", "/plain/p", &[], b"body");
+        if got.status != 200 {
+            assert_eq!(got.text(), TYK_PROXY_ERROR);
+            posts_failed += 1;
+        }
+    }
+    assert_eq!(
+        seen.load(Ordering::SeqCst) - before,
+        6,
+        "a POST reached the upstream twice"
+    );
+    assert!(posts_failed > 0, "no POST met a stale connection");
+    gw.stop();
+}
+
+#[test]
+fn the_idle_upstream_pool_is_bounded_per_worker() {
+    // A slow upstream, so a burst needs many connections at once.
+    let (up, stats) = raw_upstream(|mut s| {
+        while read_request(&mut s).is_some() {
+            std::thread::sleep(Duration::from_millis(100));
+            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(GatewayConfig {
+        upstream_keepalive: 4,
+        ..config(dir.path())
+    });
+    let burst: Vec<_> = (0..60)
+        .map(|_| {
+            let addr = gw.addr;
+            std::thread::spawn(move || raw(addr, "GET /plain/ HTTP/1.0\r\n\r\n"))
+        })
+        .collect();
+    for t in burst {
+        assert_eq!(status_of(&t.join().unwrap()), 200);
+    }
+    assert!(
+        stats.accepted.load(Ordering::SeqCst) > 4,
+        "the burst never needed more than 4 connections"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || stats
+            .open
+            .load(Ordering::SeqCst)
+            <= 4),
+        "{} upstream connections kept idle (bound 4)",
+        stats.open.load(Ordering::SeqCst)
+    );
+    gw.stop();
+}
+
+#[test]
+fn a_response_framed_two_ways_is_a_bad_upstream_answer() {
+    let (up, _) = raw_upstream(|mut s| {
+        if read_request(&mut s).is_some() {
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n14\r\n01234567890123456789\r\n0\r\n\r\n",
+            );
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    let got = get(gw.addr, "/plain/");
+    assert_eq!(got.status, 500);
+    assert_eq!(got.text(), TYK_PROXY_ERROR);
+    gw.stop();
+}
+
+#[test]
+fn an_upstream_that_stalls_mid_body_is_cut_off_after_the_read_timeout() {
+    let (up, _) = raw_upstream(|mut s| {
+        if read_request(&mut s).is_some() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789");
+            // Then nothing, for longer than any test waits.
+            std::thread::sleep(Duration::from_secs(60));
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(GatewayConfig {
+        upstream_read_timeout: Duration::from_millis(300),
+        ..config(dir.path())
+    });
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert!(
+        closed_by_peer(&mut s, Duration::from_secs(10)),
+        "the client's connection was held open by a stalled upstream"
+    );
+    assert_eq!(get(gw.addr, "/hello").status, 200);
+    gw.stop();
+}
+
+// ---------------------------------------------------------------- shutdown
+
+/// What one client request came to during a shutdown.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Answered,
+    /// Refused at connect: the listener was closed (allowed).
+    Refused,
+    /// Connected and sent, then closed or reset without a whole answer.
+    Lost(String),
+}
+
+fn one_http10_request(addr: SocketAddr) -> Outcome {
+    let mut s = match TcpStream::connect(addr) {
+        Ok(s) => s,
+        Err(_) => return Outcome::Refused,
+    };
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    if let Err(e) = s.write_all(b"GET /plain/ HTTP/1.0\r\n\r\n") {
+        return Outcome::Lost(format!("write: {e}"));
+    }
+    let mut out = Vec::new();
+    match s.read_to_end(&mut out) {
+        Ok(_) if out.starts_with(b"HTTP/1.0 200") && out.ends_with(b"recorded") => {
+            Outcome::Answered
+        }
+        Ok(_) => Outcome::Lost(String::from_utf8_lossy(&out).into_owned()),
+        Err(e) => Outcome::Lost(format!("read: {e}")),
+    }
+}
+
+#[test]
+fn sigterm_under_load_answers_every_request_it_accepted() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    // Each request spends 20 ms at the upstream: at the signal, many are in
+    // flight and more are waiting in the accept queue.
+    let (up, rec) = recorder_with_delay(Duration::from_millis(20));
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    // GATEWAY_BIN runs the same attack against another build (before/after).
+    let bin = std::env::var("GATEWAY_BIN").unwrap_or(env!("CARGO_BIN_EXE_gateway").into());
+    let mut child = Command::new(bin)
+        .args(["--apis", dir.path().to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--threads", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .trim_start_matches("gateway listening on ")
+        .parse()
+        .unwrap();
+
+    // 48 clients, each a new connection per request (ab's default), until
+    // refused or 400 requests each.
+    let clients: Vec<_> = (0..48)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut outcomes = Vec::new();
+                for _ in 0..400 {
+                    let o = one_http10_request(addr);
+                    let refused = o == Outcome::Refused;
+                    outcomes.push(o);
+                    if refused {
+                        break;
+                    }
+                }
+                outcomes
+            })
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(30), || rec.count() >= 200),
+        "the load never got going"
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let outcomes: Vec<Outcome> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    let status = child.wait().unwrap();
+    let answered = outcomes.iter().filter(|o| **o == Outcome::Answered).count();
+    let lost: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Lost(_)))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} requests lost, e.g. {:?}",
+        lost.len(),
+        outcomes.len(),
+        &lost[..lost.len().min(3)]
+    );
+    assert!(answered >= 200, "{answered} answered");
+    assert!(status.success(), "{status}");
+}
