@@ -80,6 +80,8 @@ impl Kind {
             Kind::MiddlewareFailed => "a middleware failed",
             Kind::BodyTooLarge => "the request body is too large to buffer",
             Kind::BadRequest => "the request body could not be read",
+            Kind::RequestTimeout => "the client stopped sending its request body",
+            Kind::LoopDetected => "the API's target is this gateway itself",
         }
     }
 }
