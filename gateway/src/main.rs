@@ -28,6 +28,9 @@ struct Args {
     /// Longest a JS middleware call may run before the request gets 500 (Tyk's jsvm_timeout)
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     jsvm_timeout: Duration,
+    /// JS VM threads per worker and API; 0 runs scripts inline on the I/O thread (no isolation)
+    #[arg(long, default_value_t = 1)]
+    jsvm_threads: usize,
     /// Longest to wait for the upstream's response head before answering 504
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     upstream_timeout: Duration,
@@ -70,6 +73,7 @@ fn main() -> std::process::ExitCode {
     let mut config = GatewayConfig {
         apis_dir: args.apis,
         jsvm_timeout: args.jsvm_timeout,
+        jsvm_threads: args.jsvm_threads,
         upstream_timeout: args.upstream_timeout,
         secret: args.secret.filter(|s| !s.is_empty()),
         ..GatewayConfig::default()

@@ -138,6 +138,9 @@ pub struct HostOptions {
     pub jsvm_timeout: Duration,
     /// Number of worker threads that will instantiate chains.
     pub workers: usize,
+    /// JS VM threads per worker and API (`--jsvm-threads`); 0 runs scripts
+    /// inline on the worker's I/O thread.
+    pub jsvm_threads: usize,
 }
 
 impl Default for HostOptions {
@@ -145,6 +148,7 @@ impl Default for HostOptions {
         HostOptions {
             jsvm_timeout: Duration::from_secs(5),
             workers: 1,
+            jsvm_threads: 1,
         }
     }
 }

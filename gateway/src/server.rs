@@ -44,6 +44,8 @@ pub struct GatewayConfig {
     pub threads: usize,
     /// Tyk's `jsvm_timeout`.
     pub jsvm_timeout: Duration,
+    /// JS VM threads per worker and API; 0 runs scripts on the I/O thread.
+    pub jsvm_threads: usize,
     /// Control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
     /// How long to wait for an upstream's response head (504 after).
@@ -58,6 +60,7 @@ impl Default for GatewayConfig {
             apis_dir: PathBuf::from("apis"),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             jsvm_timeout: Duration::from_secs(5),
+            jsvm_threads: 1,
             secret: None,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
@@ -101,6 +104,7 @@ impl Gateway {
         let opts = HostOptions {
             jsvm_timeout: config.jsvm_timeout,
             workers: threads,
+            jsvm_threads: config.jsvm_threads,
         };
         let resolver = Resolver::default();
         let mut apis = Vec::new();
@@ -204,6 +208,9 @@ impl Gateway {
             );
             let handle = std::thread::Builder::new()
                 .name(format!("gw-worker-{i}"))
+                // Scripts run here with `--jsvm-threads 0`: the JS host's
+                // stack (reserved, committed only when touched).
+                .stack_size(js::SCRIPT_STACK_SIZE)
                 .spawn(move || worker(listener, &apis, rx, control, resolver, config))
                 .context("cannot spawn a worker thread")?;
             handles.push(handle);

@@ -55,9 +55,13 @@
 //! - `budget`: the slice guard that enforces the timeout.
 
 mod budget;
+mod depth;
 mod prelude;
 mod request;
 mod vm;
+mod vmthread;
+
+pub use vmthread::SCRIPT_STACK_SIZE;
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -66,10 +70,11 @@ use std::time::{Duration, Instant};
 
 use crate::config::{ApiSpec, Hook, LoadError};
 use crate::middleware::{
-    Chain, ChainFactory, HostOptions, Middleware, MwError, MwFuture, MwRequest,
+    Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
 
 use vm::{CallError, ScriptFile, Sources, Vm};
+use vmthread::{RunError, Slot, VmPool};
 
 /// Loads an API's JS middleware: reads the scripts and builds one context to
 /// prove they compile and define every entry's object.
@@ -114,6 +119,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         hooks,
         timeout: opts.jsvm_timeout,
         file: spec.file.clone(),
+        threads: opts.jsvm_threads,
     }))
 }
 
@@ -124,6 +130,8 @@ struct JsFactory {
     hooks: Vec<Hook>,
     timeout: Duration,
     file: PathBuf,
+    /// VM threads per worker (`--jsvm-threads`); 0 runs scripts inline.
+    threads: usize,
 }
 
 impl ChainFactory for JsFactory {
@@ -136,10 +144,23 @@ impl ChainFactory for JsFactory {
                 e.message
             ))
         })?;
-        let api = Rc::new(ApiVm {
-            vm: tokio::sync::Mutex::new(Some(vm)),
-            sources: self.sources.clone(),
-            timeout: self.timeout,
+        let api = Rc::new(if self.threads == 0 {
+            ApiVm::Inline(InlineVm {
+                vm: tokio::sync::Mutex::new(Some(vm)),
+                sources: self.sources.clone(),
+                timeout: self.timeout,
+            })
+        } else {
+            // The VM threads build their own contexts (boa's are not
+            // `Send`); the one built above proved the scripts still load.
+            drop(vm);
+            let sources = self.sources.clone();
+            let build: vmthread::Builder<Vm> = Arc::new(move || build_vm(&sources));
+            let name = format!("gw-js-{}", self.sources.api_id);
+            ApiVm::Threads(ThreadedVm {
+                pool: VmPool::new(&name, self.threads, build),
+                timeout: self.timeout,
+            })
         });
         let mut chain = Chain::default();
         for (index, ((name, _), hook)) in self.sources.entries.iter().zip(&self.hooks).enumerate() {
@@ -161,8 +182,55 @@ fn display(p: &Path) -> std::path::Display<'_> {
     p.display()
 }
 
-/// One API's context on one worker, shared by that API's entries.
-struct ApiVm {
+/// One API's JS on one worker, shared by that API's entries: where its
+/// calls run.
+enum ApiVm {
+    /// On the I/O thread itself (`--jsvm-threads 0`), yielding at slices.
+    Inline(InlineVm),
+    /// On VM threads of its own (the default).
+    Threads(ThreadedVm),
+}
+
+impl ApiVm {
+    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+        match self {
+            ApiVm::Inline(vm) => vm.call(index, name, req).await,
+            ApiVm::Threads(vm) => vm.call(index, name, req).await,
+        }
+    }
+}
+
+/// The 500 message of a call stopped at its deadline.
+fn timed_out(name: &str, timeout: Duration) -> MwError {
+    MwError(format!(
+        "{name}: stopped after the jsvm timeout ({timeout:?})"
+    ))
+}
+
+/// A call's result as the chain sees it. A stopped VM must be discarded by
+/// the caller.
+fn outcome(name: &str, timeout: Duration, r: Result<Flow, CallError>) -> Result<Flow, MwError> {
+    match r {
+        Ok(flow) => Ok(flow),
+        Err(CallError::Failed(e)) => Err(MwError(format!("{name}: {e}"))),
+        Err(CallError::Stopped(budget::Stop::Timeout)) => Err(timed_out(name, timeout)),
+        Err(CallError::Stopped(budget::Stop::Memory)) => Err(MwError(format!(
+            "{name}: stopped for runaway memory growth"
+        ))),
+    }
+}
+
+fn build_vm(sources: &Sources) -> Result<Vm, MwError> {
+    Vm::build(sources).map_err(|e| {
+        MwError(format!(
+            "building the JS context failed: {}: {}",
+            e.field, e.message
+        ))
+    })
+}
+
+/// Scripts run inline on the I/O thread.
+struct InlineVm {
     /// `None` after a stopped call discarded the context; the next call
     /// rebuilds it. The async mutex serialises calls: a call suspended at a
     /// slice boundary still owns the VM's frame stack.
@@ -171,49 +239,75 @@ struct ApiVm {
     timeout: Duration,
 }
 
-impl ApiVm {
-    async fn call(
-        &self,
-        index: usize,
-        name: &str,
-        req: &mut MwRequest,
-    ) -> Result<crate::middleware::Flow, MwError> {
+impl InlineVm {
+    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
         let deadline = Instant::now() + self.timeout;
         let mut slot = self.vm.lock().await;
-        let timed_out = || {
-            MwError(format!(
-                "{name}: stopped after the jsvm timeout ({:?})",
-                self.timeout
-            ))
-        };
         if Instant::now() >= deadline {
-            return Err(timed_out());
+            return Err(timed_out(name, self.timeout));
         }
         let vm = match &mut *slot {
             Some(vm) => vm,
-            empty => empty.insert(Vm::build(&self.sources).map_err(|e| {
-                MwError(format!(
-                    "{name}: rebuilding the JS context failed: {}: {}",
-                    e.field, e.message
-                ))
-            })?),
-        };
-        match vm.call(index, req, deadline).await {
-            Ok(flow) => Ok(flow),
-            Err(CallError::Failed(e)) => Err(MwError(format!("{name}: {e}"))),
-            Err(CallError::Stopped(stop)) => {
-                // The VM stopped mid-frame: throw it away; the next call
-                // builds a fresh one.
-                *slot = None;
-                Err(match stop {
-                    budget::Stop::Timeout => timed_out(),
-                    budget::Stop::Memory => {
-                        MwError(format!("{name}: stopped for runaway memory growth"))
-                    }
-                })
+            empty => {
+                empty.insert(build_vm(&self.sources).map_err(|e| MwError(format!("{name}: {e}")))?)
             }
+        };
+        let r = vm.call(index, req, deadline).await;
+        if matches!(r, Err(CallError::Stopped(_))) {
+            // The VM stopped mid-frame: throw it away; the next call
+            // builds a fresh one.
+            *slot = None;
+        }
+        outcome(name, self.timeout, r)
+    }
+}
+
+/// Scripts run on VM threads (`vmthread.rs`); the I/O thread only hands
+/// the request over and awaits the answer until the deadline.
+struct ThreadedVm {
+    pool: VmPool<Vm>,
+    timeout: Duration,
+}
+
+impl ThreadedVm {
+    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+        let deadline = Instant::now() + self.timeout;
+        let owned = take_request(req);
+        let job = move |slot: &mut Slot<Vm>| {
+            let mut req = owned;
+            let r = match slot.get() {
+                Ok(vm) => budget::block_on(vm.call(index, &mut req, deadline)),
+                Err(e) => Err(CallError::Failed(e)),
+            };
+            if matches!(r, Err(CallError::Stopped(_))) {
+                slot.discard();
+            }
+            (req, r)
+        };
+        match self.pool.run(deadline, job).await {
+            Ok((back, r)) => {
+                *req = back;
+                outcome(name, self.timeout, r)
+            }
+            Err(RunError::Timeout) => Err(timed_out(name, self.timeout)),
+            Err(RunError::Unavailable(m)) => Err(MwError(format!("{name}: {m}"))),
         }
     }
+}
+
+/// Moves the request out for a VM thread, leaving an empty one (no
+/// allocation) that is overwritten when the answer comes back.
+fn take_request(req: &mut MwRequest) -> MwRequest {
+    let empty = MwRequest {
+        method: http::Method::GET,
+        path: String::new(),
+        query: None,
+        headers: http::HeaderMap::new(),
+        body: bytes::Bytes::new(),
+        remote_addr: req.remote_addr,
+        request_uri: http::Uri::default(),
+    };
+    std::mem::replace(req, empty)
 }
 
 /// One middleware entry on one worker.
