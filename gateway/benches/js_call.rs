@@ -85,6 +85,7 @@ fn spec() -> ApiSpec {
         }],
         post: Vec::new(),
         config_data: serde_json::Value::Null,
+        strategy: std::env::var("STRATEGY").unwrap_or_default(),
     }
 }
 

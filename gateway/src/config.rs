@@ -85,6 +85,11 @@ pub struct CustomMiddleware {
     /// response phase is not implemented.
     #[serde(default)]
     pub response: Vec<MiddlewareEntry>,
+    /// JS only: how scripts keep state across requests (`persistent`,
+    /// `fresh`); empty takes the gateway's `--jsvm-strategy`. Tyk ignores
+    /// the field.
+    #[serde(default)]
+    pub strategy: String,
 }
 
 /// One middleware in a `pre`/`post`/`response` list.
@@ -174,6 +179,8 @@ pub struct ApiSpec {
     pub post: Vec<MiddlewareEntry>,
     /// `config_data`.
     pub config_data: Value,
+    /// `custom_middleware.strategy` as written (checked by the JS host).
+    pub strategy: String,
 }
 
 impl ApiSpec {
@@ -465,6 +472,7 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
         pre,
         post,
         config_data: def.config_data,
+        strategy: mw.strategy,
     })
 }
 

@@ -31,12 +31,19 @@ struct Args {
     /// JS VM threads per worker and API; 0 runs scripts inline on the I/O thread (no isolation)
     #[arg(long, default_value_t = 1)]
     jsvm_threads: usize,
+    /// JS strategy of APIs whose custom_middleware.strategy is unset: persistent (state kept across requests) or fresh (Tyk's: fresh state per request)
+    #[arg(long, default_value = "persistent", value_parser = parse_strategy)]
+    jsvm_strategy: gateway::js::Strategy,
     /// Longest to wait for the upstream's response head before answering 504
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     upstream_timeout: Duration,
     /// Secret for the /tyk/ control API (X-Tyk-Authorization); the API is off without one
     #[arg(long, env = "GATEWAY_SECRET", hide_env_values = true)]
     secret: Option<String>,
+}
+
+fn parse_strategy(s: &str) -> Result<gateway::js::Strategy, String> {
+    gateway::js::Strategy::parse(s)
 }
 
 /// Parses `5s`, `250ms`, `2m` or a bare number of seconds.
@@ -74,6 +81,7 @@ fn main() -> std::process::ExitCode {
         apis_dir: args.apis,
         jsvm_timeout: args.jsvm_timeout,
         jsvm_threads: args.jsvm_threads,
+        jsvm_strategy: args.jsvm_strategy,
         upstream_timeout: args.upstream_timeout,
         secret: args.secret.filter(|s| !s.is_empty()),
         ..GatewayConfig::default()

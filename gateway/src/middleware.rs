@@ -141,6 +141,8 @@ pub struct HostOptions {
     /// JS VM threads per worker and API (`--jsvm-threads`); 0 runs scripts
     /// inline on the worker's I/O thread.
     pub jsvm_threads: usize,
+    /// The JS strategy of APIs that name none (`--jsvm-strategy`).
+    pub jsvm_strategy: crate::js::Strategy,
 }
 
 impl Default for HostOptions {
@@ -149,6 +151,7 @@ impl Default for HostOptions {
             jsvm_timeout: Duration::from_secs(5),
             workers: 1,
             jsvm_threads: 1,
+            jsvm_strategy: crate::js::Strategy::default(),
         }
     }
 }

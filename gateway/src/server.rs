@@ -46,6 +46,8 @@ pub struct GatewayConfig {
     pub jsvm_timeout: Duration,
     /// JS VM threads per worker and API; 0 runs scripts on the I/O thread.
     pub jsvm_threads: usize,
+    /// JS strategy of APIs whose definition names none.
+    pub jsvm_strategy: js::Strategy,
     /// Control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
     /// How long to wait for an upstream's response head (504 after).
@@ -61,6 +63,7 @@ impl Default for GatewayConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             jsvm_timeout: Duration::from_secs(5),
             jsvm_threads: 1,
+            jsvm_strategy: js::Strategy::default(),
             secret: None,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
@@ -105,6 +108,7 @@ impl Gateway {
             jsvm_timeout: config.jsvm_timeout,
             workers: threads,
             jsvm_threads: config.jsvm_threads,
+            jsvm_strategy: config.jsvm_strategy,
         };
         let resolver = Resolver::default();
         let mut apis = Vec::new();

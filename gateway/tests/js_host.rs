@@ -38,6 +38,7 @@ fn spec(api_id: &str, pre: Vec<MiddlewareEntry>, config_data: serde_json::Value)
         pre,
         post: Vec::new(),
         config_data,
+        strategy: String::new(),
     }
 }
 

@@ -63,6 +63,36 @@ mod vmthread;
 
 pub use vmthread::SCRIPT_STACK_SIZE;
 
+/// How an API's scripts keep state across requests
+/// (`custom_middleware.strategy`, default `--jsvm-strategy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// One context per worker (and VM thread) and API, kept across
+    /// requests: script globals persist. The one semantic departure from
+    /// Tyk, taken because it is what makes a call cost microseconds.
+    #[default]
+    Persistent,
+    /// Tyk's semantics (otto's VM copy, goja's fresh runtime): every call
+    /// runs in a context no earlier call touched. On boa the cheapest
+    /// correct way is a new context per call (prelude and scripts evaluated
+    /// again); on VM threads it is built right after the previous answer,
+    /// off the request's path, but it costs the CPU all the same.
+    Fresh,
+}
+
+impl Strategy {
+    /// Parses a definition's or a flag's value.
+    pub fn parse(s: &str) -> Result<Strategy, String> {
+        match s {
+            "persistent" => Ok(Strategy::Persistent),
+            "fresh" => Ok(Strategy::Fresh),
+            other => Err(format!(
+                "{other:?} is not a JS strategy; use \"persistent\" or \"fresh\""
+            )),
+        }
+    }
+}
+
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -113,6 +143,11 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         entries,
         timeout: opts.jsvm_timeout,
     });
+    let strategy = match spec.strategy.as_str() {
+        "" => opts.jsvm_strategy,
+        s => Strategy::parse(s)
+            .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
+    };
     Vm::build(&sources).map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
     Ok(Arc::new(JsFactory {
         sources,
@@ -120,6 +155,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         timeout: opts.jsvm_timeout,
         file: spec.file.clone(),
         threads: opts.jsvm_threads,
+        strategy,
     }))
 }
 
@@ -132,6 +168,7 @@ struct JsFactory {
     file: PathBuf,
     /// VM threads per worker (`--jsvm-threads`); 0 runs scripts inline.
     threads: usize,
+    strategy: Strategy,
 }
 
 impl ChainFactory for JsFactory {
@@ -149,6 +186,7 @@ impl ChainFactory for JsFactory {
                 vm: tokio::sync::Mutex::new(Some(vm)),
                 sources: self.sources.clone(),
                 timeout: self.timeout,
+                fresh: self.strategy == Strategy::Fresh,
             })
         } else {
             // The VM threads build their own contexts (boa's are not
@@ -160,6 +198,7 @@ impl ChainFactory for JsFactory {
             ApiVm::Threads(ThreadedVm {
                 pool: VmPool::new(&name, self.threads, build),
                 timeout: self.timeout,
+                fresh: self.strategy == Strategy::Fresh,
             })
         });
         let mut chain = Chain::default();
@@ -237,6 +276,8 @@ struct InlineVm {
     vm: tokio::sync::Mutex<Option<Vm>>,
     sources: Arc<Sources>,
     timeout: Duration,
+    /// [`Strategy::Fresh`]: the context is dropped after every call.
+    fresh: bool,
 }
 
 impl InlineVm {
@@ -253,9 +294,10 @@ impl InlineVm {
             }
         };
         let r = vm.call(index, req, deadline).await;
-        if matches!(r, Err(CallError::Stopped(_))) {
-            // The VM stopped mid-frame: throw it away; the next call
-            // builds a fresh one.
+        if self.fresh || matches!(r, Err(CallError::Stopped(_))) {
+            // Fresh: no later call may see this one's state. Stopped: the
+            // VM stopped mid-frame and cannot be resumed safely. Either
+            // way the next call builds a new context.
             *slot = None;
         }
         outcome(name, self.timeout, r)
@@ -267,19 +309,22 @@ impl InlineVm {
 struct ThreadedVm {
     pool: VmPool<Vm>,
     timeout: Duration,
+    /// [`Strategy::Fresh`]: the context is dropped after every call.
+    fresh: bool,
 }
 
 impl ThreadedVm {
     async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
         let deadline = Instant::now() + self.timeout;
         let owned = take_request(req);
+        let fresh = self.fresh;
         let job = move |slot: &mut Slot<Vm>| {
             let mut req = owned;
             let r = match slot.get() {
                 Ok(vm) => budget::block_on(vm.call(index, &mut req, deadline)),
                 Err(e) => Err(CallError::Failed(e)),
             };
-            if matches!(r, Err(CallError::Stopped(_))) {
+            if fresh || matches!(r, Err(CallError::Stopped(_))) {
                 slot.discard();
             }
             (req, r)

@@ -151,6 +151,12 @@ fn serve<S>(
         if std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut slot))).is_err() {
             slot.discard();
         }
+        // A job that discarded the state (a stopped script, or the `fresh`
+        // strategy after every call) has answered already: build the next
+        // state now, off the next request's path.
+        if slot.state.is_none() {
+            let _ = slot.get();
+        }
     }
     if abandoned.load(Ordering::SeqCst) {
         ABANDONED.fetch_sub(1, Ordering::SeqCst);
