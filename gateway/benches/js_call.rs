@@ -120,6 +120,7 @@ fn main() {
         jsvm_timeout: Duration::from_secs(5),
         workers: 1,
         jsvm_threads,
+        ..HostOptions::default()
     };
     let factory = gateway::js::load(&spec, &opts).expect("load");
     let chain = ApiChain::new(

@@ -255,12 +255,10 @@ fn property_list(list: &JsObject, ctx: &mut Context) -> JsResult<Vec<JsString>> 
     let mut out: Vec<JsString> = Vec::new();
     for i in 0..len {
         let v = list.get(i, ctx)?;
-        let item = if v.is_string() || v.is_number() {
-            Some(v.to_string(ctx)?)
-        } else if v
+        let boxed = v
             .as_object()
-            .is_some_and(|o| o.is::<JsString>() || o.is::<f64>())
-        {
+            .is_some_and(|o| o.is::<JsString>() || o.is::<f64>());
+        let item = if v.is_string() || v.is_number() || boxed {
             Some(v.to_string(ctx)?)
         } else {
             None

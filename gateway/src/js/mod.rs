@@ -6,46 +6,63 @@
 //! [`load`] reads an API's scripts and builds its context once on the loading
 //! thread, so every error a user can fix (a file that cannot be read, a script
 //! that does not compile or throws at top level, a `name` the scripts do not
-//! define) fails that API's load and names the field and file. Each worker
-//! thread then builds its own context per API in
+//! define, an unknown `strategy`) fails that API's load and names the field
+//! and file. Each worker then gets its own contexts per API in
 //! [`ChainFactory::instantiate`]: boa's `Context` is not `Send`, and one
 //! context per API keeps two APIs' globals (`var mw`) apart. Per request the
 //! host builds the `request` object natively (`request.rs`; its object-valued
 //! fields only when the script first reads them), runs a dispatch
 //! expression compiled at build time, and reads back only the fields a script
-//! may change: no parsing, no fresh context, no JSON text.
+//! may change: no parsing, no JSON text.
+//!
+//! # Where scripts run: VM threads (decided by measurement)
+//!
+//! By default (`--jsvm-threads 1`) each worker gives each JS API a VM thread
+//! of its own (`vmthread.rs`, engine-agnostic: jobs run against a per-thread
+//! state, so another engine can use it). The I/O thread moves the request to
+//! the VM thread and awaits the answer until the deadline; it never runs
+//! script code. Measured before (scripts inline on the I/O thread):
+//! `/^(a+)+$/` on 27 `a`s held its worker 11-13 s under a 2 s timeout, and
+//! `/plain/` requests on that worker waited up to 10 s; even a script the
+//! interpreter budget slices raised `/plain/` p50 from 0.3 to 25 ms. Now a
+//! runaway script holds only its own API's VM thread, and only until its
+//! deadline: the request then gets its 500 from the I/O thread, and a thread
+//! still inside a native step (regex, a `forEach` callback) is abandoned
+//! (lowered to nice 19; it exits when the step returns) and replaced.
+//!
+//! The price is a thread hand-off per call (a channel send, two wake-ups).
+//! `--jsvm-threads 0` keeps the old placement (inline, sliced, yielding) so
+//! the bench can show that price: `gateway/benches/js_placement.sh` (gateway
+//! CPU per request, `ab -c 10`, alternated) and `JSVM_THREADS=0|1 cargo
+//! bench -p gateway --bench js_call`. With more than one thread per API,
+//! calls go to the least busy; each thread has its own context.
 //!
 //! # What `--jsvm-timeout` guarantees
 //!
-//! A call runs inline on the worker thread, sliced by boa's instruction
-//! budget (`budget.rs`). At each slice boundary (every `budget::SLICE_BUDGET` cost
-//! units, tens of microseconds of a tight loop) the host yields to the
-//! worker's runtime, so the worker keeps serving other connections and other
-//! APIs while a long script runs, and checks the deadline. Hence:
-//!
-//! - A call whose time is spent in script code run by the main interpreter
-//!   loop (loops, JS-to-JS calls, recursion) is stopped no later than the
-//!   timeout plus one slice, and answered 500. Its context is then discarded
-//!   and rebuilt (top-level code runs again) for the next request, because a
-//!   VM stopped mid-frame cannot be resumed safely. Script globals therefore
-//!   reset after a timeout.
+//! - Every call is answered by its deadline (plus `vmthread::ABANDON_GRACE`,
+//!   20 ms), whatever the script does, on VM threads; requests to other
+//!   APIs never wait for it. Inline (`--jsvm-threads 0`), only script code
+//!   run by the interpreter loop is stopped (at the next slice boundary,
+//!   `budget::SLICE_BUDGET` cost units, tens of µs); a native step holds the
+//!   worker until it returns.
 //! - The deadline counts from when the request reaches the middleware,
-//!   including any wait for the same API's context on the same worker (one
-//!   call at a time per context): a request queued behind a runaway script is
-//!   also answered by its own deadline.
+//!   including any wait for the API's busy thread or context.
+//! - A call stopped by the interpreter budget, or abandoned, loses its
+//!   context: the next call gets a rebuilt one (top-level code runs again,
+//!   globals reset).
 //! - Unbounded recursion stops at depth 512 and a single frame's loops at
-//!   10^8 iterations, each an uncatchable error (a 500, context kept). The
-//!   iteration limit is what bounds a loop inside a callback run by a native
-//!   builtin (`arr.forEach(fn)`, `sort`, `replace`), which boa runs in a
-//!   nested loop that cannot yield: there the bound is iterations, not time.
+//!   10^8 iterations, each an uncatchable error (a 500, context kept).
+//! - Native recursion (`JSON.stringify`, `String(array)`, `flat`) is bounded
+//!   at `depth::MAX_NESTING` levels (a `RangeError`) on a 256 MiB script
+//!   stack; the measurement behind both is in `depth.rs`.
 //! - Runaway allocation: at each slice boundary the call is stopped once the
 //!   process's peak RSS has grown 256 MiB since the call's first yield. A
 //!   single builtin that allocates in one step (`"x".repeat(1e9)`) cannot be
-//!   interrupted; nor can one long native operation (a catastrophic regex).
-//!
-//! The hot path cost of all this is boa's per-instruction budget counter and
-//! one lock of an uncontended async mutex; a call that finishes in its first
-//! slice never reads the clock.
+//!   interrupted.
+//! - An exception fails its own request only: the dispatch catches it in
+//!   the script (see `vm.rs` for the boa stack leak this avoids).
+//! - A call whose body was 64 KiB or more is followed by a GC and a
+//!   `malloc_trim`, so large bodies do not stay resident (`vm.rs`).
 //!
 //! # Layout
 //!
@@ -53,6 +70,8 @@
 //! - `request`: the MiniRequestObject, built per call; applying the answer.
 //! - `vm`: one API's context on one worker; build and call.
 //! - `budget`: the slice guard that enforces the timeout.
+//! - `depth`: the nesting bound on boa's recursive builtins.
+//! - `vmthread`: VM threads, the hand-off and abandonment at the deadline.
 
 mod budget;
 mod depth;
@@ -182,12 +201,12 @@ impl ChainFactory for JsFactory {
             ))
         })?;
         let api = Rc::new(if self.threads == 0 {
-            ApiVm::Inline(InlineVm {
+            ApiVm::Inline(Box::new(InlineVm {
                 vm: tokio::sync::Mutex::new(Some(vm)),
                 sources: self.sources.clone(),
                 timeout: self.timeout,
                 fresh: self.strategy == Strategy::Fresh,
-            })
+            }))
         } else {
             // The VM threads build their own contexts (boa's are not
             // `Send`); the one built above proved the scripts still load.
@@ -225,7 +244,7 @@ fn display(p: &Path) -> std::path::Display<'_> {
 /// calls run.
 enum ApiVm {
     /// On the I/O thread itself (`--jsvm-threads 0`), yielding at slices.
-    Inline(InlineVm),
+    Inline(Box<InlineVm>),
     /// On VM threads of its own (the default).
     Threads(ThreadedVm),
 }
