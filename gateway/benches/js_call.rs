@@ -17,6 +17,10 @@
 //!    --cache-sim=yes target/release/deps/js_call-*` (from `gateway/`) counts
 //!    the cache lines a call touches and which functions miss (`cg_annotate
 //!    --sort=D1mr`); `CALLS` and `ROUNDS` default to 20000 and 5.
+//! 5. `JSVM_THREADS=0 cargo bench -p gateway --bench js_call` runs the call
+//!    inline (`--jsvm-threads 0`); the default hands it to a VM thread, so
+//!    the difference is what isolating scripts from the I/O thread costs
+//!    (wall time here includes the two thread wake-ups).
 //!
 //! Allocations are counted by a wrapper around the system allocator that
 //! exists only in this benchmark binary.
@@ -81,6 +85,7 @@ fn spec() -> ApiSpec {
         }],
         post: Vec::new(),
         config_data: serde_json::Value::Null,
+        strategy: std::env::var("STRATEGY").unwrap_or_default(),
     }
 }
 
@@ -107,9 +112,15 @@ fn ab_request() -> MwRequest {
 
 fn main() {
     let spec = spec();
+    // JSVM_THREADS=0 calls inline, as `--jsvm-threads 0`; the default (1)
+    // hands each call to a VM thread, as the gateway does by default.
+    let jsvm_threads = env_count("JSVM_THREADS", 1);
+    println!("jsvm_threads = {jsvm_threads}");
     let opts = HostOptions {
         jsvm_timeout: Duration::from_secs(5),
         workers: 1,
+        jsvm_threads,
+        ..HostOptions::default()
     };
     let factory = gateway::js::load(&spec, &opts).expect("load");
     let chain = ApiChain::new(

@@ -108,6 +108,11 @@ pub struct CustomMiddleware {
     /// closed, since the response phase is not implemented.
     #[serde(default)]
     pub response: Vec<MiddlewareEntry>,
+    /// JS only: how scripts keep state across requests (`persistent`,
+    /// `fresh`); empty takes the gateway's `--jsvm-strategy`. Tyk ignores
+    /// the field.
+    #[serde(default)]
+    pub strategy: String,
 }
 
 /// One middleware in a `pre`/`post`/`response` list.
@@ -205,6 +210,8 @@ pub struct ApiSpec {
     pub post: Vec<MiddlewareEntry>,
     /// `config_data`.
     pub config_data: Value,
+    /// `custom_middleware.strategy` as written (checked by the JS host).
+    pub strategy: String,
 }
 
 impl ApiSpec {
@@ -486,6 +493,7 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
         return Err(err("proxy.target_url", "is missing or empty".into()));
     }
     let target = Target::parse(&proxy.target_url).map_err(|m| err("proxy.target_url", m))?;
+    let strategy = def.custom_middleware.strategy.clone();
     let (pre, post, driver) = validate_middleware(file, def.custom_middleware)?;
     Ok(ApiSpec {
         file: file.to_path_buf(),
@@ -505,6 +513,7 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
         } else {
             def.config_data
         },
+        strategy,
     })
 }
 

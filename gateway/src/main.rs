@@ -28,6 +28,12 @@ struct Args {
     /// Longest a JS middleware call may run before the request gets 500 (Tyk's jsvm_timeout)
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     jsvm_timeout: Duration,
+    /// JS VM threads per worker and API; 0 runs scripts inline on the I/O thread (no isolation)
+    #[arg(long, default_value_t = 1)]
+    jsvm_threads: usize,
+    /// JS strategy of APIs whose custom_middleware.strategy is unset: persistent (state kept across requests) or fresh (Tyk's: fresh state per request)
+    #[arg(long, default_value = "persistent", value_parser = parse_strategy)]
+    jsvm_strategy: gateway::js::Strategy,
     /// Longest to wait for the upstream's response head before answering 504
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     upstream_timeout: Duration,
@@ -80,6 +86,10 @@ fn parse_listen(s: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{s:?} resolves to no address"))
 }
 
+fn parse_strategy(s: &str) -> Result<gateway::js::Strategy, String> {
+    gateway::js::Strategy::parse(s)
+}
+
 /// Parses `5s`, `250ms`, `2m` or a bare number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -114,6 +124,8 @@ fn main() -> std::process::ExitCode {
     let mut config = GatewayConfig {
         apis_dir: args.apis,
         jsvm_timeout: args.jsvm_timeout,
+        jsvm_threads: args.jsvm_threads,
+        jsvm_strategy: args.jsvm_strategy,
         upstream_timeout: args.upstream_timeout,
         upstream_read_timeout: args.upstream_read_timeout,
         upstream_keepalive: args.upstream_keepalive,

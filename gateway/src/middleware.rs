@@ -138,6 +138,11 @@ pub struct HostOptions {
     pub jsvm_timeout: Duration,
     /// Number of worker threads that will instantiate chains.
     pub workers: usize,
+    /// JS VM threads per worker and API (`--jsvm-threads`); 0 runs scripts
+    /// inline on the worker's I/O thread.
+    pub jsvm_threads: usize,
+    /// The JS strategy of APIs that name none (`--jsvm-strategy`).
+    pub jsvm_strategy: crate::js::Strategy,
 }
 
 impl Default for HostOptions {
@@ -145,6 +150,8 @@ impl Default for HostOptions {
         HostOptions {
             jsvm_timeout: Duration::from_secs(5),
             workers: 1,
+            jsvm_threads: 1,
+            jsvm_strategy: crate::js::Strategy::default(),
         }
     }
 }

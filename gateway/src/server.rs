@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::config::{ApiSpec, LoadError};
 use crate::control::Control;
-use crate::conn;
+use crate::{conn, js};
 use crate::loader::{self, LoadedApi};
 use crate::middleware::HostOptions;
 use crate::pool::{Pool, PoolConfig};
@@ -46,6 +46,10 @@ pub struct GatewayConfig {
     pub threads: usize,
     /// Tyk's `jsvm_timeout`.
     pub jsvm_timeout: Duration,
+    /// JS VM threads per worker and API; 0 runs scripts on the I/O thread.
+    pub jsvm_threads: usize,
+    /// JS strategy of APIs whose definition names none.
+    pub jsvm_strategy: js::Strategy,
     /// Control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
     /// How long to wait for an upstream's response head (504 after).
@@ -76,6 +80,8 @@ impl Default for GatewayConfig {
             apis_dir: PathBuf::from("apis"),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             jsvm_timeout: Duration::from_secs(5),
+            jsvm_threads: 1,
+            jsvm_strategy: js::Strategy::default(),
             secret: None,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
@@ -109,6 +115,8 @@ impl Gateway {
         let opts = HostOptions {
             jsvm_timeout: config.jsvm_timeout,
             workers: threads,
+            jsvm_threads: config.jsvm_threads,
+            jsvm_strategy: config.jsvm_strategy,
         };
         let resolver = Resolver::default();
         let load = loader::load(&config.apis_dir, &opts, &resolver)?;
@@ -175,6 +183,9 @@ impl Gateway {
             let (apis, rx) = (apis.clone(), rx.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("gw-worker-{i}"))
+                // Scripts run here with `--jsvm-threads 0`: the JS host's
+                // stack (reserved, committed only when touched).
+                .stack_size(js::SCRIPT_STACK_SIZE)
                 .spawn(move || worker(listener, &apis, rx, shared))
                 .context("cannot spawn a worker thread")?;
             handles.push(handle);

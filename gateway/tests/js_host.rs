@@ -38,6 +38,7 @@ fn spec(api_id: &str, pre: Vec<MiddlewareEntry>, config_data: serde_json::Value)
         pre,
         post: Vec::new(),
         config_data,
+        strategy: String::new(),
     }
 }
 
@@ -77,7 +78,7 @@ struct Host {
 fn host_with(spec: &ApiSpec, timeout: Duration) -> Host {
     let opts = HostOptions {
         jsvm_timeout: timeout,
-        workers: 1,
+        ..HostOptions::default()
     };
     let factory = gateway::js::load(spec, &opts).unwrap_or_else(|e| panic!("load: {e}"));
     let chain = factory.instantiate().expect("instantiate");

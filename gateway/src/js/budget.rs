@@ -109,3 +109,16 @@ pub(crate) fn block_guarded<F: Future>(fut: F, mut guard: Guard) -> Result<F::Ou
         guard.check()?;
     }
 }
+
+/// Runs `fut` to completion on this thread, polling again at every yield.
+/// Used on VM threads, where nothing else waits for the thread: the guard
+/// inside `fut` (see [`guarded`]) still checks the deadline at each slice.
+pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
+    let mut fut = pin!(fut);
+    let mut cx = TaskContext::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}

@@ -6,46 +6,63 @@
 //! [`load`] reads an API's scripts and builds its context once on the loading
 //! thread, so every error a user can fix (a file that cannot be read, a script
 //! that does not compile or throws at top level, a `name` the scripts do not
-//! define) fails that API's load and names the field and file. Each worker
-//! thread then builds its own context per API in
+//! define, an unknown `strategy`) fails that API's load and names the field
+//! and file. Each worker then gets its own contexts per API in
 //! [`ChainFactory::instantiate`]: boa's `Context` is not `Send`, and one
 //! context per API keeps two APIs' globals (`var mw`) apart. Per request the
 //! host builds the `request` object natively (`request.rs`; its object-valued
 //! fields only when the script first reads them), runs a dispatch
 //! expression compiled at build time, and reads back only the fields a script
-//! may change: no parsing, no fresh context, no JSON text.
+//! may change: no parsing, no JSON text.
+//!
+//! # Where scripts run: VM threads (decided by measurement)
+//!
+//! By default (`--jsvm-threads 1`) each worker gives each JS API a VM thread
+//! of its own (`vmthread.rs`, engine-agnostic: jobs run against a per-thread
+//! state, so another engine can use it). The I/O thread moves the request to
+//! the VM thread and awaits the answer until the deadline; it never runs
+//! script code. Measured before (scripts inline on the I/O thread):
+//! `/^(a+)+$/` on 27 `a`s held its worker 11-13 s under a 2 s timeout, and
+//! `/plain/` requests on that worker waited up to 10 s; even a script the
+//! interpreter budget slices raised `/plain/` p50 from 0.3 to 25 ms. Now a
+//! runaway script holds only its own API's VM thread, and only until its
+//! deadline: the request then gets its 500 from the I/O thread, and a thread
+//! still inside a native step (regex, a `forEach` callback) is abandoned
+//! (lowered to nice 19; it exits when the step returns) and replaced.
+//!
+//! The price is a thread hand-off per call (a channel send, two wake-ups).
+//! `--jsvm-threads 0` keeps the old placement (inline, sliced, yielding) so
+//! the bench can show that price: `gateway/benches/js_placement.sh` (gateway
+//! CPU per request, `ab -c 10`, alternated) and `JSVM_THREADS=0|1 cargo
+//! bench -p gateway --bench js_call`. With more than one thread per API,
+//! calls go to the least busy; each thread has its own context.
 //!
 //! # What `--jsvm-timeout` guarantees
 //!
-//! A call runs inline on the worker thread, sliced by boa's instruction
-//! budget (`budget.rs`). At each slice boundary (every `budget::SLICE_BUDGET` cost
-//! units, tens of microseconds of a tight loop) the host yields to the
-//! worker's runtime, so the worker keeps serving other connections and other
-//! APIs while a long script runs, and checks the deadline. Hence:
-//!
-//! - A call whose time is spent in script code run by the main interpreter
-//!   loop (loops, JS-to-JS calls, recursion) is stopped no later than the
-//!   timeout plus one slice, and answered 500. Its context is then discarded
-//!   and rebuilt (top-level code runs again) for the next request, because a
-//!   VM stopped mid-frame cannot be resumed safely. Script globals therefore
-//!   reset after a timeout.
+//! - Every call is answered by its deadline (plus `vmthread::ABANDON_GRACE`,
+//!   20 ms), whatever the script does, on VM threads; requests to other
+//!   APIs never wait for it. Inline (`--jsvm-threads 0`), only script code
+//!   run by the interpreter loop is stopped (at the next slice boundary,
+//!   `budget::SLICE_BUDGET` cost units, tens of µs); a native step holds the
+//!   worker until it returns.
 //! - The deadline counts from when the request reaches the middleware,
-//!   including any wait for the same API's context on the same worker (one
-//!   call at a time per context): a request queued behind a runaway script is
-//!   also answered by its own deadline.
+//!   including any wait for the API's busy thread or context.
+//! - A call stopped by the interpreter budget, or abandoned, loses its
+//!   context: the next call gets a rebuilt one (top-level code runs again,
+//!   globals reset).
 //! - Unbounded recursion stops at depth 512 and a single frame's loops at
-//!   10^8 iterations, each an uncatchable error (a 500, context kept). The
-//!   iteration limit is what bounds a loop inside a callback run by a native
-//!   builtin (`arr.forEach(fn)`, `sort`, `replace`), which boa runs in a
-//!   nested loop that cannot yield: there the bound is iterations, not time.
+//!   10^8 iterations, each an uncatchable error (a 500, context kept).
+//! - Native recursion (`JSON.stringify`, `String(array)`, `flat`) is bounded
+//!   at `depth::MAX_NESTING` levels (a `RangeError`) on a 256 MiB script
+//!   stack; the measurement behind both is in `depth.rs`.
 //! - Runaway allocation: at each slice boundary the call is stopped once the
 //!   process's peak RSS has grown 256 MiB since the call's first yield. A
 //!   single builtin that allocates in one step (`"x".repeat(1e9)`) cannot be
-//!   interrupted; nor can one long native operation (a catastrophic regex).
-//!
-//! The hot path cost of all this is boa's per-instruction budget counter and
-//! one lock of an uncontended async mutex; a call that finishes in its first
-//! slice never reads the clock.
+//!   interrupted.
+//! - An exception fails its own request only: the dispatch catches it in
+//!   the script (see `vm.rs` for the boa stack leak this avoids).
+//! - A call whose body was 64 KiB or more is followed by a GC and a
+//!   `malloc_trim`, so large bodies do not stay resident (`vm.rs`).
 //!
 //! # Layout
 //!
@@ -53,11 +70,47 @@
 //! - `request`: the MiniRequestObject, built per call; applying the answer.
 //! - `vm`: one API's context on one worker; build and call.
 //! - `budget`: the slice guard that enforces the timeout.
+//! - `depth`: the nesting bound on boa's recursive builtins.
+//! - `vmthread`: VM threads, the hand-off and abandonment at the deadline.
 
 mod budget;
+mod depth;
 mod prelude;
 mod request;
 mod vm;
+mod vmthread;
+
+pub use vmthread::SCRIPT_STACK_SIZE;
+
+/// How an API's scripts keep state across requests
+/// (`custom_middleware.strategy`, default `--jsvm-strategy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// One context per worker (and VM thread) and API, kept across
+    /// requests: script globals persist. The one semantic departure from
+    /// Tyk, taken because it is what makes a call cost microseconds.
+    #[default]
+    Persistent,
+    /// Tyk's semantics (otto's VM copy, goja's fresh runtime): every call
+    /// runs in a context no earlier call touched. On boa the cheapest
+    /// correct way is a new context per call (prelude and scripts evaluated
+    /// again); on VM threads it is built right after the previous answer,
+    /// off the request's path, but it costs the CPU all the same.
+    Fresh,
+}
+
+impl Strategy {
+    /// Parses a definition's or a flag's value.
+    pub fn parse(s: &str) -> Result<Strategy, String> {
+        match s {
+            "persistent" => Ok(Strategy::Persistent),
+            "fresh" => Ok(Strategy::Fresh),
+            other => Err(format!(
+                "{other:?} is not a JS strategy; use \"persistent\" or \"fresh\""
+            )),
+        }
+    }
+}
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -66,10 +119,11 @@ use std::time::{Duration, Instant};
 
 use crate::config::{ApiSpec, Hook, LoadError};
 use crate::middleware::{
-    Chain, ChainFactory, HostOptions, Middleware, MwError, MwFuture, MwRequest,
+    Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
 
 use vm::{CallError, ScriptFile, Sources, Vm};
+use vmthread::{RunError, Slot, VmPool};
 
 /// Loads an API's JS middleware: reads the scripts and builds one context to
 /// prove they compile and define every entry's object.
@@ -112,6 +166,11 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         entries,
         timeout: opts.jsvm_timeout,
     });
+    let strategy = match spec.strategy.as_str() {
+        "" => opts.jsvm_strategy,
+        s => Strategy::parse(s)
+            .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
+    };
     let vm = Vm::build(&sources).map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
     // Logged here, once: workers rebuild the same context and would repeat it.
     for t in &vm.thrown {
@@ -125,6 +184,8 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         hooks,
         timeout: opts.jsvm_timeout,
         file: spec.file.clone(),
+        threads: opts.jsvm_threads,
+        strategy,
     }))
 }
 
@@ -135,6 +196,9 @@ struct JsFactory {
     hooks: Vec<Hook>,
     timeout: Duration,
     file: PathBuf,
+    /// VM threads per worker (`--jsvm-threads`); 0 runs scripts inline.
+    threads: usize,
+    strategy: Strategy,
 }
 
 impl ChainFactory for JsFactory {
@@ -147,10 +211,25 @@ impl ChainFactory for JsFactory {
                 e.message
             ))
         })?;
-        let api = Rc::new(ApiVm {
-            vm: tokio::sync::Mutex::new(Some(vm)),
-            sources: self.sources.clone(),
-            timeout: self.timeout,
+        let api = Rc::new(if self.threads == 0 {
+            ApiVm::Inline(Box::new(InlineVm {
+                vm: tokio::sync::Mutex::new(Some(vm)),
+                sources: self.sources.clone(),
+                timeout: self.timeout,
+                fresh: self.strategy == Strategy::Fresh,
+            }))
+        } else {
+            // The VM threads build their own contexts (boa's are not
+            // `Send`); the one built above proved the scripts still load.
+            drop(vm);
+            let sources = self.sources.clone();
+            let build: vmthread::Builder<Vm> = Arc::new(move || build_vm(&sources));
+            let name = format!("gw-js-{}", self.sources.api_id);
+            ApiVm::Threads(ThreadedVm {
+                pool: VmPool::new(&name, self.threads, build),
+                timeout: self.timeout,
+                fresh: self.strategy == Strategy::Fresh,
+            })
         });
         let mut chain = Chain::default();
         for (index, ((name, _), hook)) in self.sources.entries.iter().zip(&self.hooks).enumerate() {
@@ -172,59 +251,138 @@ fn display(p: &Path) -> std::path::Display<'_> {
     p.display()
 }
 
-/// One API's context on one worker, shared by that API's entries.
-struct ApiVm {
+/// One API's JS on one worker, shared by that API's entries: where its
+/// calls run.
+enum ApiVm {
+    /// On the I/O thread itself (`--jsvm-threads 0`), yielding at slices.
+    Inline(Box<InlineVm>),
+    /// On VM threads of its own (the default).
+    Threads(ThreadedVm),
+}
+
+impl ApiVm {
+    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+        match self {
+            ApiVm::Inline(vm) => vm.call(index, name, req).await,
+            ApiVm::Threads(vm) => vm.call(index, name, req).await,
+        }
+    }
+}
+
+/// The 500 message of a call stopped at its deadline.
+fn timed_out(name: &str, timeout: Duration) -> MwError {
+    MwError(format!(
+        "{name}: stopped after the jsvm timeout ({timeout:?})"
+    ))
+}
+
+/// A call's result as the chain sees it. A stopped VM must be discarded by
+/// the caller.
+fn outcome(name: &str, timeout: Duration, r: Result<Flow, CallError>) -> Result<Flow, MwError> {
+    match r {
+        Ok(flow) => Ok(flow),
+        Err(CallError::Failed(e)) => Err(MwError(format!("{name}: {e}"))),
+        Err(CallError::Stopped(budget::Stop::Timeout)) => Err(timed_out(name, timeout)),
+        Err(CallError::Stopped(budget::Stop::Memory)) => Err(MwError(format!(
+            "{name}: stopped for runaway memory growth"
+        ))),
+    }
+}
+
+fn build_vm(sources: &Sources) -> Result<Vm, MwError> {
+    Vm::build(sources).map_err(|e| {
+        MwError(format!(
+            "building the JS context failed: {}: {}",
+            e.field, e.message
+        ))
+    })
+}
+
+/// Scripts run inline on the I/O thread.
+struct InlineVm {
     /// `None` after a stopped call discarded the context; the next call
     /// rebuilds it. The async mutex serialises calls: a call suspended at a
     /// slice boundary still owns the VM's frame stack.
     vm: tokio::sync::Mutex<Option<Vm>>,
     sources: Arc<Sources>,
     timeout: Duration,
+    /// [`Strategy::Fresh`]: the context is dropped after every call.
+    fresh: bool,
 }
 
-impl ApiVm {
-    async fn call(
-        &self,
-        index: usize,
-        name: &str,
-        req: &mut MwRequest,
-    ) -> Result<crate::middleware::Flow, MwError> {
+impl InlineVm {
+    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
         let deadline = Instant::now() + self.timeout;
         let mut slot = self.vm.lock().await;
-        let timed_out = || {
-            MwError(format!(
-                "{name}: stopped after the jsvm timeout ({:?})",
-                self.timeout
-            ))
-        };
         if Instant::now() >= deadline {
-            return Err(timed_out());
+            return Err(timed_out(name, self.timeout));
         }
         let vm = match &mut *slot {
             Some(vm) => vm,
-            empty => empty.insert(Vm::build(&self.sources).map_err(|e| {
-                MwError(format!(
-                    "{name}: rebuilding the JS context failed: {}: {}",
-                    e.field, e.message
-                ))
-            })?),
-        };
-        match vm.call(index, req, deadline).await {
-            Ok(flow) => Ok(flow),
-            Err(CallError::Failed(e)) => Err(MwError(format!("{name}: {e}"))),
-            Err(CallError::Stopped(stop)) => {
-                // The VM stopped mid-frame: throw it away; the next call
-                // builds a fresh one.
-                *slot = None;
-                Err(match stop {
-                    budget::Stop::Timeout => timed_out(),
-                    budget::Stop::Memory => {
-                        MwError(format!("{name}: stopped for runaway memory growth"))
-                    }
-                })
+            empty => {
+                empty.insert(build_vm(&self.sources).map_err(|e| MwError(format!("{name}: {e}")))?)
             }
+        };
+        let r = vm.call(index, req, deadline).await;
+        if self.fresh || matches!(r, Err(CallError::Stopped(_))) {
+            // Fresh: no later call may see this one's state. Stopped: the
+            // VM stopped mid-frame and cannot be resumed safely. Either
+            // way the next call builds a new context.
+            *slot = None;
+        }
+        outcome(name, self.timeout, r)
+    }
+}
+
+/// Scripts run on VM threads (`vmthread.rs`); the I/O thread only hands
+/// the request over and awaits the answer until the deadline.
+struct ThreadedVm {
+    pool: VmPool<Vm>,
+    timeout: Duration,
+    /// [`Strategy::Fresh`]: the context is dropped after every call.
+    fresh: bool,
+}
+
+impl ThreadedVm {
+    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+        let deadline = Instant::now() + self.timeout;
+        let owned = take_request(req);
+        let fresh = self.fresh;
+        let job = move |slot: &mut Slot<Vm>| {
+            let mut req = owned;
+            let r = match slot.get() {
+                Ok(vm) => budget::block_on(vm.call(index, &mut req, deadline)),
+                Err(e) => Err(CallError::Failed(e)),
+            };
+            if fresh || matches!(r, Err(CallError::Stopped(_))) {
+                slot.discard();
+            }
+            (req, r)
+        };
+        match self.pool.run(deadline, job).await {
+            Ok((back, r)) => {
+                *req = back;
+                outcome(name, self.timeout, r)
+            }
+            Err(RunError::Timeout) => Err(timed_out(name, self.timeout)),
+            Err(RunError::Unavailable(m)) => Err(MwError(format!("{name}: {m}"))),
         }
     }
+}
+
+/// Moves the request out for a VM thread, leaving an empty one (no
+/// allocation) that is overwritten when the answer comes back.
+fn take_request(req: &mut MwRequest) -> MwRequest {
+    let empty = MwRequest {
+        method: http::Method::GET,
+        path: String::new(),
+        query: None,
+        headers: http::HeaderMap::new(),
+        body: bytes::Bytes::new(),
+        remote_addr: req.remote_addr,
+        request_uri: http::Uri::default(),
+    };
+    std::mem::replace(req, empty)
 }
 
 /// One middleware entry on one worker.

@@ -15,7 +15,7 @@ use boa_engine::vm::RuntimeLimits;
 use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source};
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
-use super::{prelude, request};
+use super::{depth, prelude, request};
 use crate::middleware::{Flow, MwError, MwRequest};
 
 /// Recursion depth at which a call is stopped (boa's default, stated here
@@ -103,6 +103,7 @@ impl Vm {
             field: "custom_middleware".into(),
             message: format!("JS host setup failed: {e}"),
         };
+        depth::install(&mut ctx).map_err(internal)?;
         prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
 
         // Tyk runs each file and only logs a top-level throw: whatever the
@@ -167,7 +168,19 @@ impl Vm {
             let h = prelude::HOST_GLOBAL;
             // The session is a fresh `{}` per call (no auth plugins here):
             // made by the script itself, it costs less than a host write.
-            let expr = format!("{name}.ProcessRequest({h}.request, {{}}, {h}.spec)");
+            //
+            // The call is wrapped in a try/catch at the script's own level:
+            // boa 0.22 leaves a throwing function's frame values on its VM
+            // stack when the exception leaves the script uncaught (its
+            // `handle_throw` returns before truncating the stack), so ~540
+            // uncaught exceptions filled the stack and every later call of
+            // the context failed with `RuntimeLimitError: reached the maximum
+            // stack size`. Caught here, the script returns normally and boa
+            // truncates its stack. The host object stands for "threw"; the
+            // exception is handed over in its `thrown` field.
+            let expr = format!(
+                "try {{ {name}.ProcessRequest({h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
+            );
             let script = Script::parse(Source::from_bytes(&expr), None, &mut ctx)
                 .map_err(|e| fail(format!("cannot compile the dispatch for {name:?}: {e}")))?;
             dispatch.push(script);
@@ -219,6 +232,37 @@ impl Vm {
         req: &mut MwRequest,
         deadline: Instant,
     ) -> Result<Flow, CallError> {
+        let body_len = req.body.len();
+        let result = self.call_once(index, req, deadline).await;
+        if body_len >= LARGE_BODY {
+            // boa's collector runs on its own allocation count, and a body
+            // string is one allocation however large (strings are reference
+            // counted, outside that count): without this, a 1 MiB body stays
+            // alive until hundreds of ordinary calls later trigger a
+            // collection (300 POSTs of 1 MiB grew RSS 14 -> 479 MB). The
+            // request object that holds it is garbage now; collect it, on
+            // success and on failure alike.
+            boa_engine::gc::force_collect();
+            // What a large body's parse freed (`JSON.parse` of 8 MiB makes
+            // a serde_json tree, an AST and bytecode) sits in this thread's
+            // malloc arena; glibc returns an arena's free pages to the
+            // kernel only on a trim. Only after large bodies: it walks the
+            // heap.
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_trim has no preconditions.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+        result
+    }
+
+    async fn call_once(
+        &mut self,
+        index: usize,
+        req: &mut MwRequest,
+        deadline: Instant,
+    ) -> Result<Flow, CallError> {
         let failed = |e: String| CallError::Failed(MwError(e));
         let ctx = &mut self.ctx;
         let built =
@@ -242,6 +286,17 @@ impl Vm {
                 .set(js_string!("request"), JsValue::undefined(), false, ctx);
         }
         let ret = run.map_err(|e| failed(format!("JS error: {}", error_text(&e))))?;
+        if ret
+            .as_object()
+            .is_some_and(|o| JsObject::equals(&o, &self.host))
+        {
+            let thrown = self.host.get(js_string!("thrown"), ctx).unwrap_or_default();
+            let _ = self
+                .host
+                .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
+            let e = boa_engine::JsError::from_opaque(thrown);
+            return Err(failed(format!("JS error: {}", error_text(&e))));
+        }
         request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
     }
 }
@@ -273,3 +328,8 @@ pub(crate) fn error_text(e: &boa_engine::JsError) -> String {
         format!("{first} (at {})", frames.join(", called from "))
     }
 }
+
+/// Bodies from this size on are collected right after the call (see
+/// [`Vm::call`]). Smaller ones wait for boa's own collections: collecting
+/// after every call would cost more than the request.
+const LARGE_BODY: usize = 64 * 1024;

@@ -1,0 +1,273 @@
+//! A bound on the nesting depth boa's recursive builtins may reach.
+//!
+//! boa's recursion limit counts interpreter frames. Some builtins recurse on
+//! the machine stack instead, one or more Rust frames per level of the value
+//! they walk, with no bound of their own: `JSON.stringify` of a 2,000-deep
+//! object overflowed a 2 MiB worker stack and aborted the process. Measured
+//! with `cargo bench -p gateway --bench js_stack_depth` (bytes of stack per
+//! level, 2,000 levels; dev build, whose dependencies are `opt-level = 2`):
+//!
+//! | builtin                          | bytes/level |
+//! |----------------------------------|------------:|
+//! | `JSON.stringify` (objects)       |       1,090 |
+//! | `JSON.stringify` (arrays)        |       1,026 |
+//! | `String(array)` (join/toString)  |       2,770 |
+//! | `Array.prototype.flat(Infinity)` |         290 |
+//! | Proxy chain `[[Get]]`            |         401 |
+//! | prototype chain lookup           |         225 |
+//! | bound function chain             | (iterative) |
+//!
+//! `JSON.parse` is bounded already: boa validates the text with serde_json
+//! first, whose recursion limit (128) refuses deeper text with a
+//! `SyntaxError`.
+//!
+//! Two defences, together:
+//!
+//! 1. Scripts run on threads with a [`SCRIPT_STACK_SIZE`] stack (reserved,
+//!    committed only when touched).
+//! 2. The builtins a script reaches with request data are wrapped here so
+//!    that no call nests past [`MAX_NESTING`] levels; deeper throws a
+//!    `RangeError`, which fails that request only (or is caught by the
+//!    script). At the worst measured cost (`String(array)`, ~2.8 KB per
+//!    level plus our wrapper's frame), [`MAX_NESTING`] levels use under
+//!    40 MiB, a sixth of the stack.
+//!
+//!    - `Array.prototype.join`, `toString`, `toLocaleString`: recursion
+//!      passes through these (an element's `ToString` calls its `toString`,
+//!      which calls `join`), so a per-thread depth counter around them sees
+//!      every level.
+//!    - `JSON.stringify`: its recursion is internal, so the wrapper passes a
+//!      replacer function that records each object's depth (its holder's
+//!      plus one) before the builtin descends into it. The replacer sees
+//!      values after `toJSON` and getters ran, so neither can smuggle in a
+//!      deeper value. A user's replacer function is called first, as the
+//!      builtin would; an array replacer becomes a key filter, so keys come
+//!      in the object's order rather than the list's (the one difference).
+//!    - `Array.prototype.flat`: the depth argument is capped.
+//!
+//! Prototype and Proxy chains are not wrapped: overflowing the stack with
+//! them takes a chain of about a million objects (hundreds of MiB built by
+//! the script itself), which the per-call memory guard stops first, unless a
+//! script grows it across many calls on purpose.
+//!
+//! [`SCRIPT_STACK_SIZE`]: super::vmthread::SCRIPT_STACK_SIZE
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use boa_engine::gc::{Finalize, Trace};
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::property::PropertyDescriptor;
+use boa_engine::{
+    js_string, Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
+};
+
+/// Deepest nesting a wrapped builtin may reach.
+pub(crate) const MAX_NESTING: u32 = 10_000;
+
+thread_local! {
+    /// Nesting of the wrapped array builtins on this thread.
+    static ARRAY_DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+fn too_deep(what: &str) -> boa_engine::JsError {
+    JsNativeError::range()
+        .with_message(format!(
+            "{what}: value nested deeper than {MAX_NESTING} levels"
+        ))
+        .into()
+}
+
+/// One level of the array builtins' recursion; leaving it (however) pops it.
+struct Level;
+
+impl Level {
+    fn enter(what: &str) -> JsResult<Level> {
+        ARRAY_DEPTH.with(|d| {
+            if d.get() >= MAX_NESTING {
+                return Err(too_deep(what));
+            }
+            d.set(d.get() + 1);
+            Ok(Level)
+        })
+    }
+}
+
+impl Drop for Level {
+    fn drop(&mut self) {
+        ARRAY_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// Wraps the recursive builtins of `ctx`'s realm. Called once per context,
+/// before the prelude.
+pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
+    let array_proto = ctx.intrinsics().constructors().array().prototype();
+    for (name, length) in [("join", 1), ("toString", 0), ("toLocaleString", 0)] {
+        let original = method(&array_proto, name, ctx)?;
+        let f = NativeFunction::from_copy_closure_with_captures(
+            |this, args, (orig, name): &(JsObject, JsString), ctx| {
+                let _level =
+                    Level::enter(&format!("Array.prototype.{}", name.to_std_string_lossy()))?;
+                orig.call(this, args, ctx)
+            },
+            (original, JsString::from(name)),
+        );
+        replace(&array_proto, name, length, f, ctx)?;
+    }
+
+    let original = method(&array_proto, "flat", ctx)?;
+    let flat = NativeFunction::from_copy_closure_with_captures(
+        |this, args, orig: &JsObject, ctx| {
+            let depth = match args.first() {
+                Some(v) if !v.is_undefined() => v.to_number(ctx)?,
+                _ => 1.0,
+            };
+            let capped = JsValue::from(depth.min(f64::from(MAX_NESTING)));
+            orig.call(this, &[capped], ctx)
+        },
+        original,
+    );
+    replace(&array_proto, "flat", 0, flat, ctx)?;
+
+    let json = ctx.intrinsics().objects().json();
+    let original = method(&json, "stringify", ctx)?;
+    let stringify = NativeFunction::from_copy_closure_with_captures(
+        |_, args, orig: &JsObject, ctx| stringify(orig, args, ctx),
+        original,
+    );
+    replace(&json, "stringify", 3, stringify, ctx)
+}
+
+fn method(obj: &JsObject, name: &str, ctx: &mut Context) -> JsResult<JsObject> {
+    obj.get(JsString::from(name), ctx)?
+        .as_object()
+        .ok_or_else(|| {
+            JsNativeError::typ()
+                .with_message(format!("{name} is not an object"))
+                .into()
+        })
+}
+
+/// Installs `f` as `obj[name]` with a builtin's attributes, name and length.
+fn replace(
+    obj: &JsObject,
+    name: &str,
+    length: usize,
+    f: NativeFunction,
+    ctx: &mut Context,
+) -> JsResult<()> {
+    let func = FunctionObjectBuilder::new(ctx.realm(), f)
+        .name(JsString::from(name))
+        .length(length)
+        .constructor(false)
+        .build();
+    obj.define_property_or_throw(
+        JsString::from(name),
+        PropertyDescriptor::builder()
+            .value(func)
+            .writable(true)
+            .enumerable(false)
+            .configurable(true),
+        ctx,
+    )?;
+    Ok(())
+}
+
+/// What the depth-recording replacer of one `JSON.stringify` call holds.
+struct Tracker {
+    /// The script's replacer function, called first.
+    user: Option<JsObject>,
+    /// An array replacer's keys, applied as a filter.
+    keys: Option<Vec<JsString>>,
+    /// Depth of each object seen as a value, by address. An address reused
+    /// by a new object is overwritten before that object is descended into,
+    /// since the replacer always sees a value before it becomes a holder.
+    depths: Rc<RefCell<HashMap<usize, u32>>>,
+}
+
+impl Finalize for Tracker {}
+
+// SAFETY: `user` holds the only GC pointer; the keys are reference-counted
+// strings and the depth map holds plain addresses.
+unsafe impl Trace for Tracker {
+    boa_engine::gc::custom_trace!(this, mark, mark(&this.user));
+}
+
+fn addr(o: &JsObject) -> usize {
+    std::ptr::from_ref(o.as_ref()) as *const u8 as usize
+}
+
+/// `JSON.stringify(value, replacer, space)` with every level counted.
+fn stringify(orig: &JsObject, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let (value, replacer, space) = (arg(0), arg(1), arg(2));
+    let replacer_obj = replacer.as_object();
+    let user = replacer_obj.clone().filter(JsObject::is_callable);
+    let keys = match &replacer_obj {
+        Some(o) if o.is_array() => Some(property_list(o, ctx)?),
+        _ => None,
+    };
+    let tracker = Tracker {
+        user,
+        keys,
+        depths: Rc::default(),
+    };
+    let record = NativeFunction::from_copy_closure_with_captures(
+        |this, args, t: &Tracker, ctx| {
+            let key = args.first().cloned().unwrap_or_default();
+            let mut value = args.get(1).cloned().unwrap_or_default();
+            if let Some(user) = &t.user {
+                value = user.call(this, &[key.clone(), value], ctx)?;
+            }
+            let holder = this.as_object();
+            let depth = holder
+                .as_ref()
+                .map_or(0, |h| t.depths.borrow().get(&addr(h)).copied().unwrap_or(0));
+            if let (Some(keys), Some(h)) = (&t.keys, &holder) {
+                // The root's wrapper (depth 0) is not filtered, as in the spec.
+                if depth > 0 && !h.is_array() {
+                    let k = key.to_string(ctx)?;
+                    if !keys.contains(&k) {
+                        return Ok(JsValue::undefined());
+                    }
+                }
+            }
+            if let Some(o) = value.as_object() {
+                if depth >= MAX_NESTING {
+                    return Err(too_deep("JSON.stringify"));
+                }
+                t.depths.borrow_mut().insert(addr(&o), depth + 1);
+            }
+            Ok(value)
+        },
+        tracker,
+    )
+    .to_js_function(ctx.realm());
+    orig.call(&JsValue::undefined(), &[value, record.into(), space], ctx)
+}
+
+/// An array replacer's property list, as the spec builds it: strings,
+/// numbers, and String/Number objects, each once, in order.
+fn property_list(list: &JsObject, ctx: &mut Context) -> JsResult<Vec<JsString>> {
+    let len = list.get(js_string!("length"), ctx)?.to_length(ctx)?;
+    let mut out: Vec<JsString> = Vec::new();
+    for i in 0..len {
+        let v = list.get(i, ctx)?;
+        let boxed = v
+            .as_object()
+            .is_some_and(|o| o.is::<JsString>() || o.is::<f64>());
+        let item = if v.is_string() || v.is_number() || boxed {
+            Some(v.to_string(ctx)?)
+        } else {
+            None
+        };
+        if let Some(s) = item {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}

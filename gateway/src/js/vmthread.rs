@@ -1,0 +1,257 @@
+//! VM threads: where scripts run, beside the I/O threads.
+//!
+//! A script can run for as long as it likes inside one native step that no
+//! interpreter budget reaches (a catastrophic regex, a loop inside a
+//! `forEach` callback, later a synchronous `TykMakeHttpRequest`). Run on the
+//! I/O thread, that step holds every connection of the worker. So each
+//! worker gives each JS API one or more *VM threads* of its own ([`VmPool`]),
+//! and a call is a hand-off: the I/O task sends the job, then awaits its
+//! answer with the call's deadline. The I/O thread never runs script code
+//! and never waits past the deadline:
+//!
+//! - a job that ends by its deadline answers as it would inline;
+//! - a job still running at the deadline (plus [`ABANDON_GRACE`], so that a
+//!   script the interpreter budget stops on time keeps its thread) is
+//!   *abandoned*: the request gets its 500 at once, the thread is marked,
+//!   lowered to the idlest CPU priority and dropped from the pool, and a new
+//!   thread takes its place for the next call. The abandoned thread exits
+//!   when its native step returns (it finds its channel closed).
+//!
+//! This module knows nothing of boa: the pool runs closures against a
+//! per-thread state `S` that a builder makes on the VM thread, so any engine
+//! (boa's `Context`, QuickJS's runtime) can use it. States are not `Send`;
+//! only jobs and their answers cross threads.
+//!
+//! One job at a time per thread: a request queued for a busy thread waits
+//! on the I/O side (an async lock with the request's own deadline), never in
+//! the thread's channel, so a request never sits behind a job that is about
+//! to be abandoned.
+
+use std::cell::Cell;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use crate::middleware::MwError;
+
+/// Stack of every thread that runs scripts: the VM threads, and the I/O
+/// threads when scripts run inline (`--jsvm-threads 0`). boa recurses on the
+/// machine stack in some builtins (see `depth.rs` for the per-level figures);
+/// the size is reserved address space, committed only as deep calls touch
+/// it, so it costs nothing until a script nests deeply.
+pub const SCRIPT_STACK_SIZE: usize = 256 << 20;
+
+/// How long after its deadline a job may still answer before its thread is
+/// abandoned. The interpreter budget stops a script at most one slice (tens
+/// of microseconds) after the deadline; this keeps that thread, and its
+/// compiled context, for the next call.
+pub(crate) const ABANDON_GRACE: Duration = Duration::from_millis(20);
+
+/// Abandoned threads still running in the whole process. Past
+/// [`MAX_ABANDONED`], a pool does not replace a thread it abandons: its API
+/// answers 500 until one exits, rather than let an attacker pile up threads
+/// that each burn a core.
+static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+const MAX_ABANDONED: usize = 16;
+
+/// Builds a VM thread's state, on that thread.
+pub(crate) type Builder<S> = Arc<dyn Fn() -> Result<S, MwError> + Send + Sync>;
+
+/// A VM thread's state, built lazily: absent before the first build, after
+/// a failed one, or after a job discarded it.
+pub(crate) struct Slot<S> {
+    state: Option<S>,
+    build: Builder<S>,
+}
+
+impl<S> Slot<S> {
+    /// The state, built first if absent.
+    pub(crate) fn get(&mut self) -> Result<&mut S, MwError> {
+        match &mut self.state {
+            Some(s) => Ok(s),
+            empty => Ok(empty.insert((self.build)()?)),
+        }
+    }
+
+    /// Drops the state; the next [`Slot::get`] builds a fresh one.
+    pub(crate) fn discard(&mut self) {
+        self.state = None;
+    }
+}
+
+type Job<S> = Box<dyn FnOnce(&mut Slot<S>) + Send>;
+
+/// Why [`VmPool::run`] gave no answer.
+#[derive(Debug)]
+pub(crate) enum RunError {
+    /// The deadline passed (waiting for the thread, or in the job).
+    Timeout,
+    /// No thread could take the job (spawn failed, too many abandoned
+    /// threads, or the job panicked).
+    Unavailable(String),
+}
+
+/// One VM thread, as its pool sees it.
+struct VmThread<S> {
+    jobs: mpsc::Sender<Job<S>>,
+    abandoned: Arc<AtomicBool>,
+    /// The kernel thread id, for lowering its priority when abandoned.
+    tid: Arc<AtomicI32>,
+}
+
+impl<S: 'static> VmThread<S> {
+    fn spawn(name: &str, build: Builder<S>) -> Result<VmThread<S>, RunError> {
+        let (jobs, rx) = mpsc::channel::<Job<S>>();
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let tid = Arc::new(AtomicI32::new(0));
+        let (a, t) = (abandoned.clone(), tid.clone());
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .stack_size(SCRIPT_STACK_SIZE)
+            .spawn(move || serve(rx, build, a, t))
+            .map_err(|e| RunError::Unavailable(format!("cannot start a JS thread: {e}")))?;
+        Ok(VmThread {
+            jobs,
+            abandoned,
+            tid,
+        })
+    }
+
+    /// Marks the thread abandoned; it exits when its current job returns.
+    fn abandon(self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+        ABANDONED.fetch_add(1, Ordering::SeqCst);
+        let tid = self.tid.load(Ordering::SeqCst);
+        if tid > 0 {
+            // SAFETY: setpriority on a thread id of this process; a stale id
+            // (the thread just exited) fails harmlessly with ESRCH.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) };
+        }
+        // Dropping `jobs` closes the channel: the thread's next recv fails.
+    }
+}
+
+/// The VM thread's loop: build the state, then run jobs until the pool
+/// drops the channel (shutdown or abandonment).
+fn serve<S>(
+    jobs: mpsc::Receiver<Job<S>>,
+    build: Builder<S>,
+    abandoned: Arc<AtomicBool>,
+    tid: Arc<AtomicI32>,
+) {
+    // SAFETY: gettid has no preconditions.
+    tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+    let mut slot = Slot { state: None, build };
+    // Built ahead of the first call; a failure is reported by that call.
+    let _ = slot.get();
+    while let Ok(job) = jobs.recv() {
+        // A panic in a job (an engine bug) fails that call only: its answer
+        // channel is dropped, and the state, possibly inconsistent, too.
+        if std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut slot))).is_err() {
+            slot.discard();
+        }
+        // A job that discarded the state (a stopped script, or the `fresh`
+        // strategy after every call) has answered already: build the next
+        // state now, off the next request's path.
+        if slot.state.is_none() {
+            let _ = slot.get();
+        }
+    }
+    if abandoned.load(Ordering::SeqCst) {
+        ABANDONED.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A lane: one VM thread slot of a pool and how many calls want it.
+struct Lane<S> {
+    thread: tokio::sync::Mutex<Option<VmThread<S>>>,
+    /// Calls waiting for or holding this lane (to pick the least busy).
+    load: Cell<usize>,
+}
+
+/// One API's VM threads on one I/O worker.
+pub(crate) struct VmPool<S> {
+    lanes: Vec<Lane<S>>,
+    build: Builder<S>,
+    name: String,
+}
+
+/// Decrements a lane's load when the call leaves it, however it leaves.
+struct LoadGuard<'a>(&'a Cell<usize>);
+
+impl Drop for LoadGuard<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+impl<S: 'static> VmPool<S> {
+    /// Starts `threads` (at least one) VM threads named `name`, each
+    /// building its state with `build`.
+    pub(crate) fn new(name: &str, threads: usize, build: Builder<S>) -> VmPool<S> {
+        let lanes = (0..threads.max(1))
+            .map(|_| Lane {
+                thread: tokio::sync::Mutex::new(VmThread::spawn(name, build.clone()).ok()),
+                load: Cell::new(0),
+            })
+            .collect();
+        VmPool {
+            lanes,
+            build,
+            name: name.to_string(),
+        }
+    }
+
+    /// Runs `job` on a VM thread and returns its answer, or
+    /// [`RunError::Timeout`] at `deadline` whatever the job is doing.
+    pub(crate) async fn run<R, F>(&self, deadline: Instant, job: F) -> Result<R, RunError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Slot<S>) -> R + Send + 'static,
+    {
+        // Phase 1: the least busy lane, waited for until the deadline.
+        let lane = self
+            .lanes
+            .iter()
+            .min_by_key(|l| l.load.get())
+            .expect("a pool has a lane");
+        lane.load.set(lane.load.get() + 1);
+        let _load = LoadGuard(&lane.load);
+        let until = tokio::time::Instant::from_std(deadline);
+        let mut held = tokio::time::timeout_at(until, lane.thread.lock())
+            .await
+            .map_err(|_| RunError::Timeout)?;
+
+        // Phase 2: a live thread (replacing an abandoned one), and the job.
+        if held.is_none() {
+            if ABANDONED.load(Ordering::SeqCst) >= MAX_ABANDONED {
+                return Err(RunError::Unavailable(format!(
+                    "{MAX_ABANDONED} stopped scripts are still running their last native step; not starting another JS thread"
+                )));
+            }
+            *held = Some(VmThread::spawn(&self.name, self.build.clone())?);
+        }
+        let thread = held.as_ref().expect("just ensured");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = thread.jobs.send(Box::new(move |slot: &mut Slot<S>| {
+            let _ = tx.send(job(slot));
+        }));
+        if sent.is_err() {
+            *held = None;
+            return Err(RunError::Unavailable("the JS thread has exited".into()));
+        }
+
+        // Phase 3: the answer, or abandonment at the deadline.
+        match tokio::time::timeout_at(until + ABANDON_GRACE, rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(RunError::Unavailable("the JS call panicked".into())),
+            Err(_) => {
+                if let Some(t) = held.take() {
+                    t.abandon();
+                }
+                Err(RunError::Timeout)
+            }
+        }
+    }
+}
