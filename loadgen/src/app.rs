@@ -1,7 +1,7 @@
 //! `loadgen URL`: run the command line and write the outputs it asks for.
 
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use crate::cli::{Args, CliError};
@@ -29,23 +29,21 @@ pub fn main(args: Args) -> i32 {
     if !json_stdout {
         println!("Benchmarking {} (be patient)", cfg.target.host);
     }
-    let show_progress = !quiet && std::io::stderr().is_terminal();
-    let mut bar = Progress::new(cfg.mode.max_requests());
-    let mut tick = |done: u64| bar.draw(done);
-    let progress: Option<&mut dyn FnMut(u64)> = if show_progress { Some(&mut tick) } else { None };
-    let res = match driver::run(&cfg, true, progress) {
+    let bar = crate::progress::Bar::new(cfg.mode.max_requests(), quiet);
+    let mut tick = |p: driver::Progress| bar.update(p);
+    // ab mode is stopped by Ctrl-C; the driver arms it before the first request.
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let res = match driver::run(&cfg, ctrl_c, Some(&mut tick)) {
         Ok(res) => res,
         Err(e) => {
-            if show_progress {
-                eprintln!();
-            }
+            bar.finish();
             eprintln!("loadgen: {e}");
             return 1;
         }
     };
-    if show_progress {
-        eprintln!();
-    }
+    bar.finish();
     match write_outputs(&cfg, &res, &outputs, json_stdout) {
         Ok(()) => 0,
         Err(e) => {
@@ -115,39 +113,4 @@ fn write_outputs(
             .map_err(io("hgrm"))?;
     }
     Ok(())
-}
-
-/// A one-line progress bar on stderr (drawn only when stderr is a terminal).
-struct Progress {
-    total: Option<u64>,
-    start: std::time::Instant,
-}
-
-impl Progress {
-    fn new(total: Option<u64>) -> Self {
-        Progress {
-            total,
-            start: std::time::Instant::now(),
-        }
-    }
-
-    fn draw(&mut self, done: u64) {
-        let secs = self.start.elapsed().as_secs_f64();
-        let line = match self.total {
-            Some(t) if t > 0 => {
-                let width = 40;
-                let filled = ((done.min(t) * width) / t) as usize;
-                format!(
-                    "[{}{}] {done}/{t} ({:.1}s)",
-                    "=".repeat(filled),
-                    " ".repeat(width as usize - filled),
-                    secs
-                )
-            }
-            _ => format!("{done} requests ({secs:.1}s)"),
-        };
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{line}");
-        let _ = err.flush();
-    }
 }

@@ -13,6 +13,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
@@ -22,6 +23,31 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
+
+/// `n` non-blocking listeners on `addr` with `SO_REUSEPORT`, for one server
+/// thread each: the kernel spreads new connections over them. With port 0
+/// the first picks a free port and the others bind that one.
+pub fn bind_reuseport(addr: SocketAddr, n: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(n);
+    for _ in 0..n.max(1) {
+        let at = match out.first() {
+            Some(first) => first.local_addr()?,
+            None => addr,
+        };
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(at),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&at.into())?;
+        socket.listen(1024)?;
+        out.push(socket.into());
+    }
+    Ok(out)
+}
 
 /// Serves the mock upstream on `listener` until `shutdown` resolves.
 ///
