@@ -10,7 +10,8 @@
 //!   the data ends, on a log y axis so that the region below p99 (where
 //!   native and JS differ) stays readable next to the tail.
 
-use plotters::coord::combinators::IntoLogRange;
+use plotters::coord::combinators::{IntoLogRange, LogCoord};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::model::{BenchReport, RouteResult};
@@ -79,12 +80,14 @@ fn bar_panel(
         .fold(1.0, f64::max)
         * 1.12;
     let n = bars.len().max(1) as f64;
+    // Room above the bars for the markers' labels.
+    let room = 0.6 * markers.len() as f64;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 17))
         .margin(8)
         .x_label_area_size(34)
         .y_label_area_size(300)
-        .build_cartesian_2d(0.0..top, 0.0..n)?;
+        .build_cartesian_2d(0.0..top, 0.0..n + room)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
@@ -131,16 +134,18 @@ fn bar_panel(
         } else {
             RGBColor(90, 90, 90)
         };
+        let label_y = n + room - 0.6 * (k as f64 + 0.5);
         chart.draw_series(DashedLineSeries::new(
-            [(*x, 0.0), (*x, n)],
+            [(*x, 0.0), (*x, label_y)],
             6,
             4,
             colour.stroke_width(2),
         ))?;
-        let (px, py) = local(chart.backend_coord(&(*x, n)));
+        // The label sits at the line's top, above the bars.
+        let (px, py) = local(chart.backend_coord(&(*x, label_y)));
         area.draw(&Text::new(
             label.clone(),
-            (px + 4, py + 2 + 14 * k as i32),
+            (px + 4, py - 6),
             ("sans-serif", 12).into_font().color(&colour),
         ))?;
     }
@@ -192,7 +197,7 @@ pub fn headline(r: &BenchReport) -> String {
         ));
     }
     let rows = cpu.len().max(rps.len()) as u32;
-    let panel_h = 90 + 26 * rows;
+    let panel_h = 110 + 26 * rows;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1000, 2 * panel_h + 30)).into_drawing_area();
@@ -318,33 +323,7 @@ pub fn latency(r: &BenchReport) -> String {
                 .y_desc("latency (ms, log scale)")
                 .label_style(("sans-serif", 12))
                 .draw();
-            let grid = RGBColor(210, 210, 210);
-            let font = ("sans-serif", 12).into_font().color(&BLACK);
-            let anchor = |h, v| plotters::style::text_anchor::Pos::new(h, v);
-            use plotters::style::text_anchor::{HPos, VPos};
-            for k in 0..=x_end.floor() as i32 {
-                let x = f64::from(k);
-                let _ =
-                    chart.draw_series(std::iter::once(PathElement::new([(x, lo), (x, hi)], grid)));
-                let (px, py) = chart.backend_coord(&(x, lo));
-                let _ = root.draw(&Text::new(
-                    percent_label(x),
-                    (px, py + 6),
-                    font.clone().pos(anchor(HPos::Center, VPos::Top)),
-                ));
-            }
-            for y in round_ticks(lo, hi) {
-                let _ = chart.draw_series(std::iter::once(PathElement::new(
-                    [(0.0, y), (x_end, y)],
-                    grid,
-                )));
-                let (px, py) = chart.backend_coord(&(0.0, y));
-                let _ = root.draw(&Text::new(
-                    format!("{y}"),
-                    (px - 6, py),
-                    font.clone().pos(anchor(HPos::Right, VPos::Center)),
-                ));
-            }
+            draw_ticks(&root, &chart, x_end, (lo, hi));
             for (i, c) in curves.iter().enumerate() {
                 let colour = CURVE_COLOURS[i % CURVE_COLOURS.len()];
                 if let Ok(series) =
@@ -366,6 +345,35 @@ pub fn latency(r: &BenchReport) -> String {
         let _ = root.present();
     }
     svg
+}
+
+/// The latency chart's grid and tick labels, at round values.
+fn draw_ticks<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    chart: &ChartContext<'_, DB, Cartesian2d<RangedCoordf64, LogCoord<f64>>>,
+    x_end: f64,
+    (lo, hi): (f64, f64),
+) {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let grid = RGBColor(210, 210, 210);
+    let font = ("sans-serif", 12).into_font().color(&BLACK);
+    let line = |a: (f64, f64), b: (f64, f64)| {
+        let (pa, pb) = (chart.backend_coord(&a), chart.backend_coord(&b));
+        let _ = root.draw(&PathElement::new([pa, pb], grid));
+    };
+    for k in 0..=x_end.floor() as i32 {
+        let x = f64::from(k);
+        line((x, lo), (x, hi));
+        let (px, py) = chart.backend_coord(&(x, lo));
+        let style = font.clone().pos(Pos::new(HPos::Center, VPos::Top));
+        let _ = root.draw(&Text::new(percent_label(x), (px, py + 6), style));
+    }
+    for y in round_ticks(lo, hi) {
+        line((0.0, y), (x_end, y));
+        let (px, py) = chart.backend_coord(&(0.0, y));
+        let style = font.clone().pos(Pos::new(HPos::Right, VPos::Center));
+        let _ = root.draw(&Text::new(format!("{y}"), (px - 6, py), style));
+    }
 }
 
 fn thousands_u(n: u64) -> String {

@@ -32,7 +32,8 @@ pub struct Table {
 }
 
 impl Table {
-    fn new(title: &str, head: &[&str]) -> Table {
+    /// An empty table.
+    pub fn new(title: &str, head: &[&str]) -> Table {
         Table {
             title: title.into(),
             head: head.iter().map(|h| h.to_string()).collect(),
@@ -56,7 +57,7 @@ pub fn thousands(x: f64) -> String {
     format!("{sign}{out}")
 }
 
-fn cell(f: Option<&RunFigures>, show: impl Fn(&RunFigures) -> Option<String>) -> String {
+pub(super) fn cell(f: Option<&RunFigures>, show: impl Fn(&RunFigures) -> Option<String>) -> String {
     f.and_then(show).unwrap_or_else(|| "n/a".into())
 }
 
@@ -112,7 +113,7 @@ pub fn difference(ci: Option<&RatioCi>, base: &str, other: &str, better: &str) -
 }
 
 /// "1.12x (1.08-1.16)".
-fn ratio_cell(ci: Option<&RatioCi>) -> String {
+pub(super) fn ratio_cell(ci: Option<&RatioCi>) -> String {
     match ci {
         Some(RatioCi {
             ratio,
@@ -125,7 +126,7 @@ fn ratio_cell(ci: Option<&RatioCi>) -> String {
     }
 }
 
-fn us(v: f64) -> String {
+pub(super) fn us(v: f64) -> String {
     format!("{v:.1} µs")
 }
 
@@ -135,7 +136,7 @@ pub fn tables(r: &BenchReport) -> Vec<Table> {
     if let Some(t) = others_table(r) {
         out.push(t);
     }
-    out.push(gateways_table(r));
+    out.push(super::gateways::gateways_table(r));
     if r.targets().len() > 1 {
         out.push(targets_table(r));
     }
@@ -148,6 +149,38 @@ fn seed_table(r: &BenchReport) -> Table {
         .iter()
         .map(|k| r.route("ours", k))
         .collect();
+    let mut t = Table::new(
+        &format!(
+            "1. The seed's table, our numbers (the median run of {} by req/s; min-max over the rounds)",
+            r.repeat
+        ),
+        &["Metric", "native plugin", "JS (VM)", "Difference", "no middleware", "upstream direct"],
+    );
+    t.rows = seed_rows(r, &cols);
+    t.notes.push(
+        "CPU per request (all processes) = gateway + upstream + loadgen: the headline, steadier than req/s. \
+         CPU time consumed / utilization: the gateway's (for \"upstream direct\", mock-upstream's)."
+            .into(),
+    );
+    t.notes.push(
+        "Difference: paired ratio over the rounds with its 95% interval (t interval on per-round log ratios); \
+         \"no significant difference\" when the interval contains 1."
+            .into(),
+    );
+    if let Some(line) = control_line(r, "ours") {
+        t.notes.push(line);
+    }
+    for rr in r.routes.iter().filter(|rr| rr.target == "ours") {
+        if let Some(why) = &rr.skipped {
+            t.notes
+                .push(format!("{} was not measured: {why}", rr.route.title()));
+        }
+    }
+    t
+}
+
+/// Table 1's rows: one metric each, over the seed's pair and the two baselines.
+fn seed_rows(r: &BenchReport, cols: &[Option<&RouteResult>]) -> Vec<Vec<String>> {
     let cmp = |m| r.comparison("ours", "native", "js", m).map(|c| &c.ci);
     let row = |name: &str, show: &dyn Fn(&RouteResult) -> String, diff: String| {
         let mut v = vec![name.to_string()];
@@ -159,14 +192,7 @@ fn seed_table(r: &BenchReport) -> Table {
         v.extend([cell(0), cell(1), diff, cell(2), cell(3)]);
         v
     };
-    let mut t = Table::new(
-        &format!(
-            "1. The seed's table, our numbers (the median run of {} by req/s; min-max over the rounds)",
-            r.repeat
-        ),
-        &["Metric", "native plugin", "JS (VM)", "Difference", "no middleware", "upstream direct"],
-    );
-    t.rows = vec![
+    vec![
         row(
             "CPU per request (all processes)",
             &|c| {
@@ -225,27 +251,7 @@ fn seed_table(r: &BenchReport) -> Table {
             &|c| c.failed_total.to_string(),
             String::new(),
         ),
-    ];
-    t.notes.push(
-        "CPU per request (all processes) = gateway + upstream + loadgen: the headline, steadier than req/s. \
-         CPU time consumed / utilization: the gateway's (for \"upstream direct\", mock-upstream's)."
-            .into(),
-    );
-    t.notes.push(
-        "Difference: paired ratio over the rounds with its 95% interval (t interval on per-round log ratios); \
-         \"no significant difference\" when the interval contains 1."
-            .into(),
-    );
-    if let Some(line) = control_line(r, "ours") {
-        t.notes.push(line);
-    }
-    for rr in r.routes.iter().filter(|rr| rr.target == "ours") {
-        if let Some(why) = &rr.skipped {
-            t.notes
-                .push(format!("{} was not measured: {why}", rr.route.title()));
-        }
-    }
-    t
+    ]
 }
 
 /// The A/A control's line: the bench's own noise floor on `target`.
@@ -361,106 +367,6 @@ fn others_table(r: &BenchReport) -> Option<Table> {
     Some(t)
 }
 
-/// Table 4: Tyk's two published results, then plugin-vs-VM on every
-/// gateway measured in this run (ours and the peers).
-fn gateways_table(r: &BenchReport) -> Table {
-    let mut t = Table::new(
-        "4. Plugin vs VM across gateways (Tyk's published numbers; the others measured in this run)",
-        &[
-            "Gateway: VM",
-            "native req/s",
-            "VM req/s",
-            "throughput ratio",
-            "native CPU/request",
-            "VM CPU/request",
-            "CPU ratio",
-            "VM µs per request",
-        ],
-    );
-    let per_req = |s: f64| s * 1e6 / SEED_REQUESTS;
-    let (on, oj) = (per_req(SEED_OTTO.2), per_req(SEED_OTTO.3));
-    t.rows.push(vec![
-        "Tyk + otto (seed: Go plugin vs JSVM)".into(),
-        thousands(SEED_OTTO.0),
-        thousands(SEED_OTTO.1),
-        format!("{:.2}x", SEED_OTTO.0 / SEED_OTTO.1),
-        us(on),
-        us(oj),
-        format!("{:.2}x", oj / on),
-        format!("{:+.0} µs", oj - on),
-    ]);
-    t.rows.push(vec![
-        "Tyk + goja (later Tyk)".into(),
-        thousands(TYK_GOJA.0),
-        thousands(TYK_GOJA.1),
-        format!("{:.2}x", TYK_GOJA.0 / TYK_GOJA.1),
-        "-".into(),
-        "-".into(),
-        "-".into(),
-        "~20 µs (latency)".into(),
-    ]);
-    for target in r.targets() {
-        let Some(native) = r.route(&target, "native").filter(|n| n.median().is_some()) else {
-            continue;
-        };
-        let n = native.median();
-        for vm in r
-            .routes
-            .iter()
-            .filter(|v| v.target == target && v.route.has_middleware && v.route.key != "native")
-        {
-            let Some(v) = vm.median() else { continue };
-            let cmp = |m| {
-                r.comparison(&target, "native", &vm.route.key, m)
-                    .map(|c| &c.ci)
-            };
-            let gateway = if target == "ours" {
-                "this gateway".to_string()
-            } else {
-                target.clone()
-            };
-            let all = |f: &RunFigures| f.all_cpu_us_per_req;
-            t.rows.push(vec![
-                format!("{gateway}: {}", vm.route.label),
-                cell(n, |f| Some(thousands(f.rps))),
-                thousands(v.rps),
-                ratio_cell(cmp(Metric::Rps)),
-                cell(n, |f| all(f).map(us)),
-                all(v).map_or("n/a".into(), us),
-                ratio_cell(cmp(Metric::AllCpuPerRequest)),
-                match (n.and_then(all), all(v)) {
-                    (Some(a), Some(b)) => format!("{:+.1} µs", b - a),
-                    _ => "n/a".into(),
-                },
-            ]);
-        }
-    }
-    t.notes.push(
-        "throughput ratio = native req/s / VM req/s; CPU = all processes' CPU per request (Tyk + otto: the \
-         gateway's CPU seconds over 10,000 requests); VM µs per request = VM CPU/request - native CPU/request."
-            .into(),
-    );
-    if let (Some(n), Some(j)) = (r.get("ours", "native"), r.get("ours", "js")) {
-        t.notes.extend(ratio_explained(n, j, r.stamps.cores));
-    }
-    for p in &r.peers {
-        if let Some(why) = &p.skipped {
-            t.notes
-                .push(format!("peer {} was not measured: {why}", p.name));
-        }
-    }
-    for rr in r.routes.iter().filter(|rr| rr.target != "ours") {
-        if let Some(why) = &rr.skipped {
-            t.notes.push(format!(
-                "{} {} was not measured: {why}",
-                rr.target,
-                rr.route.title()
-            ));
-        }
-    }
-    t
-}
-
 /// Table 5: every route of every target.
 fn targets_table(r: &BenchReport) -> Table {
     let mut t = Table::new(
@@ -490,58 +396,6 @@ fn targets_table(r: &BenchReport) -> Table {
         ]);
     }
     t
-}
-
-/// Why this gateway's throughput ratio is what it is: where the load
-/// generator, gateway and upstream share the cores and keep them busy,
-/// throughput follows the CPU all of them spend per request, so the ratio
-/// is the JS route's total over the native route's. That holds only when
-/// the cores are saturated; otherwise the note says so instead of
-/// predicting. Empty when a figure is missing.
-pub fn ratio_explained(nat: &RunFigures, js: &RunFigures, cores: usize) -> Vec<String> {
-    let (Some(gn), Some(gj), Some(an), Some(aj)) = (
-        nat.server_cpu_us_per_req,
-        js.server_cpu_us_per_req,
-        nat.all_cpu_us_per_req,
-        js.all_cpu_us_per_req,
-    ) else {
-        return Vec::new();
-    };
-    if an <= 0.0 || aj <= 0.0 || js.rps <= 0.0 {
-        return Vec::new();
-    }
-    let busy_of = |f: &RunFigures, all: f64| {
-        f.cores_busy
-            .unwrap_or(all * f.rps / 1e6 / cores.max(1) as f64)
-    };
-    let (bn, bj) = (busy_of(nat, an), busy_of(js, aj));
-    let mut out = vec![format!(
-        "this gateway: JS adds {:.1} µs of gateway CPU per request, {:.1} µs across all processes \
-         (which kept {:.0}% and {:.0}% of the {cores} cores busy).",
-        gj - gn,
-        aj - an,
-        bn * 100.0,
-        bj * 100.0
-    )];
-    if bn.min(bj) >= SATURATED {
-        out.push(format!(
-            "Throughput follows total CPU per request: {an:.1} vs {aj:.1} µs predicts {:.2}x, measured {:.2}x; \
-             each µs costs ~{:.1}% of throughput here, and Tyk + goja's {:.2}x would allow ~{:.1} µs.",
-            aj / an,
-            nat.rps / js.rps,
-            100.0 / an,
-            TYK_GOJA.0 / TYK_GOJA.1,
-            (TYK_GOJA.0 / TYK_GOJA.1 - 1.0) * an
-        ));
-    } else {
-        out.push(format!(
-            "The cores were not saturated ({:.0}% busy, below {:.0}%): throughput is not predicted from CPU per request \
-             here; compare CPU per request.",
-            bn.min(bj) * 100.0,
-            SATURATED * 100.0
-        ));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -582,44 +436,6 @@ mod tests {
             "native ~1.10x faster (1 round: no interval)"
         );
         assert_eq!(difference(None, "native", "JS", "faster"), "n/a");
-    }
-
-    #[test]
-    fn the_prediction_is_printed_only_when_the_cores_were_saturated() {
-        let fig = |rps: f64, gateway: f64, all: f64, busy: f64| RunFigures {
-            rps,
-            server_cpu_us_per_req: Some(gateway),
-            all_cpu_us_per_req: Some(all),
-            cores_busy: Some(busy),
-            ..RunFigures::default()
-        };
-        let (nat, js) = (
-            fig(20_000.0, 50.0, 100.0, 0.95),
-            fig(18_000.0, 60.0, 112.0, 0.93),
-        );
-        let text = ratio_explained(&nat, &js, 2).join("\n");
-        for needle in [
-            "JS adds 10.0 µs of gateway CPU per request, 12.0 µs across all processes",
-            "kept 95% and 93% of the 2 cores busy",
-            "100.0 vs 112.0 µs predicts 1.12x, measured 1.11x",
-            "each µs costs ~1.0% of throughput",
-            "1.04x would allow ~3.8 µs",
-        ] {
-            assert!(text.contains(needle), "{needle:?} missing:\n{text}");
-        }
-        let idle = fig(18_000.0, 60.0, 112.0, 0.63);
-        let text = ratio_explained(&nat, &idle, 2).join("\n");
-        assert!(
-            text.contains("The cores were not saturated (63% busy"),
-            "{text}"
-        );
-        assert!(!text.contains("predicts"), "{text}");
-        // A figure the run could not read: no explanation rather than a wrong one.
-        let unknown = RunFigures {
-            all_cpu_us_per_req: None,
-            ..js.clone()
-        };
-        assert!(ratio_explained(&nat, &unknown, 2).is_empty());
     }
 
     #[test]
