@@ -10,7 +10,8 @@ use crate::driver::{self, RunResult};
 use crate::report::{self, Summary};
 
 /// Runs ab mode and returns the exit code: 0, 1 when the target is
-/// unreachable or an output cannot be written, 2 on bad usage.
+/// unreachable or an output cannot be written, 2 on bad usage, 130 when
+/// Ctrl-C stopped the run (after the report of what was done).
 pub fn main(args: Args) -> i32 {
     let quiet = args.quiet;
     let outputs = Outputs {
@@ -25,9 +26,19 @@ pub fn main(args: Args) -> i32 {
             return e.exit_code();
         }
     };
+    // Checked before the run: an hour of load is never lost to a typo.
+    if let Err(e) = outputs.check().and_then(|_| check_pids(&cfg.cpu_pids)) {
+        eprintln!("loadgen: {e}");
+        return 1;
+    }
     let json_stdout = outputs.json.as_deref() == Some("-");
     if !json_stdout {
-        println!("Benchmarking {} (be patient)", cfg.target.host);
+        // A closed stdout is found (and handled) when the report is written.
+        let _ = writeln!(
+            std::io::stdout(),
+            "Benchmarking {} (be patient)",
+            cfg.target.host
+        );
     }
     let bar = crate::progress::Bar::new(cfg.mode.max_requests(), quiet);
     let mut tick = |p: driver::Progress| bar.update(p);
@@ -45,11 +56,48 @@ pub fn main(args: Args) -> i32 {
     };
     bar.finish();
     match write_outputs(&cfg, &res, &outputs, json_stdout) {
+        Ok(()) if res.interrupted => 130,
         Ok(()) => 0,
+        // `loadgen ... | head`: the reader left; nothing more to say.
+        Err(CliError::BrokenPipe) => 0,
         Err(e) => {
             eprintln!("loadgen: {e}");
             1
         }
+    }
+}
+
+/// Every `--cpu-pid` must be a process whose CPU clock can be read.
+fn check_pids(pids: &[u32]) -> Result<(), CliError> {
+    for &pid in pids {
+        crate::cpu::process_cpu(pid).map_err(|e| {
+            CliError::Unreachable(format!("--cpu-pid {pid}: cannot read its CPU time: {e}"))
+        })?;
+    }
+    Ok(())
+}
+
+impl Outputs {
+    /// Creates (and removes again, if new) every output file, so that an
+    /// unwritable path fails before the run.
+    fn check(&self) -> Result<(), CliError> {
+        let json = self
+            .json
+            .as_deref()
+            .filter(|j| *j != "-")
+            .map(std::path::PathBuf::from);
+        for p in json.iter().chain(&self.csv).chain(&self.hgrm) {
+            let existed = p.exists();
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(p)
+                .map_err(|e| CliError::Unreachable(format!("cannot write {}: {e}", p.display())))?;
+            if !existed {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -73,7 +121,10 @@ fn write_outputs(
 ) -> Result<(), CliError> {
     let io = |what: &str| {
         let what = what.to_string();
-        move |e: std::io::Error| CliError::Unreachable(format!("cannot write {what}: {e}"))
+        move |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => CliError::BrokenPipe,
+            _ => CliError::Unreachable(format!("cannot write {what}: {e}")),
+        }
     };
     let summary = Summary::new(cfg, res);
     let stdout = std::io::stdout();

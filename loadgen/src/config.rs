@@ -60,6 +60,9 @@ pub struct Expect {
     pub status: Option<u16>,
     /// Substrings every body must contain.
     pub body_contains: Vec<String>,
+    /// ab's `-l`: a body whose length differs from the first response's is
+    /// not a failure.
+    pub variable_length: bool,
 }
 
 impl Expect {
@@ -236,6 +239,7 @@ mod tests {
         let e = Expect {
             status: Some(200),
             body_contains: vec!["hello".into(), "\"X-A\":".into()],
+            variable_length: false,
         };
         assert!(e.needs_body());
         assert!(e.check(200, br#"hello {"X-A":1}"#).is_empty());

@@ -373,7 +373,8 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
                 let reasons = cfg.expect.check(resp.status, &conn.body);
                 let mut r = rec.borrow_mut();
                 let before = r.failures.total();
-                r.response(&timing, &resp, *doc_len, reasons, intended);
+                let doc_len = (!cfg.expect.variable_length).then_some(*doc_len);
+                r.response(&timing, &resp, doc_len, reasons, intended);
                 failed = r.failures.total() > before;
             }
         }

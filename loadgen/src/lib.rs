@@ -1,4 +1,4 @@
-//! loadgen: an ab-compatible HTTP load generator with exact percentiles and
+//! loadgen: an ab-compatible HTTP load generator with HDR-histogram percentiles and
 //! CPU accounting, and `loadgen bench`, the gateway benchmark.
 //!
 //! A run is a pipeline (after oha): flags are validated once into a

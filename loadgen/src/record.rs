@@ -105,13 +105,13 @@ impl Default for Recorder {
 
 impl Recorder {
     /// Records a complete response. `doc_len` is the first response's body
-    /// length (ab compares every later one against it); `reasons` are the
-    /// checks it failed.
+    /// length (ab compares every later one against it; `None` with `-l`);
+    /// `reasons` are the checks it failed.
     pub fn response(
         &mut self,
         t: &Timing,
         r: &Response,
-        doc_len: u64,
+        doc_len: Option<u64>,
         reasons: Vec<String>,
         intended: Option<Instant>,
     ) {
@@ -138,7 +138,7 @@ impl Recorder {
             self.send_lag
                 .saturating_record(micros(t.start.saturating_duration_since(at)));
         }
-        if r.truncated || r.body_len != doc_len {
+        if r.truncated || doc_len.is_some_and(|d| r.body_len != d) {
             self.failures.length += 1;
         } else if let Some(reason) = reasons.into_iter().next() {
             *self.failures.expectations.entry(reason).or_default() += 1;
@@ -229,17 +229,23 @@ mod tests {
     #[test]
     fn merge_adds_every_counter_histogram_and_reason() {
         let mut a = Recorder::default();
-        a.response(&timing(false, 1_000), &ok(200, 5), 5, Vec::new(), None);
+        a.response(
+            &timing(false, 1_000),
+            &ok(200, 5),
+            Some(5),
+            Vec::new(),
+            None,
+        );
         a.response(
             &timing(true, 2_000),
             &ok(503, 5),
-            5,
+            Some(5),
             vec!["status 503".into()],
             None,
         );
         a.failure(&Failure::Receive("closed".into()));
         let mut b = Recorder::default();
-        b.response(&timing(true, 3_000), &ok(200, 7), 5, Vec::new(), None);
+        b.response(&timing(true, 3_000), &ok(200, 7), Some(5), Vec::new(), None);
         b.failure(&Failure::Exception("timeout".into()));
         b.failure(&Failure::Receive("closed".into()));
 
@@ -268,7 +274,7 @@ mod tests {
         let mut r = Recorder::default();
         let t = timing(false, 1_000);
         let intended = t.start - Duration::from_micros(400);
-        r.response(&t, &ok(200, 1), 1, Vec::new(), Some(intended));
+        r.response(&t, &ok(200, 1), Some(1), Vec::new(), Some(intended));
         assert_eq!(r.corrected.max(), r.corrected.highest_equivalent(1_400));
         assert_eq!(r.send_lag.max(), r.send_lag.highest_equivalent(400));
     }

@@ -648,3 +648,31 @@ fn tyk_stats_needs_the_secret_and_counts_known_traffic() {
     control.reset().unwrap();
     assert!(control.stats().unwrap().iter().all(|s| s.count == 0));
 }
+
+#[test]
+fn outside_the_repo_root_the_bench_says_where_it_looked_and_what_to_pass() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(bin_dir().join("loadgen"))
+        .args(["bench", "--bin-dir", bin_dir().to_str().unwrap()])
+        .args(["--upstream-port", "0", "--gateway-port", "0"])
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let looked = elsewhere.path().join("apis");
+    assert!(
+        err.contains(&format!("looked in {}", looked.display())) && err.contains("pass --apis DIR"),
+        "{err}"
+    );
+    let help = Command::new(bin_dir().join("loadgen"))
+        .args(["bench", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("Usage: loadgen bench"), "{help}");
+    assert!(
+        help.contains("only when it was asked for by name"),
+        "{help}"
+    );
+}

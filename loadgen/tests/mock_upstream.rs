@@ -85,3 +85,38 @@ fn port_comes_from_the_flag_then_mock_port() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[test]
+fn a_port_in_use_is_one_plain_line_and_exit_1() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_mock-upstream"))
+        .args(["--listen", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!("mock-upstream: cannot listen on {addr}"))
+            && err.contains("another process listens there")
+            && !err.contains("Error:"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn every_server_thread_answers_on_the_one_port() {
+    let (mut child, addr) = start(&["--listen", "127.0.0.1:0", "--threads", "3"], &[]);
+    // Many fresh connections: the kernel spreads them over the threads'
+    // SO_REUSEPORT listeners; every one is answered.
+    for _ in 0..30 {
+        let resp = get(&addr, "GET /t HTTP/1.0\r\n\r\n");
+        assert!(
+            resp.starts_with("HTTP/1.0 200 OK") || resp.starts_with("HTTP/1.1 200 OK"),
+            "{resp}"
+        );
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+}

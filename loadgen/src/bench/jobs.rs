@@ -121,6 +121,7 @@ pub fn config(args: &BenchArgs, job: &Job, n: u64) -> RunConfig {
         expect: Expect {
             status: Some(200),
             body_contains,
+            variable_length: false,
         },
         cpu_pids,
     }

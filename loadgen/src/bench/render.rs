@@ -156,8 +156,9 @@ pub fn check_outputs(args: &BenchArgs) -> anyhow::Result<()> {
 pub fn write_files(r: &BenchReport, args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(j) = &args.json {
         if j == "-" {
-            serde_json::to_writer_pretty(std::io::stdout().lock(), r)?;
-            println!();
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, r)?;
+            let _ = writeln!(out);
         } else {
             std::fs::write(j, serde_json::to_string_pretty(r)?)
                 .with_context(|| format!("cannot write {j}"))?;

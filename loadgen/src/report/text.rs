@@ -80,6 +80,14 @@ fn counts(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     if s.non_2xx_responses > 0 {
         kv(out, "Non-2xx responses", s.non_2xx_responses.to_string())?;
     }
+    if !s.status_codes.is_empty() {
+        let codes: Vec<String> = s
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
+        kv(out, "Status codes", codes.join(", "))?;
+    }
     if s.keepalive {
         kv(out, "Keep-Alive requests", s.keepalive_requests.to_string())?;
     }
@@ -184,9 +192,17 @@ fn connection_times(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     row(out, "Total", &t.total)
 }
 
-/// Phase 6: the percentile table(s).
+/// Phase 6: the percentile table(s), and the precision behind them.
 fn percentile_tables(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     let head = "Percentage of the requests served within a certain time (ms)";
+    tables(s, out, head)?;
+    writeln!(
+        out,
+        "\n(Times come from HDR histograms: 1 µs to 1 h, 3 significant digits.)"
+    )
+}
+
+fn tables(s: &Summary, out: &mut dyn Write, head: &str) -> std::io::Result<()> {
     match &s.corrected_percentiles_ms {
         Some(corrected) => {
             table(
