@@ -205,7 +205,9 @@ pub fn headline(r: &BenchReport) -> String {
         let root = root.titled(
             &format!(
                 "Plugin vs VM: the median of {} rounds, whiskers min-max ({} requests per run, c={})",
-                r.repeat, r.requests, r.concurrency
+                r.repeat,
+                thousands_u(r.requests),
+                r.concurrency
             ),
             ("sans-serif", 19),
         );
