@@ -151,7 +151,7 @@ fn a_short_bench_has_spreads_intervals_an_aa_control_and_stamps() {
         "Tyk + otto",
         "12.61x",
         "A/A control",
-        "commit",
+        concat!("loadgen ", env!("CARGO_PKG_VERSION")),
         "command: ",
     ] {
         assert!(text.contains(needle), "{needle:?} missing:\n{text}");
@@ -287,7 +287,10 @@ fn a_short_bench_has_spreads_intervals_an_aa_control_and_stamps() {
         md.contains("(b-headline.svg)") && md.contains("(b-latency.svg)"),
         "{md}"
     );
-    assert!(md.contains("commit") || md.contains("loadgen 0."), "{md}");
+    assert!(
+        md.contains(concat!("loadgen ", env!("CARGO_PKG_VERSION"))),
+        "{md}"
+    );
     let latency = std::fs::read_to_string(tmp.path().join("b-latency.svg")).unwrap();
     let headline = std::fs::read_to_string(tmp.path().join("b-headline.svg")).unwrap();
     assert!(latency.starts_with("<svg") && headline.starts_with("<svg"));
