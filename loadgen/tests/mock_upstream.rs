@@ -120,3 +120,33 @@ fn every_server_thread_answers_on_the_one_port() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[test]
+fn echo_query_body_shows_what_the_seeds_server_hides() {
+    let request =
+        "POST /p?a=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+    let body_of = |resp: &str| resp.split_once("\r\n\r\n").unwrap().1.to_string();
+    // Default: the seed's JSON, no extra keys.
+    let (mut child, addr) = start(&["--listen", "127.0.0.1:0"], &[]);
+    let plain: serde_json::Value = serde_json::from_str(&body_of(&get(&addr, request))).unwrap();
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(
+        plain.get("query").is_none() && plain.get("body").is_none(),
+        "{plain}"
+    );
+    let (mut child, addr) = start(&["--listen", "127.0.0.1:0", "--echo", "query,body"], &[]);
+    let v: serde_json::Value = serde_json::from_str(&body_of(&get(&addr, request))).unwrap();
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(
+        (v["query"].as_str(), v["body"].as_str()),
+        (Some("a=1"), Some("hello")),
+        "{v}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_mock-upstream"))
+        .args(["--echo", "cookies"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -29,6 +29,10 @@ struct Args {
     /// Server threads, each with its own listener and runtime (default: one per core)
     #[arg(long)]
     threads: Option<usize>,
+    /// Also echo these request parts: `query`, `body` or `query,body`
+    /// (default none: the seed's JSON, byte for byte)
+    #[arg(long, value_name = "FIELDS", value_parser = loadgen::mock::Echo::parse, default_value = "none")]
+    echo: loadgen::mock::Echo,
 }
 
 fn main() {
@@ -60,7 +64,10 @@ fn main() {
     println!("Mock server listening on {bound}");
     let handles: Vec<_> = listeners
         .into_iter()
-        .map(|l| std::thread::spawn(move || serve_one(l)))
+        .map(|l| {
+            let echo = args.echo;
+            std::thread::spawn(move || serve_one(l, echo))
+        })
         .collect();
     for h in handles {
         let _ = h.join();
@@ -68,7 +75,7 @@ fn main() {
 }
 
 /// One server thread: its own runtime and listener until Ctrl-C.
-fn serve_one(listener: std::net::TcpListener) {
+fn serve_one(listener: std::net::TcpListener, echo: loadgen::mock::Echo) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -92,6 +99,6 @@ fn serve_one(listener: std::net::TcpListener) {
             // One thread seeing Ctrl-C ends the process.
             std::process::exit(0);
         };
-        let _ = loadgen::mock::serve(listener, shutdown).await;
+        let _ = loadgen::mock::serve_with(listener, echo, shutdown).await;
     });
 }
