@@ -1,7 +1,7 @@
 //! `loadgen URL`: run the command line and write the outputs it asks for.
 
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use crate::cli::{Args, CliError};
@@ -10,7 +10,8 @@ use crate::driver::{self, RunResult};
 use crate::report::{self, Summary};
 
 /// Runs ab mode and returns the exit code: 0, 1 when the target is
-/// unreachable or an output cannot be written, 2 on bad usage.
+/// unreachable or an output cannot be written, 2 on bad usage, 130 when
+/// Ctrl-C stopped the run (after the report of what was done).
 pub fn main(args: Args) -> i32 {
     let quiet = args.quiet;
     let outputs = Outputs {
@@ -25,33 +26,78 @@ pub fn main(args: Args) -> i32 {
             return e.exit_code();
         }
     };
+    // Checked before the run: an hour of load is never lost to a typo.
+    if let Err(e) = outputs.check().and_then(|_| check_pids(&cfg.cpu_pids)) {
+        eprintln!("loadgen: {e}");
+        return 1;
+    }
     let json_stdout = outputs.json.as_deref() == Some("-");
     if !json_stdout {
-        println!("Benchmarking {} (be patient)", cfg.target.host);
+        // A closed stdout is found (and handled) when the report is written.
+        let _ = writeln!(
+            std::io::stdout(),
+            "Benchmarking {} (be patient)",
+            cfg.target.host
+        );
     }
-    let show_progress = !quiet && std::io::stderr().is_terminal();
-    let mut bar = Progress::new(cfg.mode.max_requests());
-    let mut tick = |done: u64| bar.draw(done);
-    let progress: Option<&mut dyn FnMut(u64)> = if show_progress { Some(&mut tick) } else { None };
-    let res = match driver::run(&cfg, true, progress) {
+    let bar = crate::progress::Bar::new(cfg.mode.max_requests(), quiet);
+    let mut tick = |p: driver::Progress| bar.update(p);
+    // ab mode is stopped by Ctrl-C; the driver arms it before the first request.
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let res = match driver::run(&cfg, ctrl_c, Some(&mut tick)) {
         Ok(res) => res,
         Err(e) => {
-            if show_progress {
-                eprintln!();
-            }
+            bar.finish();
             eprintln!("loadgen: {e}");
             return 1;
         }
     };
-    if show_progress {
-        eprintln!();
-    }
+    bar.finish();
     match write_outputs(&cfg, &res, &outputs, json_stdout) {
+        Ok(()) if res.interrupted => 130,
         Ok(()) => 0,
+        // `loadgen ... | head`: the reader left; nothing more to say.
+        Err(CliError::BrokenPipe) => 0,
         Err(e) => {
             eprintln!("loadgen: {e}");
             1
         }
+    }
+}
+
+/// Every `--cpu-pid` must be a process whose CPU clock can be read.
+fn check_pids(pids: &[u32]) -> Result<(), CliError> {
+    for &pid in pids {
+        crate::cpu::process_cpu(pid).map_err(|e| {
+            CliError::Unreachable(format!("--cpu-pid {pid}: cannot read its CPU time: {e}"))
+        })?;
+    }
+    Ok(())
+}
+
+impl Outputs {
+    /// Creates (and removes again, if new) every output file, so that an
+    /// unwritable path fails before the run.
+    fn check(&self) -> Result<(), CliError> {
+        let json = self
+            .json
+            .as_deref()
+            .filter(|j| *j != "-")
+            .map(std::path::PathBuf::from);
+        for p in json.iter().chain(&self.csv).chain(&self.hgrm) {
+            let existed = p.exists();
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(p)
+                .map_err(|e| CliError::Unreachable(format!("cannot write {}: {e}", p.display())))?;
+            if !existed {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -75,7 +121,10 @@ fn write_outputs(
 ) -> Result<(), CliError> {
     let io = |what: &str| {
         let what = what.to_string();
-        move |e: std::io::Error| CliError::Unreachable(format!("cannot write {what}: {e}"))
+        move |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => CliError::BrokenPipe,
+            _ => CliError::Unreachable(format!("cannot write {what}: {e}")),
+        }
     };
     let summary = Summary::new(cfg, res);
     let stdout = std::io::stdout();
@@ -115,39 +164,4 @@ fn write_outputs(
             .map_err(io("hgrm"))?;
     }
     Ok(())
-}
-
-/// A one-line progress bar on stderr (drawn only when stderr is a terminal).
-struct Progress {
-    total: Option<u64>,
-    start: std::time::Instant,
-}
-
-impl Progress {
-    fn new(total: Option<u64>) -> Self {
-        Progress {
-            total,
-            start: std::time::Instant::now(),
-        }
-    }
-
-    fn draw(&mut self, done: u64) {
-        let secs = self.start.elapsed().as_secs_f64();
-        let line = match self.total {
-            Some(t) if t > 0 => {
-                let width = 40;
-                let filled = ((done.min(t) * width) / t) as usize;
-                format!(
-                    "[{}{}] {done}/{t} ({:.1}s)",
-                    "=".repeat(filled),
-                    " ".repeat(width as usize - filled),
-                    secs
-                )
-            }
-            _ => format!("{done} requests ({secs:.1}s)"),
-        };
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{line}");
-        let _ = err.flush();
-    }
 }

@@ -15,7 +15,7 @@ use crate::config::{Expect, RequestSpec, RunConfig, Target, WorkMode};
 #[command(
     name = "loadgen",
     version,
-    about = "An ab-compatible HTTP load generator with exact percentiles and CPU accounting",
+    about = "An ab-compatible HTTP load generator with HDR-histogram percentiles (3 significant digits) and CPU accounting",
     after_help = "`loadgen bench --help` describes the gateway benchmark."
 )]
 pub struct Args {
@@ -25,21 +25,41 @@ pub struct Args {
     /// Number of requests to make at a time.
     #[arg(short = 'c', value_name = "concurrency", default_value_t = 1)]
     pub concurrency: usize,
-    /// Seconds to run for; alone, the run lasts that long.
-    #[arg(short = 't', value_name = "timelimit")]
-    pub timelimit: Option<f64>,
-    /// Seconds to wait for each response (connect, send and receive).
-    #[arg(short = 's', value_name = "timeout", default_value_t = 30.0)]
-    pub timeout: f64,
+    /// How long to run: seconds (`30`) or a duration (`1s`, `90s`, `2m`); alone, the run lasts that long.
+    #[arg(short = 't', value_name = "timelimit", value_parser = parse_duration)]
+    pub timelimit: Option<Duration>,
+    /// How long to wait for each response (connect, send and receive): seconds or a duration.
+    #[arg(short = 's', value_name = "timeout", default_value = "30", value_parser = parse_duration)]
+    pub timeout: Duration,
     /// Use HTTP keep-alive: reuse connections.
     #[arg(short = 'k')]
     pub keepalive: bool,
     /// Add a header, e.g. 'Accept-Encoding: gzip' (repeatable).
     #[arg(short = 'H', value_name = "header")]
     pub headers: Vec<String>,
-    /// Method (default GET, or POST with -p).
+    /// Method (default GET, or POST with -p, PUT with -u, HEAD with -i).
     #[arg(short = 'm', value_name = "method")]
     pub method: Option<String>,
+    /// Use HEAD instead of GET (ab -i).
+    #[arg(short = 'i')]
+    pub head: bool,
+    /// File containing the body to PUT (ab -u).
+    #[arg(short = 'u', value_name = "putfile", conflicts_with = "postfile")]
+    pub putfile: Option<PathBuf>,
+    /// Add a cookie, e.g. 'session=abc' (repeatable; ab -C).
+    #[arg(short = 'C', value_name = "attribute")]
+    pub cookies: Vec<String>,
+    /// Basic authentication, 'user:password' (ab -A).
+    #[arg(short = 'A', value_name = "auth")]
+    pub basic_auth: Option<String>,
+    /// Accept variable document length: a body whose length differs from
+    /// the first is not a Length failure (ab -l).
+    #[arg(short = 'l')]
+    pub variable_length: bool,
+    /// Don't exit on socket receive errors (ab -r). loadgen never exits on
+    /// them, so this is accepted for ab's command lines and changes nothing.
+    #[arg(short = 'r')]
+    pub keep_going: bool,
     /// File containing the body to POST.
     #[arg(short = 'p', value_name = "postfile")]
     pub postfile: Option<PathBuf>,
@@ -86,14 +106,17 @@ pub struct Args {
 pub enum CliError {
     /// Bad flags or input files (exit 2).
     Usage(String),
-    /// The host does not resolve (exit 1).
+    /// The host does not resolve, or an output cannot be written (exit 1).
     Unreachable(String),
+    /// stdout's reader went away (`loadgen ... | head`): exit quietly.
+    BrokenPipe,
 }
 
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CliError::Usage(m) | CliError::Unreachable(m) => f.write_str(m),
+            CliError::BrokenPipe => f.write_str("broken pipe"),
         }
     }
 }
@@ -104,8 +127,23 @@ impl CliError {
         match self {
             CliError::Usage(_) => 2,
             CliError::Unreachable(_) => 1,
+            CliError::BrokenPipe => 0,
         }
     }
+}
+
+/// `30`, `0.5` (seconds, as ab) or a humantime duration (`1s`, `90s`, `2m`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = match s.parse::<f64>() {
+        Ok(secs) => Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("{s:?} is not a positive number of seconds"))?,
+        Err(_) => humantime::parse_duration(s)
+            .map_err(|e| format!("{s:?} is neither seconds nor a duration like 90s: {e}"))?,
+    };
+    if d.is_zero() {
+        return Err(format!("{s:?} must be more than zero"));
+    }
+    Ok(d)
 }
 
 /// Splits `http://host[:port]/path?query` into its parts.
@@ -148,6 +186,33 @@ pub fn parse_header(h: &str) -> Result<(String, String), CliError> {
 }
 
 impl Args {
+    /// `-H` headers, then ab's `-C` cookies and `-A` basic auth as headers.
+    fn headers(&self) -> Result<Vec<(String, String)>, CliError> {
+        let mut headers = self
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !self.cookies.is_empty() {
+            headers.push(("Cookie".into(), self.cookies.join("; ")));
+        }
+        if let Some(auth) = &self.basic_auth {
+            if !auth.contains(':') {
+                return Err(CliError::Usage(format!(
+                    "-A {auth:?}: expected 'user:password'"
+                )));
+            }
+            use base64::Engine as _;
+            let token = base64::engine::general_purpose::STANDARD.encode(auth);
+            headers.push(("Authorization".into(), format!("Basic {token}")));
+        }
+        for (name, value) in &headers[headers.len().saturating_sub(2)..] {
+            http::HeaderValue::from_str(value)
+                .map_err(|_| CliError::Usage(format!("invalid {name} value {value:?}")))?;
+        }
+        Ok(headers)
+    }
+
     /// Validates the flags and resolves the host.
     pub fn into_config(self) -> Result<RunConfig, CliError> {
         let usage = |m: String| CliError::Usage(m);
@@ -155,22 +220,12 @@ impl Args {
         if self.concurrency == 0 {
             return Err(usage("-c must be at least 1".into()));
         }
-        let seconds = |flag: &str, v: f64| {
-            Duration::try_from_secs_f64(v)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| {
-                    usage(format!(
-                        "{flag} must be a positive number of seconds, got {v}"
-                    ))
-                })
-        };
         let mode = match (self.requests, self.timelimit) {
             (Some(0), _) => return Err(usage("-n must be at least 1".into())),
             (Some(n), None) => WorkMode::Count(n),
             (None, None) => WorkMode::Count(1),
-            (None, Some(t)) => WorkMode::Duration(seconds("-t", t)?),
-            (Some(n), Some(t)) => WorkMode::CountOrDuration(n, seconds("-t", t)?),
+            (None, Some(t)) => WorkMode::Duration(t),
+            (Some(n), Some(t)) => WorkMode::CountOrDuration(n, t),
         };
         if let Some(n) = mode.max_requests() {
             if self.concurrency as u64 > n {
@@ -185,23 +240,21 @@ impl Args {
                 return Err(usage(format!("--rate must be a positive number, got {r}")));
             }
         }
-        let headers = self
-            .headers
-            .iter()
-            .map(|h| parse_header(h))
-            .collect::<Result<Vec<_>, _>>()?;
-        let body = match &self.postfile {
+        let headers = self.headers()?;
+        let (flag, file, default_method) = match (&self.postfile, &self.putfile) {
+            (Some(p), _) => ("-p", Some(p), "POST"),
+            (None, Some(u)) => ("-u", Some(u), "PUT"),
+            (None, None) => ("", None, if self.head { "HEAD" } else { "GET" }),
+        };
+        let body = match file {
             Some(p) => {
                 let data = std::fs::read(p)
-                    .map_err(|e| usage(format!("cannot read -p file {}: {e}", p.display())))?;
+                    .map_err(|e| usage(format!("cannot read {flag} file {}: {e}", p.display())))?;
                 Some((Bytes::from(data), self.content_type.clone()))
             }
             None => None,
         };
-        let method = self
-            .method
-            .clone()
-            .unwrap_or_else(|| if body.is_some() { "POST" } else { "GET" }.into());
+        let method = self.method.clone().unwrap_or_else(|| default_method.into());
         http::Method::from_bytes(method.as_bytes())
             .map_err(|_| usage(format!("invalid method -m {method:?}")))?;
         let addr = (host.as_str(), port)
@@ -230,11 +283,12 @@ impl Args {
             concurrency: self.concurrency,
             mode,
             rate: self.rate,
-            timeout: seconds("-s", self.timeout)?,
+            timeout: self.timeout,
             threads: self.threads.unwrap_or(default_threads).max(1),
             expect: Expect {
                 status: self.expect_status,
                 body_contains: self.expect_body_contains.clone(),
+                variable_length: self.variable_length,
             },
             cpu_pids: self.cpu_pids.clone(),
         })

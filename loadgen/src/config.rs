@@ -60,6 +60,9 @@ pub struct Expect {
     pub status: Option<u16>,
     /// Substrings every body must contain.
     pub body_contains: Vec<String>,
+    /// ab's `-l`: a body whose length differs from the first response's is
+    /// not a failure.
+    pub variable_length: bool,
 }
 
 impl Expect {
@@ -178,5 +181,77 @@ impl RequestSpec {
             bytes.extend_from_slice(b"\r\n");
         }
         Bytes::from(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(port: u16) -> Target {
+        Target {
+            host: "example".into(),
+            port,
+            path: "/a?b=1".into(),
+            addr: ([127, 0, 0, 1], port).into(),
+        }
+    }
+
+    #[test]
+    fn encode_writes_abs_request_with_defaults() {
+        let req = RequestSpec::get().encode(&target(8080), false);
+        let text = String::from_utf8(req.to_vec()).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                "GET /a?b=1 HTTP/1.0\r\nHost: example:8080\r\nUser-Agent: loadgen/",
+                env!("CARGO_PKG_VERSION"),
+                "\r\nAccept: */*\r\n\r\n"
+            )
+        );
+        // Port 80 is left out of Host; keep-alive adds ab's header.
+        let text =
+            String::from_utf8(RequestSpec::get().encode(&target(80), true).to_vec()).unwrap();
+        assert!(
+            text.contains("Host: example\r\nConnection: Keep-Alive\r\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn encode_lets_headers_replace_defaults_and_frames_the_body() {
+        let spec = RequestSpec {
+            method: "POST".into(),
+            headers: vec![("host".into(), "h".into()), ("X-A".into(), "1".into())],
+            body: Some((Bytes::from_static(b"{}"), "application/json".into())),
+        };
+        let text = String::from_utf8(spec.encode(&target(81), false).to_vec()).unwrap();
+        assert!(!text.contains("Host: example"), "{text}");
+        assert!(text.contains("host: h\r\nX-A: 1\r\n"), "{text}");
+        assert!(
+            text.ends_with("Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn expect_checks_status_and_every_substring() {
+        let e = Expect {
+            status: Some(200),
+            body_contains: vec!["hello".into(), "\"X-A\":".into()],
+            variable_length: false,
+        };
+        assert!(e.needs_body());
+        assert!(e.check(200, br#"hello {"X-A":1}"#).is_empty());
+        assert_eq!(
+            e.check(500, b"hello"),
+            vec![
+                "status 500, expected 200".to_string(),
+                "body does not contain \"\\\"X-A\\\":\"".to_string()
+            ]
+        );
+        // No checks: everything passes, bodies need not be kept.
+        let none = Expect::default();
+        assert!(!none.needs_body() && none.check(404, b"").is_empty());
     }
 }

@@ -4,7 +4,13 @@
 //! runtime, its own share of the connections and its own [`Recorder`]
 //! (shared-nothing, as wrk does: no lock or atomic on the per-request path but
 //! the ticket counter). The calling thread coordinates: it ends the run at
-//! the deadline or on Ctrl-C, reports progress, and merges the recorders.
+//! the deadline or when the caller's stop future resolves, reports progress,
+//! and merges the recorders.
+//!
+//! Stopping follows mini-redis's `run(listener, shutdown)`: whoever starts a
+//! run passes the future that ends it. `loadgen URL` passes Ctrl-C, the bench
+//! passes "a child exited or Ctrl-C", tests pass a oneshot receiver. Nothing
+//! is handed back up to the caller, and nothing polls.
 //!
 //! Every request starts by taking a ticket. Tickets are what make the modes
 //! one loop: `-n` bounds their number, `-t` stops handing them out at the
@@ -13,18 +19,25 @@
 //! omission correction, as wrk2).
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::config::RunConfig;
 use crate::cpu::{CpuProbe, CpuUsage};
 use crate::http1::{Conn, Failure};
 use crate::record::Recorder;
+
+/// How close to its intended time a `--rate` request is sent by yielding
+/// instead of sleeping: tokio's timer wheel has millisecond granularity, so
+/// a plain `sleep_until` would send up to ~1 ms late and charge that to the
+/// server.
+const SPIN: Duration = Duration::from_micros(1_500);
 
 /// The outcome of a run: merged observations and the measurements around them.
 #[derive(Debug, Clone)]
@@ -41,25 +54,26 @@ pub struct RunResult {
     pub cpu: Vec<CpuUsage>,
     /// loadgen's own CPU time over the run.
     pub own_cpu: Duration,
-    /// The run was cut short by Ctrl-C (or [`StopHandle::stop`]).
+    /// The caller's stop future ended the run before its work was done.
     pub interrupted: bool,
 }
 
-/// Ends a running run from elsewhere, as Ctrl-C does.
-#[derive(Clone)]
-pub struct StopHandle(Arc<Shared>);
-
-impl StopHandle {
-    /// Asks the run to stop; in-flight requests are abandoned, not counted.
-    pub fn stop(&self) {
-        self.0.stop();
-    }
+/// Progress of a running run, given to the caller's callback.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Requests that came to an end.
+    pub done: u64,
+    /// Of which failed.
+    pub failed: u64,
+    /// Time since the run started.
+    pub elapsed: Duration,
 }
 
 /// State every thread reads; written only through atomics and once-cells.
 struct Shared {
     next_ticket: AtomicU64,
     done: AtomicU64,
+    failed: AtomicU64,
     start: Instant,
     max: Option<u64>,
     deadline: Option<Instant>,
@@ -71,16 +85,50 @@ struct Shared {
     fatal: Mutex<Option<String>>,
     /// First response's body length and `Server` header.
     first: OnceLock<(u64, Option<String>)>,
-    stop: Arc<watch::Sender<bool>>,
+    stop: watch::Sender<bool>,
     /// Mirror of `stop` read on every ticket: a plain atomic load, where
     /// the watch channel would take its lock.
     stopped: AtomicBool,
 }
 
 impl Shared {
+    fn new(cfg: &RunConfig) -> Shared {
+        let start = Instant::now();
+        Shared {
+            next_ticket: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            start,
+            max: cfg.mode.max_requests(),
+            deadline: cfg.mode.time_limit().map(|d| start + d),
+            interval_ns: cfg.rate.map(|r| 1e9 / r),
+            ever_connected: AtomicBool::new(false),
+            fatal: Mutex::new(None),
+            first: OnceLock::new(),
+            stop: watch::channel(false).0,
+            stopped: AtomicBool::new(false),
+        }
+    }
+
     fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
         self.stop.send_replace(true);
+    }
+
+    fn fail(&self, msg: String) {
+        self.fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(msg);
+        self.stop();
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            done: self.done.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            elapsed: self.start.elapsed(),
+        }
     }
 
     /// The next ticket and its intended send time, or `None` when the run is over.
@@ -103,105 +151,48 @@ impl Shared {
     }
 }
 
-/// Runs `cfg` to completion. With `ctrl_c`, Ctrl-C ends the run early and the
-/// result covers what was done. `progress` is called with the number of
-/// requests done about ten times a second.
+/// Runs `cfg` until its work is done or `stop` resolves, whichever comes
+/// first; the result covers what was done. `progress`, if given, is called
+/// about ten times a second and once at the end.
+///
+/// `stop` is polled once before any request goes out, so a future that
+/// installs a signal handler on first poll (`tokio::signal::ctrl_c()`) is in
+/// place before the first request: an early Ctrl-C still yields a report.
 pub fn run(
     cfg: &RunConfig,
-    ctrl_c: bool,
-    progress: Option<&mut dyn FnMut(u64)>,
-) -> anyhow::Result<RunResult> {
-    run_with(cfg, ctrl_c, progress, None)
-}
-
-/// As [`run`], handing a [`StopHandle`] to `on_start` before requests begin.
-pub fn run_with(
-    cfg: &RunConfig,
-    ctrl_c: bool,
-    mut progress: Option<&mut dyn FnMut(u64)>,
-    on_start: Option<&mut dyn FnMut(StopHandle)>,
+    stop: impl Future<Output = ()>,
+    mut progress: Option<&mut dyn FnMut(Progress)>,
 ) -> anyhow::Result<RunResult> {
     let coordinator = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stop_tx = Arc::new(stop_tx);
-    // Installed before any request goes out, so an early Ctrl-C is never
-    // the default "kill the process" and always yields a report.
-    let mut sigint = if ctrl_c {
-        let _guard = coordinator.enter();
-        Some(signal(SignalKind::interrupt())?)
-    } else {
-        None
-    };
-    let cfg = Arc::new(cfg.clone());
-    let probe = CpuProbe::start(&cfg.cpu_pids);
-    let start = Instant::now();
-    let shared = Arc::new(Shared {
-        next_ticket: AtomicU64::new(0),
-        done: AtomicU64::new(0),
-        start,
-        max: cfg.mode.max_requests(),
-        deadline: cfg.mode.time_limit().map(|d| start + d),
-        interval_ns: cfg.rate.map(|r| 1e9 / r),
-        ever_connected: AtomicBool::new(false),
-        fatal: Mutex::new(None),
-        first: OnceLock::new(),
-        stop: stop_tx.clone(),
-        stopped: AtomicBool::new(false),
-    });
-    if let Some(f) = on_start {
-        f(StopHandle(shared.clone()));
-    }
-
-    // Each thread gets concurrency/threads connections (the remainder spread
-    // over the first ones); a thread with none is not started.
-    let threads = cfg.threads.clamp(1, cfg.concurrency.max(1));
-    let (finished_tx, mut finished_rx) = tokio::sync::mpsc::channel::<()>(1);
-    let mut handles = Vec::with_capacity(threads);
-    for i in 0..threads {
-        let conns = cfg.concurrency / threads + usize::from(i < cfg.concurrency % threads);
-        let (shared, cfg, stop_rx) = (shared.clone(), cfg.clone(), stop_rx.clone());
-        // Dropped when the thread ends: the coordinator learns that all
-        // threads are done when every sender is gone.
-        let finished = finished_tx.clone();
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("loadgen-{i}"))
-                .spawn(move || {
-                    let rec = worker_thread(shared, cfg, conns, stop_rx);
-                    drop(finished);
-                    rec
-                })?,
-        );
-    }
-    drop(finished_tx);
-
-    let mut interrupted = false;
-    let mut deadline_hit = false;
-    coordinator.block_on(async {
-        let deadline = shared.deadline.map(tokio::time::Instant::from_std);
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        loop {
-            tokio::select! {
-                _ = finished_rx.recv() => break,
-                _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() && !deadline_hit => {
-                    deadline_hit = true;
-                    shared.stop();
-                }
-                _ = async { sigint.as_mut().unwrap().recv().await }, if sigint.is_some() && !interrupted => {
-                    interrupted = true;
-                    shared.stop();
-                }
-                _ = tick.tick() => {
-                    if let Some(p) = progress.as_mut() {
-                        p(shared.done.load(Ordering::Relaxed));
-                    }
-                }
-            }
+    let mut stop = std::pin::pin!(stop);
+    // Phase 1: arm the caller's stop before anything starts.
+    let stopped_early = coordinator.block_on(async {
+        tokio::select! {
+            biased;
+            _ = &mut stop => true,
+            _ = std::future::ready(()) => false,
         }
     });
-    let elapsed = start.elapsed();
+    let cfg = Arc::new(cfg.clone());
+    let probe = CpuProbe::start(&cfg.cpu_pids);
+    let shared = Arc::new(Shared::new(&cfg));
+    if stopped_early {
+        shared.stop();
+    }
+    // Phase 2: the load threads.
+    let (handles, finished_rx) = spawn_workers(&shared, &cfg)?;
+    // Phase 3: wait for the end (work done, deadline, or the caller's stop).
+    let interrupted = coordinator.block_on(coordinate(
+        &shared,
+        finished_rx,
+        stop,
+        stopped_early,
+        &mut progress,
+    ));
+    // Phase 4: merge what the threads saw.
+    let elapsed = shared.start.elapsed();
     let mut rec = Recorder::default();
     for h in handles {
         let part = h
@@ -211,7 +202,7 @@ pub fn run_with(
     }
     let (cpu, own_cpu) = probe.finish();
     if let Some(p) = progress.as_mut() {
-        p(shared.done.load(Ordering::Relaxed));
+        p(shared.progress());
     }
     if let Some(msg) = shared
         .fatal
@@ -229,30 +220,90 @@ pub fn run_with(
         server,
         cpu,
         own_cpu,
-        interrupted: interrupted || (*stop_rx.borrow() && !deadline_hit),
+        interrupted,
     })
+}
+
+/// Starts the load threads. Each gets concurrency/threads connections (the
+/// remainder spread over the first ones); a thread with none is not started.
+/// The receiver yields `None` once every thread has ended.
+#[allow(clippy::type_complexity)]
+fn spawn_workers(
+    shared: &Arc<Shared>,
+    cfg: &Arc<RunConfig>,
+) -> anyhow::Result<(Vec<JoinHandle<Recorder>>, tokio::sync::mpsc::Receiver<()>)> {
+    let threads = cfg.threads.clamp(1, cfg.concurrency.max(1));
+    let (finished_tx, finished_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let mut handles = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let conns = cfg.concurrency / threads + usize::from(i < cfg.concurrency % threads);
+        let (shared, cfg) = (shared.clone(), cfg.clone());
+        // Dropped when the thread ends: the coordinator learns that all
+        // threads are done when every sender is gone.
+        let finished = finished_tx.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("loadgen-{i}"))
+                .spawn(move || {
+                    let rec = worker_thread(shared, cfg, conns);
+                    drop(finished);
+                    rec
+                })?,
+        );
+    }
+    Ok((handles, finished_rx))
+}
+
+/// Waits until every thread is done, stopping them at the deadline or when
+/// `stop` resolves (`stop_done`: it already has, and must not be polled
+/// again). Returns whether `stop` ended the run.
+async fn coordinate(
+    shared: &Shared,
+    mut finished_rx: tokio::sync::mpsc::Receiver<()>,
+    mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
+    stop_done: bool,
+    progress: &mut Option<&mut dyn FnMut(Progress)>,
+) -> bool {
+    let deadline = shared.deadline.map(tokio::time::Instant::from_std);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let (mut interrupted, mut deadline_hit, mut stop_done) = (stop_done, false, stop_done);
+    loop {
+        tokio::select! {
+            _ = finished_rx.recv() => break,
+            _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() && !deadline_hit => {
+                deadline_hit = true;
+                shared.stop();
+            }
+            _ = &mut stop, if !stop_done => {
+                stop_done = true;
+                // A run that is already over (work done or deadline) was not interrupted.
+                interrupted = !shared.stopped.load(Ordering::Relaxed);
+                shared.stop();
+            }
+            _ = tick.tick() => {
+                if let Some(p) = progress.as_mut() {
+                    p(shared.progress());
+                }
+            }
+        }
+    }
+    interrupted
 }
 
 /// One load thread: its connections share its recorder through an `Rc`,
 /// which is sound because a current-thread runtime never moves them.
-fn worker_thread(
-    shared: Arc<Shared>,
-    cfg: Arc<RunConfig>,
-    conns: usize,
-    mut stop_rx: watch::Receiver<bool>,
-) -> Recorder {
+fn worker_thread(shared: Arc<Shared>, cfg: Arc<RunConfig>, conns: usize) -> Recorder {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            *shared.fatal.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(format!("cannot start a load thread: {e}"));
-            shared.stop();
+            shared.fail(format!("cannot start a load thread: {e}"));
             return Recorder::default();
         }
     };
+    let mut stop_rx = shared.stop.subscribe();
     let rec = Rc::new(RefCell::new(Recorder::default()));
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
@@ -274,15 +325,30 @@ fn worker_thread(
     rec.take()
 }
 
+/// Waits until `at`: sleeps while it is far, then yields to the other
+/// connections of this thread until it is reached, so that the request goes
+/// out within a few µs of its intended time instead of a timer tick late.
+async fn wait_until(at: Instant) {
+    if let Some(early) = at.checked_sub(SPIN) {
+        if early > Instant::now() {
+            tokio::time::sleep_until(early.into()).await;
+        }
+    }
+    while Instant::now() < at {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// One connection's loop: take a ticket, wait for its time, exchange, record.
 async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Recorder>>) {
     let mut conn = Conn::default();
     while let Some(intended) = shared.ticket() {
         if let Some(at) = intended {
-            tokio::time::sleep_until(at.into()).await;
+            wait_until(at).await;
         }
         let want_server = shared.first.get().is_none();
         let outcome = tokio::time::timeout(cfg.timeout, conn.exchange(&cfg, want_server)).await;
+        let mut failed = true;
         match outcome {
             Err(_) => {
                 conn.reset();
@@ -290,13 +356,7 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
                 rec.borrow_mut().failure(&Failure::Exception(msg));
             }
             Ok(Err(Failure::Connect(e))) if !shared.ever_connected.load(Ordering::Relaxed) => {
-                let msg = format!("cannot connect to {}: {e}", cfg.target.addr);
-                shared
-                    .fatal
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(msg);
-                shared.stop();
+                shared.fail(format!("cannot connect to {}: {e}", cfg.target.addr));
                 return;
             }
             Ok(Err(f)) => {
@@ -311,9 +371,15 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
                     .first
                     .get_or_init(|| (resp.body_len, resp.server.clone()));
                 let reasons = cfg.expect.check(resp.status, &conn.body);
-                rec.borrow_mut()
-                    .response(&timing, &resp, *doc_len, reasons, intended);
+                let mut r = rec.borrow_mut();
+                let before = r.failures.total();
+                let doc_len = (!cfg.expect.variable_length).then_some(*doc_len);
+                r.response(&timing, &resp, doc_len, reasons, intended);
+                failed = r.failures.total() > before;
             }
+        }
+        if failed {
+            shared.failed.fetch_add(1, Ordering::Relaxed);
         }
         shared.done.fetch_add(1, Ordering::Relaxed);
     }

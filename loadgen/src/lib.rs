@@ -1,4 +1,4 @@
-//! loadgen: an ab-compatible HTTP load generator with exact percentiles and
+//! loadgen: an ab-compatible HTTP load generator with HDR-histogram percentiles and
 //! CPU accounting, and `loadgen bench`, the gateway benchmark.
 //!
 //! A run is a pipeline (after oha): flags are validated once into a
@@ -13,6 +13,7 @@
 //! - [`http1`]: one HTTP/1 exchange on a raw socket, with ab's timestamps.
 //! - [`record`]: per-thread histograms and counters, and their merge.
 //! - [`cpu`]: CPU time of other processes and of loadgen itself.
+//! - [`progress`]: the live progress line on a terminal.
 //! - [`report`]: the summary and its printers (text, JSON, CSV, .hgrm).
 //! - [`app`]: `loadgen URL` from arguments to exit code.
 //! - [`bench`]: `loadgen bench`, the seed's benchmark against the gateway.
@@ -27,6 +28,7 @@ pub mod cpu;
 pub mod driver;
 pub mod http1;
 pub mod mock;
+pub mod progress;
 pub mod record;
 pub mod report;
 

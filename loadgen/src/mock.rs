@@ -13,6 +13,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
@@ -23,11 +24,76 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+/// `n` non-blocking listeners on `addr` with `SO_REUSEPORT`, for one server
+/// thread each: the kernel spreads new connections over them. With port 0
+/// the first picks a free port and the others bind that one.
+pub fn bind_reuseport(addr: SocketAddr, n: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(n);
+    for _ in 0..n.max(1) {
+        let at = match out.first() {
+            Some(first) => first.local_addr()?,
+            None => addr,
+        };
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(at),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&at.into())?;
+        socket.listen(1024)?;
+        out.push(socket.into());
+    }
+    Ok(out)
+}
+
+/// What the echo shows beyond the seed's `{message, path, method, headers}`
+/// (`mock-upstream --echo query,body`); off by default, so that the seed's
+/// JSON stays byte-identical.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Echo {
+    /// Add `"query"`: the raw query string, so `AddParams` edits are visible.
+    pub query: bool,
+    /// Add `"body"`: the request body (lossy UTF-8), so `Body` edits are visible.
+    pub body: bool,
+}
+
+impl Echo {
+    /// Parses `query,body` (either, both, or `none`).
+    pub fn parse(s: &str) -> Result<Echo, String> {
+        let mut e = Echo::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "query" => e.query = true,
+                "body" => e.body = true,
+                "none" => {}
+                other => {
+                    return Err(format!(
+                        "--echo: unknown field {other:?} (known: query, body)"
+                    ))
+                }
+            }
+        }
+        Ok(e)
+    }
+}
+
 /// Serves the mock upstream on `listener` until `shutdown` resolves.
 ///
 /// Connections run as tasks on the current runtime; a multi-threaded runtime
 /// spreads them across its workers.
 pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+    serve_with(listener, Echo::default(), shutdown).await
+}
+
+/// As [`serve`], echoing the extra fields of `echo`.
+pub async fn serve_with(
+    listener: TcpListener,
+    echo: Echo,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
     tokio::pin!(shutdown);
     loop {
         let (stream, _) = tokio::select! {
@@ -44,17 +110,36 @@ pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) ->
         };
         let _ = stream.set_nodelay(true);
         tokio::spawn(async move {
-            let conn = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service_fn(handle));
+            let conn = http1::Builder::new().keep_alive(true).serve_connection(
+                TokioIo::new(stream),
+                service_fn(move |req| handle(req, echo)),
+            );
             // Clients closing mid-request are normal under load; nothing to do.
             let _ = conn.await;
         });
     }
 }
 
-async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let body = echo_json(req.method().as_str(), req.uri().path(), req.headers());
+async fn handle(
+    req: Request<Incoming>,
+    echo: Echo,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let mut body = echo_json(req.method().as_str(), req.uri().path(), req.headers());
+    if echo.query || echo.body {
+        let query = req.uri().query().unwrap_or("").to_string();
+        let (_, incoming) = req.into_parts();
+        let data = if echo.body {
+            use http_body_util::BodyExt;
+            incoming
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default()
+        } else {
+            Bytes::new()
+        };
+        body = with_extras(&body, echo, &query, &data);
+    }
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -91,6 +176,26 @@ pub fn echo_json(method: &str, raw_path: &str, headers: &HeaderMap) -> String {
     go_json_string(&mut out, method);
     out.push_str(",\"path\":");
     go_json_string(&mut out, &percent_decode(raw_path));
+    out.push_str("}\n");
+    out
+}
+
+/// The echo with `"body"` first and `"query"` last, where Go's sorted keys
+/// would put them.
+fn with_extras(echo_body: &str, echo: Echo, query: &str, data: &[u8]) -> String {
+    let mut out = String::with_capacity(echo_body.len() + query.len() + data.len() + 32);
+    out.push('{');
+    if echo.body {
+        out.push_str("\"body\":");
+        go_json_string(&mut out, &String::from_utf8_lossy(data));
+        out.push(',');
+    }
+    // The seed's object without its braces and newline.
+    out.push_str(&echo_body[1..echo_body.len() - 2]);
+    if echo.query {
+        out.push_str(",\"query\":");
+        go_json_string(&mut out, query);
+    }
     out.push_str("}\n");
     out
 }
@@ -191,6 +296,26 @@ mod tests {
              \"X-Html\":\"\\u003ca\\u0026b\\u003e\"},\"message\":\"hello from mock upstream\",\
              \"method\":\"GET\",\"path\":\"/hello there/\"}\n"
         );
+    }
+
+    #[test]
+    fn extras_go_where_sorted_keys_put_them() {
+        let seed = echo_json("POST", "/p", &HeaderMap::new());
+        let both = Echo {
+            query: true,
+            body: true,
+        };
+        let out = with_extras(&seed, both, "a=1&b=2", b"hi \"there\"");
+        assert_eq!(
+            out,
+            "{\"body\":\"hi \\\"there\\\"\",\"headers\":{},\"message\":\"hello from mock upstream\",\
+             \"method\":\"POST\",\"path\":\"/p\",\"query\":\"a=1\\u0026b=2\"}\n"
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["query"], "a=1&b=2");
+        assert_eq!(Echo::parse("query,body").unwrap(), both);
+        assert_eq!(Echo::parse("").unwrap(), Echo::default());
+        assert!(Echo::parse("cookies").unwrap_err().contains("cookies"));
     }
 
     #[test]

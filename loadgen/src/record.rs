@@ -77,6 +77,10 @@ pub struct Recorder {
     pub total: Hist,
     /// done - intended send time (only with `--rate`): coordinated omission corrected.
     pub corrected: Hist,
+    /// start - intended send time (only with `--rate`): how late loadgen
+    /// itself sent each request. Large values mean loadgen, not the server,
+    /// was the bottleneck.
+    pub send_lag: Hist,
 }
 
 impl Default for Recorder {
@@ -94,19 +98,20 @@ impl Default for Recorder {
             waiting: new_hist(),
             total: new_hist(),
             corrected: new_hist(),
+            send_lag: new_hist(),
         }
     }
 }
 
 impl Recorder {
     /// Records a complete response. `doc_len` is the first response's body
-    /// length (ab compares every later one against it); `reasons` are the
-    /// checks it failed.
+    /// length (ab compares every later one against it; `None` with `-l`);
+    /// `reasons` are the checks it failed.
     pub fn response(
         &mut self,
         t: &Timing,
         r: &Response,
-        doc_len: u64,
+        doc_len: Option<u64>,
         reasons: Vec<String>,
         intended: Option<Instant>,
     ) {
@@ -130,8 +135,10 @@ impl Recorder {
         if let Some(at) = intended {
             self.corrected
                 .saturating_record(micros(t.done.saturating_duration_since(at)));
+            self.send_lag
+                .saturating_record(micros(t.start.saturating_duration_since(at)));
         }
-        if r.truncated || r.body_len != doc_len {
+        if r.truncated || doc_len.is_some_and(|d| r.body_len != d) {
             self.failures.length += 1;
         } else if let Some(reason) = reasons.into_iter().next() {
             *self.failures.expectations.entry(reason).or_default() += 1;
@@ -189,5 +196,86 @@ impl Recorder {
         let _ = self.waiting.add(&o.waiting);
         let _ = self.total.add(&o.total);
         let _ = self.corrected.add(&o.corrected);
+        let _ = self.send_lag.add(&o.send_lag);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(reused: bool, total_us: u64) -> Timing {
+        let start = Instant::now();
+        let done = start + Duration::from_micros(total_us);
+        Timing {
+            start,
+            connected: start + Duration::from_micros(10),
+            written: start + Duration::from_micros(20),
+            first_byte: start + Duration::from_micros(30),
+            done,
+            reused,
+        }
+    }
+
+    fn ok(status: u16, body_len: u64) -> Response {
+        Response {
+            status,
+            wire_bytes: 100 + body_len,
+            body_len,
+            ..Response::default()
+        }
+    }
+
+    #[test]
+    fn merge_adds_every_counter_histogram_and_reason() {
+        let mut a = Recorder::default();
+        a.response(
+            &timing(false, 1_000),
+            &ok(200, 5),
+            Some(5),
+            Vec::new(),
+            None,
+        );
+        a.response(
+            &timing(true, 2_000),
+            &ok(503, 5),
+            Some(5),
+            vec!["status 503".into()],
+            None,
+        );
+        a.failure(&Failure::Receive("closed".into()));
+        let mut b = Recorder::default();
+        b.response(&timing(true, 3_000), &ok(200, 7), Some(5), Vec::new(), None);
+        b.failure(&Failure::Exception("timeout".into()));
+        b.failure(&Failure::Receive("closed".into()));
+
+        let mut m = Recorder::default();
+        m.merge(&a);
+        m.merge(&b);
+        assert_eq!(m.complete, 6);
+        assert_eq!(m.keepalive_requests, 2);
+        assert_eq!(m.non_2xx, 1);
+        assert_eq!(m.statuses, BTreeMap::from([(200, 2), (503, 1)]));
+        assert_eq!((m.wire_bytes, m.body_bytes), (317, 17));
+        let f = &m.failures;
+        // The 7-byte body differs from the first response's 5: a Length failure.
+        assert_eq!((f.receive, f.exceptions, f.length, f.connect), (2, 1, 1, 0));
+        assert_eq!(f.expectations, BTreeMap::from([("status 503".into(), 1)]));
+        assert_eq!(f.samples["receive: closed"], 2);
+        assert_eq!(f.total(), 5);
+        assert_eq!(m.total.len(), 3);
+        assert_eq!(m.total.max(), m.total.highest_equivalent(3_000));
+        // Without --rate, nothing is corrected and nothing lags.
+        assert!(m.corrected.is_empty() && m.send_lag.is_empty());
+    }
+
+    #[test]
+    fn intended_times_feed_the_corrected_and_lag_histograms() {
+        let mut r = Recorder::default();
+        let t = timing(false, 1_000);
+        let intended = t.start - Duration::from_micros(400);
+        r.response(&t, &ok(200, 1), Some(1), Vec::new(), Some(intended));
+        assert_eq!(r.corrected.max(), r.corrected.highest_equivalent(1_400));
+        assert_eq!(r.send_lag.max(), r.send_lag.highest_equivalent(400));
     }
 }

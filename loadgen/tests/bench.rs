@@ -93,8 +93,27 @@ fn bench(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The report's JSON must validate against the schema file in the repo.
+fn validate(v: &Value) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("loadgen/schema/bench-report.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "the report does not match its schema:\n{}",
+        errors.join("\n")
+    );
+}
+
 #[test]
-fn a_short_bench_measures_every_working_route_and_stops_its_children() {
+fn a_short_bench_has_spreads_intervals_an_aa_control_and_stamps() {
     let tmp = tempfile::tempdir().unwrap();
     let apis = apis_dir(tmp.path());
     let (json, md, svg) = (
@@ -102,16 +121,11 @@ fn a_short_bench_measures_every_working_route_and_stops_its_children() {
         tmp.path().join("b.md"),
         tmp.path().join("b.svg"),
     );
-    // A peer for --compare: a bare echo server, whose /plain/hello/ passes
-    // the checks and whose plugin routes must be skipped (no marker).
-    let peer = format!("echo=http://{}", common::mock_upstream());
     let out = bench(&[
-        "--compare",
-        &peer,
         "-n",
         "300",
         "--repeat",
-        "1",
+        "3",
         "--warmup",
         "50",
         "--apis",
@@ -128,75 +142,139 @@ fn a_short_bench_measures_every_working_route_and_stops_its_children() {
     let text = String::from_utf8(out.stdout).unwrap();
     for needle in [
         "1. The seed's table",
+        "CPU per request (all processes)",
         "Requests/sec",
         "CPU time consumed",
-        "CPU utilization",
+        "Failed requests (all runs)",
         "2. Where the time goes",
-        "3. Tyk beside us",
+        "Plugin vs VM across gateways",
         "Tyk + otto",
         "12.61x",
+        "A/A control",
+        concat!("loadgen ", env!("CARGO_PKG_VERSION")),
+        "command: ",
     ] {
         assert!(text.contains(needle), "{needle:?} missing:\n{text}");
     }
 
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(v["schema"], "loadgen.bench/1");
+    validate(&v);
+    assert_eq!(v["schema"], "loadgen.bench/2");
+    for stamp in ["version", "date", "cores", "command"] {
+        assert!(
+            !v["stamps"][stamp].is_null(),
+            "stamp {stamp} missing: {}",
+            v["stamps"]
+        );
+    }
+    assert!(v["stamps"]["command"]
+        .as_str()
+        .unwrap()
+        .contains("--repeat 3"));
     let routes = v["routes"].as_array().unwrap();
     let by_key = |k: &str| {
         routes
             .iter()
             .find(|r| r["target"] == "ours" && r["route"]["key"] == k)
-            .unwrap()
+            .unwrap_or_else(|| panic!("no route {k}"))
     };
-    // The routes without plugins always work; the plugin routes either work
-    // or say why not (their drivers land separately).
-    for key in ["plain", "upstream"] {
+    for key in ["native", "js", "plain", "plain-again", "upstream"] {
         let r = by_key(key);
         assert!(r["skipped"].is_null(), "{key}: {}", r["skipped"]);
-        assert_eq!(r["runs"].as_array().unwrap().len(), 1);
-        assert_eq!(r["median"]["complete"], 300);
-        assert_eq!(r["median"]["failed"], 0);
-        assert!(r["median"]["server_cpu_s"].as_f64().unwrap() > 0.0);
-        assert!(r["median"]["mw_p50_us"].is_null());
+        let runs = r["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 3, "{key}");
+        // One run per round, and the reported run is one of them.
+        let rounds: Vec<u64> = runs.iter().map(|x| x["round"].as_u64().unwrap()).collect();
+        let mut sorted = rounds.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![0, 1, 2], "{key}");
+        let median = &runs[r["median_run"].as_u64().unwrap() as usize];
+        assert_eq!(median["complete"], 300);
+        assert_eq!(r["failed_total"], 0);
+        let (lo, hi) = (
+            r["spread"]["rps"]["min"].as_f64().unwrap(),
+            r["spread"]["rps"]["max"].as_f64().unwrap(),
+        );
+        let rps = median["rps"].as_f64().unwrap();
+        assert!(lo <= rps && rps <= hi, "{key}: {lo} {rps} {hi}");
+        assert!(
+            median["all_cpu_us_per_req"].as_f64().unwrap()
+                > median["server_cpu_us_per_req"].as_f64().unwrap()
+        );
     }
-    // Both plugin routes run (the add-header plugin and the seed's script).
     for key in ["native", "js"] {
         let r = by_key(key);
-        assert!(r["skipped"].is_null(), "{key}: {}", r["skipped"]);
-        assert_eq!(r["median"]["failed"], 0, "{key}");
+        let m = &r["runs"][r["median_run"].as_u64().unwrap() as usize];
         // The gateway ran the middleware once per request (warm-up excluded).
-        assert_eq!(r["median"]["mw_calls_per_req"], 1.0, "{key}");
-        assert!(r["median"]["mw_p50_us"].as_f64().unwrap() > 0.0, "{key}");
-    }
-    // Gateway routes charge the gateway, the upstream and loadgen itself:
-    // more than the gateway alone.
-    for key in ["native", "js", "plain"] {
-        let m = &by_key(key)["median"];
-        let (gateway, all) = (
-            m["server_cpu_us_per_req"].as_f64().unwrap(),
-            m["all_cpu_us_per_req"].as_f64().unwrap(),
+        assert_eq!(m["mw_calls_per_req"], 1.0, "{key}");
+        assert!(m["mw_p50_us"].as_f64().unwrap() > 0.0, "{key}");
+        assert!(
+            r["route"]["marker"]
+                .as_str()
+                .unwrap()
+                .starts_with("X-Custom-"),
+            "{key}"
         );
-        assert!(all > gateway && gateway > 0.0, "{key}: {m}");
     }
-    assert!(text.contains("all CPU/request"), "{text}");
-    assert!(
-        text.contains("Throughput follows total CPU per request"),
-        "{text}"
-    );
-    let mut measured = 4;
+    assert!(by_key("plain")["route"]["marker"].is_null());
 
-    let peer_route = |k: &str| {
-        routes
+    // The A/A control is computed exactly as every other comparison: the
+    // same paired interval over the same rounds, recomputed here from the
+    // runs in the JSON.
+    let comparisons = v["comparisons"].as_array().unwrap();
+    let find = |base: &str, other: &str, metric: &str| {
+        comparisons
             .iter()
-            .find(|r| r["target"] == "echo" && r["route"]["key"] == k)
-            .unwrap()
+            .find(|c| {
+                c["base"] == base
+                    && c["other"] == other
+                    && c["metric"] == metric
+                    && c["target"] == "ours"
+            })
+            .unwrap_or_else(|| panic!("no comparison {base} vs {other} {metric}"))
     };
-    assert_eq!(peer_route("plain")["median"]["complete"], 300);
-    assert!(peer_route("plain")["median"]["server_cpu_s"].is_null());
-    let why = peer_route("native")["skipped"].as_str().unwrap();
-    assert!(why.contains("did not see X-Custom-Goplugin"), "{why}");
-    assert!(text.contains("4. Every target and route"));
-    measured += 1;
+    let by_round = |key: &str, field: &str| -> Vec<Option<f64>> {
+        let runs = by_key(key)["runs"].as_array().unwrap().clone();
+        (0..3u64)
+            .map(|k| {
+                runs.iter()
+                    .find(|x| x["round"] == k)
+                    .and_then(|x| x[field].as_f64())
+            })
+            .collect()
+    };
+    // JSON keeps 17 significant digits at most: equal within rounding.
+    let same = |a: &loadgen::bench::stats::RatioCi, b: &loadgen::bench::stats::RatioCi| {
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(1.0);
+        let opt = |x: Option<f64>, y: Option<f64>| match (x, y) {
+            (Some(x), Some(y)) => close(x, y),
+            (None, None) => true,
+            _ => false,
+        };
+        a.rounds == b.rounds && close(a.ratio, b.ratio) && opt(a.low, b.low) && opt(a.high, b.high)
+    };
+    for (base, other, control) in [("native", "js", false), ("plain", "plain-again", true)] {
+        let c = find(base, other, "rps");
+        assert_eq!(c["control"], control);
+        let want =
+            loadgen::bench::stats::paired_ratio(&by_round(base, "rps"), &by_round(other, "rps"))
+                .unwrap();
+        let got: loadgen::bench::stats::RatioCi = serde_json::from_value(c["ci"].clone()).unwrap();
+        assert!(same(&got, &want), "{base} vs {other}: {got:?} != {want:?}");
+        assert!(got.low.unwrap() <= got.ratio && got.ratio <= got.high.unwrap());
+        let cpu = find(base, other, "all_cpu_per_request");
+        let want = loadgen::bench::stats::paired_ratio(
+            &by_round(other, "all_cpu_us_per_req"),
+            &by_round(base, "all_cpu_us_per_req"),
+        )
+        .unwrap();
+        let got: loadgen::bench::stats::RatioCi =
+            serde_json::from_value(cpu["ci"].clone()).unwrap();
+        assert!(
+            same(&got, &want),
+            "{base} vs {other} CPU: {got:?} != {want:?}"
+        );
+    }
 
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(
@@ -205,20 +283,246 @@ fn a_short_bench_measures_every_working_route_and_stops_its_children() {
         ),
         "{md}"
     );
-    assert!(md.contains("## 3. Tyk beside us"));
-    let svg = std::fs::read_to_string(&svg).unwrap();
-    assert!(svg.starts_with("<svg"));
-    assert_eq!(svg.matches("<polyline").count(), measured);
+    assert!(
+        md.contains("(b-headline.svg)") && md.contains("(b-latency.svg)"),
+        "{md}"
+    );
+    assert!(
+        md.contains(concat!("loadgen ", env!("CARGO_PKG_VERSION"))),
+        "{md}"
+    );
+    let latency = std::fs::read_to_string(tmp.path().join("b-latency.svg")).unwrap();
+    let headline = std::fs::read_to_string(tmp.path().join("b-headline.svg")).unwrap();
+    assert!(latency.starts_with("<svg") && headline.starts_with("<svg"));
+    // Legend labels as in the tables, title counting what is plotted.
+    assert!(latency.contains("native plugin /gopl/hello/"), "{latency}");
+    assert!(
+        latency.contains("5 routes, 4,500 requests in all"),
+        "{latency}"
+    );
+    assert!(headline.contains("Tyk + otto"), "{headline}");
+    assert_eq!(std::fs::read_to_string(&svg).unwrap(), latency);
 
     // Every child is gone once the bench has returned.
     let procs = v["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 2);
     for p in procs {
-        let pid = p[1].as_u64().unwrap();
+        let pid = p["pid"].as_u64().unwrap();
         assert!(
             !Path::new(&format!("/proc/{pid}")).exists(),
             "{} (pid {pid}) still running",
-            p[0]
+            p["name"]
+        );
+    }
+}
+
+/// A definition whose plugin file does not exist, beside the repo's.
+fn apis_with_missing_plugin(tmp: &Path) -> PathBuf {
+    let apis = apis_dir(tmp);
+    let def = serde_json::json!({
+        "name": "Missing", "api_id": "missing-hello", "active": true, "use_keyless": true,
+        "proxy": {"listen_path": "/missing/", "target_url": "http://localhost:8222", "strip_listen_path": true},
+        "custom_middleware": {"driver": "wasm", "pre": [{"name": "hello", "path": "target/release/nope.wasm"}]}
+    });
+    std::fs::write(apis.join("missing-hello.json"), def.to_string()).unwrap();
+    apis
+}
+
+#[test]
+fn a_skipped_route_names_the_users_file_and_fails_only_when_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let apis = apis_with_missing_plugin(tmp.path());
+    let json = tmp.path().join("b.json");
+    let common = [
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--repeat",
+        "1",
+        "--warmup",
+        "10",
+        "--apis",
+        apis.to_str().unwrap(),
+    ];
+    // Not asked for: skipped with its reason, the rest measured, exit 0.
+    let mut args = common.to_vec();
+    args.extend([
+        "--routes",
+        "plain,missing-hello",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let out = bench(&common);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let file = apis.join("missing-hello.json");
+    assert!(
+        text.contains(&format!("{}: middleware file", file.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains("WebAssembly plugin /missing/hello/ was not measured"),
+        "{text}"
+    );
+    // Asked for by name: the same skip fails the bench, one line naming the file.
+    let out = bench(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("route missing-hello (ours) was not measured"))
+        .unwrap_or_else(|| panic!("no reason line:\n{stderr}"));
+    assert!(
+        line.contains(&file.display().to_string()) && line.contains("cargo build --release"),
+        "{line}"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    validate(&v);
+    assert_eq!(
+        v["problems"].as_array().unwrap().len(),
+        1,
+        "{}",
+        v["problems"]
+    );
+    // --routes picked plain (and its A/A twin) and the missing one, nothing else.
+    let keys: Vec<&str> = v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["route"]["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, vec!["plain", "missing-hello", "plain-again"]);
+}
+
+#[test]
+fn an_unreachable_compare_peer_or_an_unknown_peer_fails_with_a_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let apis = apis_dir(tmp.path());
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = bench(&[
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--repeat",
+        "1",
+        "--warmup",
+        "10",
+        "--apis",
+        apis.to_str().unwrap(),
+        "--routes",
+        "plain",
+        "--compare",
+        &format!("gone=http://127.0.0.1:{port}"),
+        "--peer",
+        "squid",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("route plain (gone) was not measured"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("peer squid was not measured: unknown peer \"squid\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn peers_from_the_repo_configs_are_measured_when_installed() {
+    let installed: Vec<&str> = ["nginx", "haproxy"]
+        .into_iter()
+        .filter(|p| loadgen::bench::peers::plan(p).is_ok())
+        .collect();
+    if installed.is_empty() {
+        eprintln!("skipped: neither nginx nor haproxy is installed (Debian: apt-get install nginx-light libnginx-mod-http-js libnginx-mod-http-lua haproxy)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let apis = apis_dir(tmp.path());
+    let json = tmp.path().join("b.json");
+    let out = bench(&[
+        "-n",
+        "200",
+        "--repeat",
+        "2",
+        "--warmup",
+        "20",
+        "--apis",
+        apis.to_str().unwrap(),
+        "--routes",
+        "native,js",
+        "--peers",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{text}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    validate(&v);
+    for peer in &installed {
+        let routes: Vec<&Value> = v["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["target"] == *peer)
+            .collect();
+        assert!(!routes.is_empty(), "{peer}: no routes");
+        for r in &routes {
+            if let Some(why) = r["skipped"].as_str() {
+                // Only a missing module may skip a route, and it says how to install it.
+                assert!(
+                    why.contains("apt-get install"),
+                    "{peer} {}: {why}",
+                    r["route"]["key"]
+                );
+                continue;
+            }
+            let m = &r["runs"][r["median_run"].as_u64().unwrap() as usize];
+            assert_eq!(r["failed_total"], 0, "{peer} {}", r["route"]["key"]);
+            // The peer's own processes are measured: CPU per request is known.
+            assert!(
+                m["server_cpu_us_per_req"].as_f64().unwrap() > 0.0,
+                "{peer}: {m}"
+            );
+            if r["route"]["has_middleware"] == true {
+                assert!(
+                    r["route"]["marker"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("X-Custom-"),
+                    "{peer}: {}",
+                    r["route"]
+                );
+            }
+        }
+        let native_vs_vm = v["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["target"] == *peer && c["base"] == "native");
+        assert!(native_vs_vm, "{peer}: no native-vs-VM comparison");
+        assert!(
+            text.contains(&format!("{peer}: ")),
+            "{peer} missing from the gateways table:\n{text}"
+        );
+    }
+    let procs = v["processes"].as_array().unwrap();
+    for p in procs {
+        let pid = p["pid"].as_u64().unwrap();
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "{} (pid {pid}) still running",
+            p["name"]
         );
     }
 }
@@ -318,30 +622,60 @@ fn tyk_stats_needs_the_secret_and_counts_known_traffic() {
     control.reset().unwrap();
     for r in &routes {
         for _ in 0..7 {
-            let _ = probe::get(gw_addr, &r.path, &[]).unwrap();
+            let _ = probe::get(gw_addr, &r.route.path, &[]).unwrap();
         }
     }
     let stats = control.stats().unwrap();
     // Every API whose middleware loaded ran it once per request; APIs
     // without middleware have no entry.
     for r in &routes {
-        let entry = stats.iter().find(|s| Some(&s.api_id) == r.api_id.as_ref());
-        match (r.marker.is_some(), entry) {
+        let entry = stats
+            .iter()
+            .find(|s| Some(&s.api_id) == r.route.api_id.as_ref());
+        match (r.route.has_middleware, entry) {
             (_, Some(e)) => {
                 assert_eq!(e.count, 7, "{e:?}");
                 assert!(e.p50_us > 0.0 && e.p50_us <= e.max_us, "{e:?}");
             }
             (false, None) => {}
             (true, None) => {
-                let (status, _) = probe::get(gw_addr, &r.path, &[]).unwrap();
+                let (status, _) = probe::get(gw_addr, &r.route.path, &[]).unwrap();
                 assert_eq!(
                     status, 404,
                     "{} has middleware that ran but was not recorded",
-                    r.path
+                    r.route.path
                 );
             }
         }
     }
     control.reset().unwrap();
     assert!(control.stats().unwrap().iter().all(|s| s.count == 0));
+}
+
+#[test]
+fn outside_the_repo_root_the_bench_says_where_it_looked_and_what_to_pass() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(bin_dir().join("loadgen"))
+        .args(["bench", "--bin-dir", bin_dir().to_str().unwrap()])
+        .args(["--upstream-port", "0", "--gateway-port", "0"])
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let looked = elsewhere.path().join("apis");
+    assert!(
+        err.contains(&format!("looked in {}", looked.display())) && err.contains("pass --apis DIR"),
+        "{err}"
+    );
+    let help = Command::new(bin_dir().join("loadgen"))
+        .args(["bench", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("Usage: loadgen bench"), "{help}");
+    assert!(
+        help.contains("only when it was asked for by name"),
+        "{help}"
+    );
 }

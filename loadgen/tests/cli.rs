@@ -228,9 +228,10 @@ fn ctrl_c_stops_the_run_and_prints_what_was_done() {
     // SAFETY: plain kill(2) on the child we spawned.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
+    // As a shell reports a command stopped by Ctrl-C, after the report.
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(130),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -244,4 +245,109 @@ fn ctrl_c_stops_the_run_and_prints_what_was_done() {
         .parse()
         .unwrap();
     assert!(complete >= 20);
+}
+
+#[test]
+fn durations_ab_flags_and_the_status_line() {
+    let srv = Server::start(HELLO);
+    // -t takes a duration as well as seconds.
+    let out = loadgen(&["-t", "300ms", "-c", "2", "-k", &srv.url("/")]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Status codes:           200: "), "{text}");
+    assert!(text.contains("3 significant digits"), "{text}");
+    for bad in ["0s", "soon"] {
+        let out = loadgen(&["-t", bad, &srv.url("/")]);
+        assert_eq!(out.status.code(), Some(2), "-t {bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(bad),
+            "-t {bad}"
+        );
+    }
+    // ab's -l: bodies of varying length are not Length failures.
+    let varying = Server::start(Mode::Varying);
+    let failed = |extra: &[&str]| {
+        let mut args = vec!["-n", "20", "-c", "1", "-k", "--json", "-"];
+        args.extend_from_slice(extra);
+        let url = varying.url("/");
+        args.push(&url);
+        let v: Value = serde_json::from_slice(&loadgen(&args).stdout).unwrap();
+        v["failed_requests"]["length"].as_u64().unwrap()
+    };
+    assert!(failed(&[]) > 0);
+    assert_eq!(failed(&["-l"]), 0);
+}
+
+#[test]
+fn head_put_cookie_and_basic_auth_go_on_the_wire_as_ab_sends_them() {
+    use clap::Parser;
+    let cfg = |args: &[&str]| {
+        let mut argv = vec!["loadgen"];
+        argv.extend_from_slice(args);
+        argv.push("http://127.0.0.1:9/x");
+        let cfg = loadgen::cli::Args::try_parse_from(argv)
+            .unwrap()
+            .into_config()
+            .unwrap();
+        (String::from_utf8(cfg.request.to_vec()).unwrap(), cfg.head)
+    };
+    let (req, head) = cfg(&["-i"]);
+    assert!(req.starts_with("HEAD /x HTTP/1.0\r\n") && head, "{req}");
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("body");
+    std::fs::write(&file, "abc").unwrap();
+    let (req, _) = cfg(&["-u", file.to_str().unwrap()]);
+    assert!(
+        req.starts_with("PUT /x HTTP/1.0\r\n") && req.ends_with("Content-Length: 3\r\n\r\nabc"),
+        "{req}"
+    );
+    let (req, _) = cfg(&["-C", "a=1", "-C", "b=2", "-A", "user:pw", "-r"]);
+    assert!(req.contains("Cookie: a=1; b=2\r\n"), "{req}");
+    assert!(
+        req.contains("Authorization: Basic dXNlcjpwdw==\r\n"),
+        "{req}"
+    );
+    let out = loadgen(&["-A", "nocolon", "http://127.0.0.1:9/"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("user:password"));
+}
+
+#[test]
+fn outputs_and_cpu_pids_are_checked_before_any_request() {
+    let srv = Server::start(HELLO);
+    let out = loadgen(&[
+        "-n",
+        "5",
+        "--json",
+        "/nonexistent-dir/r.json",
+        &srv.url("/"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write /nonexistent-dir/r.json"));
+    let out = loadgen(&["-n", "5", "--cpu-pid", "999999999", &srv.url("/")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cpu-pid 999999999"));
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let srv = Server::start(HELLO);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(["-n", "50", "-c", "2", &srv.url("/")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away at once, as `| head -0` would.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
 }

@@ -10,7 +10,10 @@ fn run(args: &[&str]) -> Summary {
     let mut argv = vec!["loadgen"];
     argv.extend_from_slice(args);
     let cfg = Args::try_parse_from(argv).unwrap().into_config().unwrap();
-    Summary::new(&cfg, &loadgen::run(&cfg, false, None).unwrap())
+    Summary::new(
+        &cfg,
+        &loadgen::run(&cfg, std::future::pending(), None).unwrap(),
+    )
 }
 
 #[test]

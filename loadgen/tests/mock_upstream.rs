@@ -85,3 +85,68 @@ fn port_comes_from_the_flag_then_mock_port() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[test]
+fn a_port_in_use_is_one_plain_line_and_exit_1() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_mock-upstream"))
+        .args(["--listen", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!("mock-upstream: cannot listen on {addr}"))
+            && err.contains("another process listens there")
+            && !err.contains("Error:"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn every_server_thread_answers_on_the_one_port() {
+    let (mut child, addr) = start(&["--listen", "127.0.0.1:0", "--threads", "3"], &[]);
+    // Many fresh connections: the kernel spreads them over the threads'
+    // SO_REUSEPORT listeners; every one is answered.
+    for _ in 0..30 {
+        let resp = get(&addr, "GET /t HTTP/1.0\r\n\r\n");
+        assert!(
+            resp.starts_with("HTTP/1.0 200 OK") || resp.starts_with("HTTP/1.1 200 OK"),
+            "{resp}"
+        );
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+#[test]
+fn echo_query_body_shows_what_the_seeds_server_hides() {
+    let request =
+        "POST /p?a=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+    let body_of = |resp: &str| resp.split_once("\r\n\r\n").unwrap().1.to_string();
+    // Default: the seed's JSON, no extra keys.
+    let (mut child, addr) = start(&["--listen", "127.0.0.1:0"], &[]);
+    let plain: serde_json::Value = serde_json::from_str(&body_of(&get(&addr, request))).unwrap();
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(
+        plain.get("query").is_none() && plain.get("body").is_none(),
+        "{plain}"
+    );
+    let (mut child, addr) = start(&["--listen", "127.0.0.1:0", "--echo", "query,body"], &[]);
+    let v: serde_json::Value = serde_json::from_str(&body_of(&get(&addr, request))).unwrap();
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(
+        (v["query"].as_str(), v["body"].as_str()),
+        (Some("a=1"), Some("hello")),
+        "{v}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_mock-upstream"))
+        .args(["--echo", "cookies"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -18,7 +18,7 @@ fn config(args: &[&str]) -> RunConfig {
 
 fn run(args: &[&str]) -> (RunConfig, RunResult, Summary) {
     let cfg = config(args);
-    let res = loadgen::run(&cfg, false, None).unwrap();
+    let res = loadgen::run(&cfg, std::future::pending(), None).unwrap();
     let sum = Summary::new(&cfg, &res);
     (cfg, res, sum)
 }
@@ -78,7 +78,9 @@ fn an_unreachable_target_is_an_error_not_a_report() {
         .unwrap()
         .port();
     let cfg = config(&["-n", "5", &format!("http://127.0.0.1:{port}/")]);
-    let err = loadgen::run(&cfg, false, None).unwrap_err().to_string();
+    let err = loadgen::run(&cfg, std::future::pending(), None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("cannot connect to 127.0.0.1"), "{err}");
 }
 
@@ -234,15 +236,18 @@ fn rate_mode_paces_requests_and_reports_corrected_percentiles() {
 }
 
 #[test]
-fn a_stop_handle_ends_the_run_and_keeps_what_was_done() {
-    use std::sync::{Arc, Mutex};
+fn the_callers_stop_future_ends_the_run_and_keeps_what_was_done() {
     let srv = Server::start(HELLO);
     let cfg = config(&["-t", "30", "-c", "2", "-k", &srv.url("/")]);
-    let handle: Arc<Mutex<Option<loadgen::driver::StopHandle>>> = Arc::default();
-    let h2 = handle.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let run = std::thread::spawn(move || {
-        let mut set = |h| *h2.lock().unwrap() = Some(h);
-        loadgen::driver::run_with(&cfg, false, None, Some(&mut set))
+        loadgen::run(
+            &cfg,
+            async {
+                let _ = rx.await;
+            },
+            None,
+        )
     });
     // Stop once some requests went through (bounded wait: 5 s at most).
     for _ in 0..500 {
@@ -251,13 +256,57 @@ fn a_stop_handle_ends_the_run_and_keeps_what_was_done() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    handle
-        .lock()
-        .unwrap()
-        .as_ref()
-        .expect("handle given before requests")
-        .stop();
+    tx.send(()).unwrap();
     let res = run.join().unwrap().unwrap();
     assert!(res.interrupted);
     assert!(res.rec.complete >= 10);
+}
+
+#[test]
+fn a_stop_future_that_is_already_done_sends_nothing() {
+    let srv = Server::start(HELLO);
+    let cfg = config(&["-n", "1000", "-c", "2", "-k", &srv.url("/")]);
+    let res = loadgen::run(&cfg, std::future::ready(()), None).unwrap();
+    assert!(res.interrupted);
+    assert_eq!(res.rec.complete, 0);
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn progress_reports_requests_and_failures() {
+    let srv = Server::start(Mode::Ok {
+        status: 500,
+        body: "no",
+    });
+    let cfg = config(&[
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--expect-status",
+        "200",
+        &srv.url("/"),
+    ]);
+    let mut last = None;
+    let mut seen = |p: loadgen::driver::Progress| last = Some(p);
+    let res = loadgen::run(&cfg, std::future::pending(), Some(&mut seen)).unwrap();
+    let last = last.expect("progress is reported at the end");
+    assert_eq!((last.done, last.failed), (40, 40));
+    assert_eq!(res.rec.failures.total(), 40);
+}
+
+#[test]
+fn rate_mode_reports_loadgens_own_send_lag() {
+    let srv = Server::start(HELLO);
+    let (_, res, s) = run(&["-n", "20", "-c", "2", "--rate", "200", "-k", &srv.url("/")]);
+    assert_eq!(res.rec.send_lag.len(), 20);
+    let lag = s.send_lag_ms.expect("send lag with --rate");
+    // Never sent before its intended time.
+    assert!(lag.min >= 0.0 && lag.max >= lag.median);
+    let mut text = Vec::new();
+    loadgen::report::write_text(&s, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("Send lag:"), "{text}");
+    // ab's "Time per request" means nothing when the schedule sets the rate.
+    assert!(!text.contains("Time per request"), "{text}");
 }

@@ -1,36 +1,59 @@
 //! `loadgen bench`: the seed's benchmark in one command.
 //!
 //! It starts `mock-upstream` and `gateway` (found next to the loadgen
-//! executable), checks that each route runs its middleware, warms each up,
-//! then runs the workload on every route, alternating routes and repeating,
-//! and prints the seed's table, where the time goes, and Tyk's numbers beside
-//! ours. The runs go through the same driver as `loadgen URL`.
+//! executable), and the peer gateways asked for; checks that each route runs
+//! its middleware; warms each up; then runs the workload on every route in
+//! alternated rounds and prints the seed's table with intervals, where the
+//! time goes, and Tyk's numbers beside ours. The runs go through the same
+//! driver as `loadgen URL`.
+//!
+//! # Layout
+//! - [`runner`]: the sequence of phases (start, plan, check, warm up, measure, report).
+//! - [`apis`]: routes from the user's API definitions.
+//! - [`jobs`]: one route of one target: its check, run config and figures.
+//! - [`peers`]: nginx and HAProxy started from `loadgen/peers/`.
+//! - [`procs`]: child processes, always stopped; [`pin`]: `--cpus`.
+//! - [`probe`]: single requests and the gateway's `/tyk/stats`.
+//! - [`model`]: the report's data; [`stats`]: medians and intervals; [`stamp`]: provenance.
+//! - [`tables`], [`gateways`], [`render`], [`charts`]: the report as text, Markdown, JSON and SVG.
 //!
 //! Processes: children get their own process group, so a terminal Ctrl-C
 //! reaches only loadgen, which stops the run and then its children (in
 //! `Child::drop`, on every exit path).
 
 pub mod apis;
+pub mod charts;
+pub mod gateways;
+pub mod jobs;
 pub mod model;
+pub mod peers;
+pub mod pin;
 pub mod probe;
 pub mod procs;
 pub mod render;
 pub mod runner;
-pub mod svg;
+pub mod stamp;
+pub mod stats;
+pub mod tables;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
+use tokio::sync::watch;
 
-/// Set by Ctrl-C: every wait and run of the bench checks it.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The error text of a bench stopped by Ctrl-C (exit status 130).
+pub const INTERRUPTED_MSG: &str = "interrupted";
 
 /// `loadgen bench` options.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "loadgen bench",
-    about = "The seed's benchmark: native plugin vs JS middleware through the gateway, beside Tyk's numbers"
+    bin_name = "loadgen bench",
+    about = "The seed's benchmark: native plugin vs JS middleware through the gateway, beside Tyk's numbers",
+    after_help = "Exit status: 0 when every requested route and peer was measured with no failed request; \
+1 otherwise, with one line per reason on stderr; 130 on Ctrl-C. A route whose middleware file is missing \
+(a plugin not built) is skipped with the reason; that fails the bench only when it was asked for by name \
+with --routes. A peer that is not installed fails the bench only when asked for with --peer, not with --peers."
 )]
 pub struct BenchArgs {
     /// Requests per run.
@@ -42,64 +65,133 @@ pub struct BenchArgs {
     /// Reuse client connections (the seed's ab runs did not).
     #[arg(short = 'k', long)]
     pub keepalive: bool,
-    /// Runs per route; medians are reported.
-    #[arg(long, default_value_t = 3)]
+    /// Rounds: each runs every route once, in a rotated order; figures are
+    /// the median run's, ratios have 95% intervals over the rounds.
+    #[arg(long, default_value_t = 5)]
     pub repeat: usize,
     /// Warm-up requests per route before measuring.
     #[arg(long, default_value_t = 500)]
     pub warmup: u64,
-    /// Port for mock-upstream.
+    /// Port for mock-upstream (0: any free port).
     #[arg(long, default_value_t = 8222)]
     pub upstream_port: u16,
-    /// Port for the gateway.
+    /// Port for the gateway (0: any free port).
     #[arg(long, default_value_t = 8091)]
     pub gateway_port: u16,
-    /// Gateway worker threads (default: the gateway's, one per core).
+    /// Gateway worker threads (default: the gateway's, one per core); also peers' workers.
     #[arg(long)]
     pub gateway_threads: Option<usize>,
     /// mock-upstream runtime threads (default: its own, one per core).
     #[arg(long)]
     pub upstream_threads: Option<usize>,
-    /// loadgen threads (default: half the cores, at least 1, at most -c).
+    /// loadgen threads (default: one per core, at most -c).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Directory of API definitions; relative middleware paths in them are
-    /// resolved against the current directory (the repo root).
+    /// Directory of API definitions: every active definition is a route.
+    /// Relative middleware paths in them are resolved against the current
+    /// directory (the repo root).
     #[arg(long, default_value = "apis")]
     pub apis: PathBuf,
+    /// Measure only these routes (repeatable, comma-separated): keys
+    /// (native, js, plain, upstream), API ids or listen paths. A route asked
+    /// for here that cannot be measured fails the bench.
+    #[arg(long, value_name = "ROUTE")]
+    pub routes: Vec<String>,
+    /// Start and measure a peer gateway in front of the same upstream:
+    /// nginx (native, njs, LuaJIT) or haproxy (native, Lua), configured by
+    /// loadgen/peers/ (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub peer: Vec<String>,
+    /// Every peer that is installed (the others are listed as skipped).
+    #[arg(long)]
+    pub peers: bool,
+    /// Pin processes to cores: `0-1` pins all; `loadgen=0`, `gateway=1`,
+    /// `upstream=1`, `peer=1` pin one (repeatable).
+    #[arg(long, value_name = "[WHO=]CPUS")]
+    pub cpus: Vec<String>,
     /// Where the gateway and mock-upstream binaries are (default: loadgen's own directory).
     #[arg(long)]
     pub bin_dir: Option<PathBuf>,
-    /// Also measure another gateway serving the seed's routes, e.g.
-    /// `nginx=http://127.0.0.1:8093` (repeatable).
+    /// Also measure another, already running gateway serving the seed's
+    /// routes, e.g. `tyk=http://127.0.0.1:8080` (repeatable).
     #[arg(long = "compare", value_name = "NAME=BASE_URL")]
     pub compare: Vec<String>,
-    /// Write the results as JSON (schema `loadgen.bench/1`); `-` for stdout.
+    /// Write the results as JSON (schema `loadgen.bench/2`,
+    /// loadgen/schema/bench-report.schema.json); `-` for stdout.
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
-    /// Write a Markdown report (tables a user can paste into an issue).
+    /// Write a Markdown report with both charts embedded (as FILE's
+    /// `-headline.svg` and `-latency.svg` siblings).
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
-    /// Write latency percentile curves of every route as SVG.
+    /// Write the latency chart as SVG to FILE (and the headline chart beside it).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 }
 
+/// Ctrl-C for the whole bench: one handler, installed once by [`main`],
+/// awaited by every run's stop future and checked between phases.
+pub struct Interrupt(watch::Receiver<bool>);
+
+impl Interrupt {
+    /// Installs the SIGINT handler (from then on Ctrl-C no longer kills
+    /// loadgen, which would leave its children running) and a thread that
+    /// turns the signal into this value.
+    pub fn install() -> Interrupt {
+        let (tx, rx) = watch::channel(false);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        let sig = rt.as_ref().ok().map(|rt| {
+            let _g = rt.enter();
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        });
+        if let (Ok(rt), Some(Ok(mut sig))) = (rt, sig) {
+            std::thread::spawn(move || {
+                rt.block_on(async {
+                    sig.recv().await;
+                    eprintln!("\nloadgen bench: interrupted, stopping");
+                    let _ = tx.send(true);
+                    // Keep the sender alive: receivers must not see a close.
+                    std::future::pending::<()>().await;
+                })
+            });
+        }
+        Interrupt(rx)
+    }
+
+    /// Resolves on Ctrl-C.
+    pub async fn wait(&self) {
+        let mut rx = self.0.clone();
+        if rx.wait_for(|v| *v).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// An error once Ctrl-C was pressed.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if *self.0.borrow() {
+            anyhow::bail!(INTERRUPTED_MSG);
+        }
+        Ok(())
+    }
+}
+
 /// Runs the bench; returns the exit code (0 all measured without failed
-/// requests, 1 otherwise).
+/// requests, 1 otherwise, 130 on Ctrl-C).
 pub fn main(args: BenchArgs) -> i32 {
-    watch_ctrl_c();
+    let interrupt = Interrupt::install();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let report = match runner::run(&args, command) {
+    if let Err(e) = render::check_outputs(&args) {
+        eprintln!("loadgen bench: {e:#}");
+        return 2;
+    }
+    let report = match runner::run(&args, &interrupt, command) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("loadgen bench: {e:#}");
             // Children are already stopped (dropped on the way out).
-            return if INTERRUPTED.load(Ordering::SeqCst) {
-                130
-            } else {
-                1
-            };
+            return if interrupt.check().is_err() { 130 } else { 1 };
         }
     };
     let stdout_json = args.json.as_deref() == Some("-");
@@ -107,7 +199,9 @@ pub fn main(args: BenchArgs) -> i32 {
     if !stdout_json {
         let mut out = std::io::stdout().lock();
         if let Err(e) = render::write_text(&report, &mut out) {
-            eprintln!("loadgen bench: cannot write the report: {e}");
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                eprintln!("loadgen bench: cannot write the report: {e}");
+            }
             code = 1;
         }
     }
@@ -115,41 +209,12 @@ pub fn main(args: BenchArgs) -> i32 {
         eprintln!("loadgen bench: {e:#}");
         code = 1;
     }
-    let failed: u64 = report
-        .routes
-        .iter()
-        .filter_map(|r| r.median.as_ref())
-        .map(|m| m.failed)
-        .sum();
-    if failed > 0 {
-        eprintln!("loadgen bench: {failed} failed requests (see the table)");
+    for p in &report.problems {
+        eprintln!("loadgen bench: {p}");
         code = 1;
     }
-    if INTERRUPTED.load(Ordering::SeqCst) {
+    if interrupt.check().is_err() {
         code = 130;
     }
     code
-}
-
-/// A thread that turns SIGINT into [`INTERRUPTED`], so that the bench can
-/// stop its children and print what it measured instead of dying.
-fn watch_ctrl_c() {
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return;
-    };
-    let sig = {
-        let _g = rt.enter();
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-    };
-    let Ok(mut sig) = sig else { return };
-    std::thread::spawn(move || {
-        rt.block_on(async {
-            sig.recv().await;
-            eprintln!("\nloadgen bench: interrupted, stopping");
-            INTERRUPTED.store(true, Ordering::SeqCst);
-        })
-    });
 }

@@ -1,18 +1,24 @@
-//! The bench's results: per target and route, every run's figures and their
-//! medians. Serialised as is by `--json` (schema `loadgen.bench/1`).
+//! The bench's results: per target and route, every run's figures, the
+//! median run, the spread, and the paired ratios between routes.
+//! Serialised as is by `--json` (schema `loadgen.bench/2`, documented field
+//! by field in `loadgen/schema/bench-report.schema.json`).
 
 use serde::{Deserialize, Serialize};
 
 use super::apis::Route;
 use super::probe::CallStats;
+use super::stamp::Stamps;
+use super::stats::{median_index, paired_ratio, RatioCi, Spread};
 use crate::record::Hist;
 
 /// The schema identifier of the bench's JSON.
-pub const SCHEMA: &str = "loadgen.bench/1";
+pub const SCHEMA: &str = "loadgen.bench/2";
 
 /// One measured run of one route.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RunFigures {
+    /// The round this run belongs to (0-based); runs of one round are paired.
+    pub round: usize,
     /// Requests that came to an end.
     pub complete: u64,
     /// Failed requests (every response is checked).
@@ -27,46 +33,82 @@ pub struct RunFigures {
     pub p99_ms: f64,
     /// Wall time, s.
     pub wall_s: f64,
-    /// CPU time of the process serving the route (gateway or upstream), s.
+    /// CPU time of the process serving the route (gateway, upstream or peer), s.
     pub server_cpu_s: Option<f64>,
     /// `server_cpu_s` / `wall_s`.
     pub server_cpu_util: Option<f64>,
     /// Server CPU per request, µs.
     pub server_cpu_us_per_req: Option<f64>,
-    /// CPU time of the upstream, s (for gateway routes).
+    /// CPU time of the upstream, s (for routes through a gateway).
     pub upstream_cpu_s: Option<f64>,
+    /// Upstream CPU per request, µs.
+    pub upstream_cpu_us_per_req: Option<f64>,
     /// loadgen's own CPU time, s.
     pub loadgen_cpu_s: f64,
-    /// CPU of every process in the run (server, upstream and loadgen itself)
-    /// per request, µs. Where they share the cores and keep them busy,
-    /// throughput follows this figure.
-    #[serde(default)]
+    /// loadgen's own CPU per request, µs.
+    pub loadgen_cpu_us_per_req: f64,
+    /// CPU of every process in the run (server, upstream, loadgen), s.
+    pub all_cpu_s: Option<f64>,
+    /// `all_cpu_s` per request, µs: the headline cross-route figure.
     pub all_cpu_us_per_req: Option<f64>,
+    /// `all_cpu_s` / (`wall_s` x cores): how busy the machine's cores were.
+    pub cores_busy: Option<f64>,
     /// Median middleware call time, µs (gateway routes with middleware).
     pub mw_p50_us: Option<f64>,
     /// 99th percentile middleware call time, µs.
     pub mw_p99_us: Option<f64>,
+    /// Mean middleware call time, µs (when the gateway reports it).
+    pub mw_mean_us: Option<f64>,
     /// Middleware calls per request.
     pub mw_calls_per_req: Option<f64>,
+}
+
+/// One latency curve point.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct CurvePoint {
+    /// Percentile, 0-100.
+    pub percentile: f64,
+    /// Latency at that percentile, ms.
+    pub ms: f64,
+}
+
+/// The spread of a route's main figures over its runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RouteSpread {
+    /// Requests per second.
+    pub rps: Option<Spread>,
+    /// All processes' CPU per request, µs.
+    pub all_cpu_us_per_req: Option<Spread>,
+    /// Server CPU per request, µs.
+    pub server_cpu_us_per_req: Option<Spread>,
+    /// Mean latency, ms.
+    pub mean_latency_ms: Option<Spread>,
 }
 
 /// A route of a target: measured, or skipped with the reason.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RouteResult {
-    /// `ours` or the `--compare` name.
+    /// `ours` or the peer's name.
     pub target: String,
     /// The route.
     pub route: Route,
-    /// Why the route was not measured (its check failed, typically).
+    /// Why the route was not measured.
     pub skipped: Option<String>,
+    /// The user asked for this route by name (`--routes`): skipping it fails the bench.
+    pub requested: bool,
     /// Every run, in the order they ran.
     pub runs: Vec<RunFigures>,
-    /// Field-wise medians of `runs`.
-    pub median: Option<RunFigures>,
+    /// Index in `runs` of the median run by req/s: every figure the tables
+    /// show for this route comes from that one run.
+    pub median_run: Option<usize>,
+    /// Failed requests summed over all runs.
+    pub failed_total: u64,
+    /// Min-max over the runs.
+    pub spread: RouteSpread,
     /// The last `/tyk/stats` entries of this route's API.
     pub middleware: Vec<CallStats>,
-    /// Latency percentile curve over all runs: (percentile, ms).
-    pub curve: Vec<(f64, f64)>,
+    /// Latency percentile curve over all runs.
+    pub curve: Vec<CurvePoint>,
     /// Merged latency histogram (µs) behind `curve`.
     #[serde(skip)]
     pub hist: Option<Hist>,
@@ -79,69 +121,111 @@ impl RouteResult {
             target: target.into(),
             route,
             skipped: None,
+            requested: false,
             runs: Vec::new(),
-            median: None,
+            median_run: None,
+            failed_total: 0,
+            spread: RouteSpread::default(),
             middleware: Vec::new(),
             curve: Vec::new(),
             hist: None,
         }
     }
 
-    /// Computes medians and the curve once all runs are in.
+    /// The median run's figures.
+    pub fn median(&self) -> Option<&RunFigures> {
+        self.median_run.and_then(|i| self.runs.get(i))
+    }
+
+    /// Picks the median run, the spread and the curve once all runs are in.
     pub fn finish(&mut self) {
-        if self.runs.is_empty() {
-            return;
-        }
         let r = &self.runs;
-        let m = |f: &dyn Fn(&RunFigures) -> f64| median(r.iter().map(f).collect());
-        let mo = |f: &dyn Fn(&RunFigures) -> Option<f64>| {
-            let v: Vec<f64> = r.iter().filter_map(f).collect();
-            (!v.is_empty()).then(|| median(v))
+        let all = |f: &dyn Fn(&RunFigures) -> Option<f64>| -> Vec<f64> {
+            r.iter().filter_map(f).collect()
         };
-        self.median = Some(RunFigures {
-            complete: r.iter().map(|x| x.complete).sum::<u64>() / r.len() as u64,
-            failed: r.iter().map(|x| x.failed).sum(),
-            rps: m(&|x| x.rps),
-            mean_latency_ms: m(&|x| x.mean_latency_ms),
-            p50_ms: m(&|x| x.p50_ms),
-            p99_ms: m(&|x| x.p99_ms),
-            wall_s: m(&|x| x.wall_s),
-            server_cpu_s: mo(&|x| x.server_cpu_s),
-            server_cpu_util: mo(&|x| x.server_cpu_util),
-            server_cpu_us_per_req: mo(&|x| x.server_cpu_us_per_req),
-            upstream_cpu_s: mo(&|x| x.upstream_cpu_s),
-            loadgen_cpu_s: m(&|x| x.loadgen_cpu_s),
-            all_cpu_us_per_req: mo(&|x| x.all_cpu_us_per_req),
-            mw_p50_us: mo(&|x| x.mw_p50_us),
-            mw_p99_us: mo(&|x| x.mw_p99_us),
-            mw_calls_per_req: mo(&|x| x.mw_calls_per_req),
-        });
+        self.median_run = median_index(&all(&|x| Some(x.rps)));
+        self.failed_total = r.iter().map(|x| x.failed).sum();
+        self.spread = RouteSpread {
+            rps: Spread::of(&all(&|x| Some(x.rps))),
+            all_cpu_us_per_req: Spread::of(&all(&|x| x.all_cpu_us_per_req)),
+            server_cpu_us_per_req: Spread::of(&all(&|x| x.server_cpu_us_per_req)),
+            mean_latency_ms: Spread::of(&all(&|x| Some(x.mean_latency_ms))),
+        };
         if let Some(h) = &self.hist {
             self.curve = h
                 .iter_quantiles(2)
-                .map(|v| {
-                    (
-                        v.quantile_iterated_to() * 100.0,
-                        v.value_iterated_to() as f64 / 1000.0,
-                    )
+                .map(|v| CurvePoint {
+                    percentile: v.quantile_iterated_to() * 100.0,
+                    ms: v.value_iterated_to() as f64 / 1000.0,
                 })
                 .collect();
         }
     }
+
+    /// `f` of the run of each round `0..rounds` (None where it has none).
+    pub fn by_round(
+        &self,
+        rounds: usize,
+        f: impl Fn(&RunFigures) -> Option<f64>,
+    ) -> Vec<Option<f64>> {
+        (0..rounds)
+            .map(|k| self.runs.iter().find(|x| x.round == k).and_then(&f))
+            .collect()
+    }
 }
 
-/// The median of `v` (mean of the middle two for an even count).
-pub fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// Which figure a [`Comparison`] compares.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Requests per second; ratio = base / other (above 1: base is faster).
+    Rps,
+    /// All processes' CPU per request; ratio = other / base (above 1: base costs less).
+    AllCpuPerRequest,
+    /// The serving process's CPU per request; ratio = other / base.
+    ServerCpuPerRequest,
+}
+
+/// A paired ratio between two routes of one target, with its 95% interval.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Comparison {
+    /// `ours` or the peer's name.
+    pub target: String,
+    /// The reference route's key (`native`, or `plain` for the A/A control).
+    pub base: String,
+    /// The other route's key.
+    pub other: String,
+    /// The figure compared.
+    pub metric: Metric,
+    /// This is the A/A control: one route measured twice under two names,
+    /// so its interval shows the bench's own noise and should contain 1.
+    pub control: bool,
+    /// The ratio and its interval (see `stats.rs` for the method).
+    pub ci: RatioCi,
+}
+
+/// A peer gateway the user asked for, and what became of it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PeerStatus {
+    /// `nginx` or `haproxy`.
+    pub name: String,
+    /// The repo's config template it was started from.
+    pub config: String,
+    /// Why it was not measured (not installed, did not start).
+    pub skipped: Option<String>,
+    /// Asked for by `--peer NAME` (skipping it fails the bench), not just `--peers`.
+    pub requested: bool,
+}
+
+/// A process the bench started.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Process {
+    /// What it is.
+    pub name: String,
+    /// Its pid (stopped when the bench ends).
+    pub pid: u32,
+    /// The cores it was pinned to (`--cpus`), if any.
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// What the bench did and found.
@@ -149,33 +233,56 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 pub struct BenchReport {
     /// Always [`SCHEMA`].
     pub schema: String,
+    /// Version, commit, date, machine and command line.
+    pub stamps: Stamps,
     /// Requests per run.
     pub requests: u64,
     /// Concurrency.
     pub concurrency: usize,
     /// Keep-alive on the client side.
     pub keepalive: bool,
-    /// Runs per route.
+    /// Rounds: every route runs once per round, in a rotated order.
     pub repeat: usize,
-    /// CPU cores on this machine.
-    pub cores: usize,
     /// Gateway worker threads (None: the gateway's default).
     pub gateway_threads: Option<usize>,
-    /// The exact command line.
-    pub command: String,
-    /// The processes the bench started, (name, pid); all stopped when it ends.
-    pub processes: Vec<(String, u32)>,
+    /// The cores loadgen itself was pinned to (`--cpus`), if any.
+    pub loadgen_cpus: Option<Vec<usize>>,
+    /// The processes the bench started; all stopped when it ends.
+    pub processes: Vec<Process>,
+    /// Peer gateways asked for.
+    pub peers: Vec<PeerStatus>,
     /// Every route of every target.
     pub routes: Vec<RouteResult>,
+    /// Paired ratios with intervals.
+    pub comparisons: Vec<Comparison>,
+    /// One line per reason the exit status is not 0.
+    pub problems: Vec<String>,
 }
 
 impl BenchReport {
-    /// The result for `key` on `target`, if it was measured.
-    pub fn get(&self, target: &str, key: &str) -> Option<&RunFigures> {
+    /// The route `key` on `target`.
+    pub fn route(&self, target: &str, key: &str) -> Option<&RouteResult> {
         self.routes
             .iter()
             .find(|r| r.target == target && r.route.key == key)
-            .and_then(|r| r.median.as_ref())
+    }
+
+    /// The median run of `key` on `target`, if it was measured.
+    pub fn get(&self, target: &str, key: &str) -> Option<&RunFigures> {
+        self.route(target, key).and_then(RouteResult::median)
+    }
+
+    /// The comparison of `other` against `base` on `target` for `metric`.
+    pub fn comparison(
+        &self,
+        target: &str,
+        base: &str,
+        other: &str,
+        metric: Metric,
+    ) -> Option<&Comparison> {
+        self.comparisons.iter().find(|c| {
+            c.target == target && c.base == base && c.other == other && c.metric == metric
+        })
     }
 
     /// Targets in order of first appearance.
@@ -187,5 +294,60 @@ impl BenchReport {
             }
         }
         t
+    }
+
+    /// Computes every comparison: on each target, each route with
+    /// middleware against `native`; and the A/A control (`plain` against
+    /// `plain-again`), by exactly the same code.
+    pub fn compare(&mut self) {
+        let mut out = Vec::new();
+        for target in self.targets() {
+            let mut pairs: Vec<(&str, String, bool)> = Vec::new();
+            for r in self.routes.iter().filter(|r| r.target == target) {
+                if r.route.key == "plain-again" {
+                    pairs.push(("plain", r.route.key.clone(), true));
+                } else if r.route.has_middleware && r.route.key != "native" {
+                    pairs.push(("native", r.route.key.clone(), false));
+                }
+            }
+            for (base, other, control) in pairs {
+                for metric in [
+                    Metric::Rps,
+                    Metric::AllCpuPerRequest,
+                    Metric::ServerCpuPerRequest,
+                ] {
+                    if let Some(ci) = self.paired(&target, base, &other, metric) {
+                        out.push(Comparison {
+                            target: target.clone(),
+                            base: base.into(),
+                            other: other.clone(),
+                            metric,
+                            control,
+                            ci,
+                        });
+                    }
+                }
+            }
+        }
+        self.comparisons = out;
+    }
+
+    fn paired(&self, target: &str, base: &str, other: &str, metric: Metric) -> Option<RatioCi> {
+        let (b, o) = (self.route(target, base)?, self.route(target, other)?);
+        let n = self.repeat;
+        match metric {
+            Metric::Rps => paired_ratio(
+                &b.by_round(n, |f| Some(f.rps)),
+                &o.by_round(n, |f| Some(f.rps)),
+            ),
+            Metric::AllCpuPerRequest => paired_ratio(
+                &o.by_round(n, |f| f.all_cpu_us_per_req),
+                &b.by_round(n, |f| f.all_cpu_us_per_req),
+            ),
+            Metric::ServerCpuPerRequest => paired_ratio(
+                &o.by_round(n, |f| f.server_cpu_us_per_req),
+                &b.by_round(n, |f| f.server_cpu_us_per_req),
+            ),
+        }
     }
 }

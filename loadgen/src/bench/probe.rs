@@ -60,11 +60,13 @@ pub struct CallStats {
     pub middleware: String,
     /// Calls.
     pub count: u64,
-    /// Mean, µs.
-    pub mean_us: f64,
+    /// Mean, µs (read when the gateway reports it).
+    #[serde(default)]
+    pub mean_us: Option<f64>,
     /// Median, µs.
     pub p50_us: f64,
     /// 90th percentile, µs.
+    #[serde(default)]
     pub p90_us: f64,
     /// 99th percentile, µs.
     pub p99_us: f64,

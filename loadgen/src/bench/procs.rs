@@ -31,6 +31,22 @@ pub fn check_port_free(port: u16, flag: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How to start a child: what, where, and on which cores.
+pub struct Spawn<'a> {
+    /// What it is, for messages.
+    pub name: &'a str,
+    /// The executable.
+    pub program: &'a Path,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// Its working directory.
+    pub cwd: &'a Path,
+    /// Where its stderr goes.
+    pub log: PathBuf,
+    /// Cores to pin it (and every thread it starts) to, from `--cpus`.
+    pub cpus: Option<&'a [usize]>,
+}
+
 /// A started child process, stopped by pid when dropped.
 pub struct Child {
     /// What it is, for messages.
@@ -53,26 +69,21 @@ impl Child {
         log: PathBuf,
         timeout: Duration,
     ) -> anyhow::Result<Child> {
-        let err = std::fs::File::create(&log)
-            .with_context(|| format!("cannot create log file {}", log.display()))?;
-        let mut inner = Command::new(program)
-            .args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(err)
-            // Its own process group: a terminal Ctrl-C goes to loadgen
-            // only, which then stops the child itself, after reporting.
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("cannot start {}", program.display()))?;
-        let stdout = inner.stdout.take().expect("piped stdout");
-        let mut child = Child {
-            name: name.into(),
-            addr: None,
-            inner,
+        let how = Spawn {
+            name,
+            program,
+            args,
+            cwd,
             log,
+            cpus: None,
         };
+        Child::start_with(&how, timeout)
+    }
+
+    /// As [`Child::start`], pinned to `how.cpus`.
+    pub fn start_with(how: &Spawn<'_>, timeout: Duration) -> anyhow::Result<Child> {
+        let mut child = Child::spawn(how)?;
+        let stdout = child.inner.stdout.take().expect("piped stdout");
         // The first line arrives on another thread so that a child that
         // never prints cannot block us past `timeout`.
         let (tx, rx) = std::sync::mpsc::channel();
@@ -96,10 +107,85 @@ impl Child {
             _ => {
                 let status = child.exited();
                 bail!(
-                    "{name} did not start{}; {}",
+                    "{} did not start{}; {}",
+                    how.name,
                     status.map(|s| format!(" ({s})")).unwrap_or_default(),
                     child.log_tail()
                 )
+            }
+        }
+    }
+
+    /// Starts a child without waiting for anything (peers print nothing;
+    /// wait for their port with [`wait_ready`]). stdout goes to the log too.
+    pub fn spawn(how: &Spawn<'_>) -> anyhow::Result<Child> {
+        let err = std::fs::File::create(&how.log)
+            .with_context(|| format!("cannot create log file {}", how.log.display()))?;
+        let mut cmd = Command::new(how.program);
+        cmd.args(how.args)
+            .current_dir(how.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            // Its own process group: a terminal Ctrl-C goes to loadgen
+            // only, which then stops the child itself, after reporting.
+            .process_group(0);
+        if let Some(cpus) = how.cpus {
+            let set = super::pin::cpu_set(cpus)?;
+            // SAFETY: sched_setaffinity is async-signal-safe, and `set` is
+            // a plain value moved into the closure.
+            unsafe {
+                cmd.pre_exec(move || super::pin::apply(0, &set));
+            }
+        }
+        let inner = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", how.program.display()))?;
+        Ok(Child {
+            name: how.name.into(),
+            addr: None,
+            inner,
+            log: how.log.clone(),
+        })
+    }
+
+    /// This process and its children (nginx's workers), for CPU accounting.
+    pub fn pids(&self) -> Vec<u32> {
+        let pid = self.pid();
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        std::iter::once(pid)
+            .chain(children.split_whitespace().filter_map(|p| p.parse().ok()))
+            .collect()
+    }
+
+    /// A future that resolves when this child exits, without polling: a
+    /// pidfd (Linux 5.3+) becomes readable when the process ends. Where
+    /// pidfds are unavailable it never resolves, and a dead child shows up
+    /// as failed requests instead.
+    pub fn exit_signal(&self) -> impl std::future::Future<Output = String> + 'static {
+        let pid = self.pid();
+        let name = self.name.clone();
+        async move {
+            // SAFETY: pidfd_open has no memory arguments.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+            if fd < 0 {
+                return std::future::pending().await;
+            }
+            // SAFETY: a fresh descriptor that nothing else owns.
+            let fd =
+                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+            // SAFETY: the AsyncFd owns the descriptor, which nothing else
+            // closes or uses while it is registered.
+            let registered = unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+            };
+            match registered {
+                Ok(afd) => {
+                    let _ = afd.readable().await;
+                    format!("{name} (pid {pid}) exited")
+                }
+                Err(_) => std::future::pending().await,
             }
         }
     }

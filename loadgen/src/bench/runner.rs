@@ -1,21 +1,27 @@
-//! The bench's sequence: start, check, warm up, alternate runs, collect.
+//! The bench's sequence, one named phase each: set up, start our servers,
+//! plan the jobs (our routes, the A/A control, the upstream, peers), check
+//! every route, warm up, measure alternated rounds, and assemble the report.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::apis::{self, Route};
-use super::model::{BenchReport, RouteResult, RunFigures, SCHEMA};
-use super::probe::{self, Control};
-use super::procs::{self, Child};
-use super::{BenchArgs, INTERRUPTED};
-use crate::config::{Expect, RequestSpec, RunConfig, Target, WorkMode};
-use crate::driver::{self, RunResult, StopHandle};
-use crate::report::Summary;
+use super::apis::{self, Found, Route};
+use super::jobs::{self, Job};
+use super::model::{BenchReport, PeerStatus, Process, SCHEMA};
+use super::peers;
+use super::pin::{self, Pinning};
+use super::probe::Control;
+use super::procs::{self, Child, Spawn};
+use super::stamp::Stamps;
+use super::{BenchArgs, Interrupt};
+use crate::driver::{self, RunResult};
+use crate::progress::Bar;
+
+const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A temporary directory removed when dropped.
 struct WorkDir(PathBuf);
@@ -26,18 +32,43 @@ impl Drop for WorkDir {
     }
 }
 
-/// One thing to load: a target's route at an address, with the process
-/// whose CPU is charged to it.
-struct Job {
-    result: RouteResult,
-    addr: SocketAddr,
-    cpu_pids: Vec<u32>,
-    /// The control API, for our gateway's routes with middleware.
-    control: bool,
+/// Everything started and planned: the children (stopped when dropped),
+/// the jobs, and what the report needs to say about them.
+struct Bench<'a> {
+    args: &'a BenchArgs,
+    interrupt: &'a Interrupt,
+    pinning: Pinning,
+    /// mock-upstream first, then the gateway, then peers.
+    children: Vec<Child>,
+    jobs: Vec<Job>,
+    peers: Vec<PeerStatus>,
+    control: Option<Control>,
+    up_addr: SocketAddr,
+    gw_addr: SocketAddr,
+    work: WorkDir,
 }
 
 /// Runs the whole bench and returns its report.
-pub fn run(args: &BenchArgs, command: String) -> anyhow::Result<BenchReport> {
+pub fn run(
+    args: &BenchArgs,
+    interrupt: &Interrupt,
+    command: String,
+) -> anyhow::Result<BenchReport> {
+    let root = std::env::current_dir()?;
+    let stamps = Stamps::collect(&root, command);
+    let mut bench = setup(args, interrupt)?;
+    let found = bench.start_ours(&root)?;
+    bench.plan_ours(found)?;
+    bench.plan_peers()?;
+    interrupt.check()?;
+    bench.check_all();
+    bench.warm_up()?;
+    bench.measure()?;
+    Ok(bench.report(stamps))
+}
+
+/// Phase 1: validate flags, pin loadgen, make the private directory.
+fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Bench<'a>> {
     if args.requests < args.concurrency as u64 || args.concurrency == 0 {
         bail!(
             "-n {} must be at least -c {} (and -c at least 1)",
@@ -45,15 +76,13 @@ pub fn run(args: &BenchArgs, command: String) -> anyhow::Result<BenchReport> {
             args.concurrency
         );
     }
-    let bin_dir = match &args.bin_dir {
-        Some(d) => d.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("loadgen has no directory")?
-            .to_path_buf(),
-    };
-    let upstream_bin = procs::binary(&bin_dir, "mock-upstream")?;
-    let gateway_bin = procs::binary(&bin_dir, "gateway")?;
+    if args.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let pinning = Pinning::parse(&args.cpus)?;
+    if let Some(c) = &pinning.loadgen {
+        pin::pin_self(c)?;
+    }
     for (port, flag) in [
         (args.upstream_port, "--upstream-port"),
         (args.gateway_port, "--gateway-port"),
@@ -62,13 +91,6 @@ pub fn run(args: &BenchArgs, command: String) -> anyhow::Result<BenchReport> {
             procs::check_port_free(port, flag)?;
         }
     }
-    let peers = args
-        .compare
-        .iter()
-        .map(|c| parse_compare(c))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-
-    let root = std::env::current_dir()?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_nanos();
@@ -76,181 +98,465 @@ pub fn run(args: &BenchArgs, command: String) -> anyhow::Result<BenchReport> {
         WorkDir(std::env::temp_dir().join(format!("loadgen-bench-{}-{nanos}", std::process::id())));
     std::fs::create_dir_all(&work.0)
         .with_context(|| format!("cannot create {}", work.0.display()))?;
-    let start_timeout = Duration::from_secs(20);
+    let unset: SocketAddr = ([127, 0, 0, 1], 0).into();
+    Ok(Bench {
+        args,
+        interrupt,
+        pinning,
+        children: Vec::new(),
+        jobs: Vec::new(),
+        peers: Vec::new(),
+        control: None,
+        up_addr: unset,
+        gw_addr: unset,
+        work,
+    })
+}
 
-    // Port 0 means any free port: the real one is read back from the child.
-    let up_listen: SocketAddr = ([127, 0, 0, 1], args.upstream_port).into();
-    let mut up_args = vec!["--listen".to_string(), up_listen.to_string()];
-    if let Some(t) = args.upstream_threads {
-        up_args.extend(["--threads".into(), t.to_string()]);
-    }
-    let mut upstream = Child::start(
-        "mock-upstream",
-        &upstream_bin,
-        &up_args,
-        &root,
-        work.0.join("upstream.log"),
-        start_timeout,
-    )?;
-    let up_addr = upstream.addr.filter(|a| a.port() != 0).unwrap_or(up_listen);
-    procs::wait_ready(&mut upstream, up_addr, "/", start_timeout)?;
+/// Starts one of our servers and waits until it answers `ready_path`.
+fn start_server(
+    how: &Spawn<'_>,
+    port: u16,
+    ready_path: &str,
+) -> anyhow::Result<(Child, SocketAddr)> {
+    let mut child = Child::start_with(how, START_TIMEOUT)?;
+    let listen: SocketAddr = ([127, 0, 0, 1], port).into();
+    let addr = child.addr.filter(|a| a.port() != 0).unwrap_or(listen);
+    procs::wait_ready(&mut child, addr, ready_path, START_TIMEOUT)?;
+    Ok((child, addr))
+}
 
-    let routes = apis::prepare(&args.apis, &work.0.join("apis"), &root, up_addr.port())?;
-    if routes.is_empty() {
-        bail!(
-            "no API definitions with a listen_path in {}",
-            args.apis.display()
-        );
-    }
-    let secret = format!("bench-{}-{nanos}", std::process::id());
-    let gw_listen: SocketAddr = ([127, 0, 0, 1], args.gateway_port).into();
-    let mut gw_args = vec![
-        "--apis".to_string(),
-        work.0.join("apis").to_string_lossy().into_owned(),
-        "--listen".into(),
-        gw_listen.to_string(),
-        "--secret".into(),
-        secret.clone(),
-        "--jsvm-timeout".into(),
-        "5s".into(),
-    ];
-    if let Some(t) = args.gateway_threads {
-        gw_args.extend(["--threads".into(), t.to_string()]);
-    }
-    let mut gateway = Child::start(
-        "gateway",
-        &gateway_bin,
-        &gw_args,
-        &root,
-        work.0.join("gateway.log"),
-        start_timeout,
-    )?;
-    let gw_addr = gateway.addr.filter(|a| a.port() != 0).unwrap_or(gw_listen);
-    procs::wait_ready(&mut gateway, gw_addr, "/hello", start_timeout)?;
-    let control = Control {
-        addr: gw_addr,
-        secret,
-    };
+impl Bench<'_> {
+    /// Phase 2: mock-upstream, the definitions rewritten for it, the gateway.
+    fn start_ours(&mut self, root: &Path) -> anyhow::Result<Vec<Found>> {
+        let args = self.args;
+        let bin_dir = match &args.bin_dir {
+            Some(d) => d.clone(),
+            None => std::env::current_exe()?
+                .parent()
+                .context("loadgen has no directory")?
+                .to_path_buf(),
+        };
+        let upstream_bin = procs::binary(&bin_dir, "mock-upstream")?;
+        let gateway_bin = procs::binary(&bin_dir, "gateway")?;
+        // Port 0 means any free port: the real one is read back from the child.
+        let mut up_args = vec![
+            "--listen".to_string(),
+            format!("127.0.0.1:{}", args.upstream_port),
+        ];
+        if let Some(t) = args.upstream_threads {
+            up_args.extend(["--threads".into(), t.to_string()]);
+        }
+        let how = Spawn {
+            name: "mock-upstream",
+            program: &upstream_bin,
+            args: &up_args,
+            cwd: root,
+            log: self.work.0.join("upstream.log"),
+            cpus: self.pinning.upstream.as_deref(),
+        };
+        let (upstream, up_addr) = start_server(&how, args.upstream_port, "/")?;
+        self.children.push(upstream);
+        self.up_addr = up_addr;
 
-    // Our routes, the upstream itself, then each peer's routes.
-    let mut jobs: Vec<Job> = Vec::new();
-    for r in routes {
-        let control = r.marker.is_some();
-        jobs.push(job(
-            "ours",
-            r,
-            gw_addr,
-            vec![gateway.pid(), upstream.pid()],
-            control,
+        let defs = self.work.0.join("apis");
+        let found = apis::prepare(&args.apis, &defs, root, up_addr.port())?;
+        if found.is_empty() {
+            bail!(
+                "no active API definitions with a listen_path in {}",
+                args.apis.display()
+            );
+        }
+        let secret = format!("bench-{}-{}", std::process::id(), up_addr.port());
+        let mut gw_args: Vec<String> = vec![
+            "--apis".into(),
+            defs.to_string_lossy().into_owned(),
+            "--listen".into(),
+            format!("127.0.0.1:{}", args.gateway_port),
+            "--secret".into(),
+            secret.clone(),
+            "--jsvm-timeout".into(),
+            "5s".into(),
+        ];
+        if let Some(t) = args.gateway_threads {
+            gw_args.extend(["--threads".into(), t.to_string()]);
+        }
+        let how = Spawn {
+            name: "gateway",
+            program: &gateway_bin,
+            args: &gw_args,
+            cwd: root,
+            log: self.work.0.join("gateway.log"),
+            cpus: self.pinning.gateway.as_deref(),
+        };
+        let (gateway, gw_addr) = start_server(&how, args.gateway_port, "/hello")?;
+        self.children.push(gateway);
+        self.gw_addr = gw_addr;
+        self.control = Some(Control {
+            addr: gw_addr,
+            secret,
+        });
+        Ok(found)
+    }
+
+    /// Phase 3: our routes (as `--routes` selects them), the A/A control,
+    /// the upstream served directly, and `--compare` peers' seed routes.
+    fn plan_ours(&mut self, found: Vec<Found>) -> anyhow::Result<()> {
+        let (gw, up) = (self.children[1].pid(), self.children[0].pid());
+        let mut routes: Vec<(Route, Option<String>)> =
+            found.into_iter().map(|f| (f.route, f.skipped)).collect();
+        // The A/A control: the no-middleware route again, under another name.
+        if let Some((plain, _)) = routes.iter().find(|(r, _)| r.key == "plain") {
+            let mut again = plain.clone();
+            again.key = "plain-again".into();
+            again.label = "no middleware (again)".into();
+            routes.push((again, None));
+        }
+        routes.push((
+            Route::bare("upstream", "upstream direct", "/hello/", false),
+            None,
         ));
+        let selected = select(&routes, &self.args.routes)?;
+        for ((route, skipped), requested) in routes.into_iter().zip(selected) {
+            let Some(requested) = requested else { continue };
+            let upstream = route.key == "upstream";
+            let addr = if upstream { self.up_addr } else { self.gw_addr };
+            let mut job = Job::new("ours", route, addr);
+            job.result.requested = requested;
+            job.result.skipped = skipped;
+            job.server_pids = vec![if upstream { up } else { gw }];
+            if !upstream {
+                job.upstream_pids = vec![up];
+                job.control = job.result.route.has_middleware;
+            }
+            self.jobs.push(job);
+        }
+        for c in &self.args.compare {
+            let (name, addr) = parse_compare(c)?;
+            for (key, label, path, mw) in [
+                ("native", "native plugin", "/gopl/hello/", true),
+                ("js", "JS (VM)", "/jsvm/hello/", true),
+                ("plain", "no middleware", "/plain/hello/", false),
+            ] {
+                // A peer's process is not ours to measure: no CPU column for
+                // it. Asked for by name: a route that fails its check fails
+                // the bench.
+                let mut job = Job::new(&name, Route::bare(key, label, path, mw), addr);
+                job.result.requested = true;
+                self.jobs.push(job);
+            }
+        }
+        Ok(())
     }
-    let direct = Route {
-        key: "upstream".into(),
-        label: "upstream direct".into(),
-        path: "/hello/".into(),
-        api_id: None,
-        marker: None,
-    };
-    jobs.push(job("ours", direct, up_addr, vec![upstream.pid()], false));
-    for (name, addr) in &peers {
-        for r in apis::peer_routes() {
-            // A peer's process is not ours to measure: no CPU column for it.
-            jobs.push(job(name, r, *addr, Vec::new(), false));
+
+    /// Phase 4: the peers asked for, started in front of our upstream.
+    fn plan_peers(&mut self) -> anyhow::Result<()> {
+        let args = self.args;
+        let mut names: Vec<(String, bool)> = args.peer.iter().map(|p| (p.clone(), true)).collect();
+        if args.peers {
+            for n in peers::NAMES {
+                if !names.iter().any(|(m, _)| m == n) {
+                    names.push((n.to_string(), false));
+                }
+            }
+        }
+        let workers = args
+            .gateway_threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        for (name, requested) in names {
+            let mut status = PeerStatus {
+                config: peers::config_file(&name).into(),
+                name: name.clone(),
+                skipped: None,
+                requested,
+            };
+            let started = peers::plan(&name).and_then(|plan| {
+                let dir = self.work.0.join(&name);
+                let cpus = self.pinning.peer.as_deref();
+                peers::start(&plan, &dir, self.up_addr.port(), workers, cpus).map(|r| (plan, r))
+            });
+            match started {
+                Ok((plan, running)) => {
+                    let pids = running.child.pids();
+                    for (route, skipped) in plan.routes {
+                        let mut job = Job::new(&name, route, running.addr);
+                        job.result.skipped = skipped;
+                        job.server_pids = pids.clone();
+                        job.upstream_pids = vec![self.children[0].pid()];
+                        self.jobs.push(job);
+                    }
+                    self.children.push(running.child);
+                }
+                Err(e) => {
+                    let why = format!("{e:#}");
+                    eprintln!("loadgen bench: peer {name} skipped: {why}");
+                    status.skipped = Some(why);
+                }
+            }
+            self.peers.push(status);
+        }
+        Ok(())
+    }
+
+    /// Phase 5: check every route once; a route that fails is skipped with
+    /// the reason (for our gateway's, in the gateway's own words).
+    fn check_all(&mut self) {
+        let targets: Vec<String> = {
+            let mut t: Vec<String> = Vec::new();
+            for j in &self.jobs {
+                if !t.contains(&j.result.target) {
+                    t.push(j.result.target.clone());
+                }
+            }
+            t
+        };
+        for target in targets {
+            // What the upstream sees without middleware on this target.
+            let plain = self
+                .jobs
+                .iter()
+                .find(|j| j.result.target == target && j.result.route.key == "plain");
+            let baseline = plain
+                .map(|j| (j.addr, j.result.route.path.clone()))
+                .unwrap_or((self.up_addr, "/hello/".into()));
+            let baseline = jobs::echo_headers(baseline.0, &baseline.1).unwrap_or_default();
+            for i in 0..self.jobs.len() {
+                let j = &mut self.jobs[i];
+                if j.result.target != target || j.result.skipped.is_some() {
+                    continue;
+                }
+                if let Err(e) = jobs::check(j, &baseline) {
+                    let e = self.explain(i, e);
+                    let j = &mut self.jobs[i];
+                    eprintln!("loadgen bench: skipping {}: {e:#}", j.name());
+                    j.result.skipped = Some(format!("{e:#}"));
+                }
+            }
         }
     }
-    for j in &mut jobs {
-        if let Err(mut e) = check_route(&j.result.route, j.addr) {
-            if let (true, Some(id)) = (j.result.target == "ours", &j.result.route.api_id) {
-                // The gateway's own words on why that API is missing.
-                if let Some(line) = gateway.log_lines(&["not loaded", id]).pop() {
+
+    /// Adds the gateway's log line on why an API did not load, and the
+    /// user's definition file, to a failed check.
+    fn explain(&self, i: usize, mut e: anyhow::Error) -> anyhow::Error {
+        let route = &self.jobs[i].result.route;
+        if self.jobs[i].result.target == "ours" {
+            if let Some(id) = &route.api_id {
+                if let Some(line) = self.children[1].log_lines(&["not loaded", id]).pop() {
                     let from = line.find("API definition").unwrap_or(0);
                     e = e.context(line[from..].to_string());
                 }
             }
-            eprintln!(
-                "loadgen bench: skipping {} {}: {e}",
-                j.result.target, j.result.route.path
-            );
-            j.result.skipped = Some(format!("{e:#}"));
+            if let Some(src) = &route.source {
+                e = e.context(format!("{}", src.display()));
+            }
         }
+        e
     }
 
-    let mut children = [upstream, gateway];
-    let live: Vec<usize> = (0..jobs.len())
-        .filter(|&i| jobs[i].result.skipped.is_none())
-        .collect();
-    for &i in &live {
-        let cfg = config(args, &jobs[i], args.warmup.max(args.concurrency as u64));
-        eprintln!(
-            "loadgen bench: warming up {} {}",
-            jobs[i].result.target, jobs[i].result.route.path
-        );
-        watched_run(&cfg, &mut children)?;
+    fn live(&self) -> Vec<usize> {
+        (0..self.jobs.len())
+            .filter(|&i| self.jobs[i].result.skipped.is_none())
+            .collect()
     }
-    for rep in 0..args.repeat {
-        // Alternate: each repeat starts one route further along.
-        for k in 0..live.len() {
-            let i = live[(k + rep) % live.len()];
-            let j = &mut jobs[i];
-            eprintln!(
-                "loadgen bench: run {}/{} {} {}",
-                rep + 1,
-                args.repeat,
-                j.result.target,
-                j.result.route.path
-            );
-            if j.control {
-                control.reset()?;
-            }
-            let cfg = config(args, j, args.requests);
-            let res = watched_run(&cfg, &mut children)?;
-            let mut fig = figures(&cfg, &res);
-            if j.control {
-                let api = j.result.route.api_id.clone();
-                let stats: Vec<_> = control
-                    .stats()?
-                    .into_iter()
-                    .filter(|s| Some(&s.api_id) == api.as_ref())
-                    .collect();
-                if let Some(s) = stats.iter().find(|s| s.hook == "pre").or(stats.first()) {
-                    fig.mw_p50_us = Some(s.p50_us);
-                    fig.mw_p99_us = Some(s.p99_us);
-                    fig.mw_calls_per_req = Some(s.count as f64 / res.rec.complete.max(1) as f64);
-                }
-                j.result.middleware = stats;
-            }
-            j.result.runs.push(fig);
-            match &mut j.result.hist {
-                Some(h) => {
-                    let _ = h.add(&res.rec.total);
-                }
-                None => j.result.hist = Some(res.rec.total.clone()),
+
+    /// Phase 6: warm every live route up (JIT-less, but caches, pools and
+    /// the kernel's socket state all warm).
+    fn warm_up(&mut self) -> anyhow::Result<()> {
+        for i in self.live() {
+            let n = self.args.warmup.max(self.args.concurrency as u64);
+            let cfg = jobs::config(self.args, &self.jobs[i], n);
+            let label = format!("warm-up {} ", self.jobs[i].name());
+            self.watched_run(&cfg, &label)?;
+        }
+        Ok(())
+    }
+
+    /// Phase 7: `--repeat` rounds; each runs every live route once, each
+    /// round starting one route further along, so that no route always runs
+    /// first (or right after the same neighbour).
+    fn measure(&mut self) -> anyhow::Result<()> {
+        let live = self.live();
+        let rounds = self.args.repeat;
+        for round in 0..rounds {
+            for k in 0..live.len() {
+                let i = live[(k + round) % live.len()];
+                self.measure_one(i, round, rounds)?;
             }
         }
+        Ok(())
     }
-    let mut routes: Vec<RouteResult> = jobs.into_iter().map(|j| j.result).collect();
-    routes.iter_mut().for_each(RouteResult::finish);
-    Ok(BenchReport {
-        schema: SCHEMA.into(),
-        requests: args.requests,
-        concurrency: args.concurrency,
-        keepalive: args.keepalive,
-        repeat: args.repeat,
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        gateway_threads: args.gateway_threads,
-        command,
-        processes: children.iter().map(|c| (c.name.clone(), c.pid())).collect(),
-        routes,
-    })
+
+    fn measure_one(&mut self, i: usize, round: usize, rounds: usize) -> anyhow::Result<()> {
+        let control = self.control.as_ref().filter(|_| self.jobs[i].control);
+        if let Some(c) = control {
+            c.reset()?;
+        }
+        let cfg = jobs::config(self.args, &self.jobs[i], self.args.requests);
+        let label = format!("round {}/{rounds} {} ", round + 1, self.jobs[i].name());
+        let res = self.watched_run(&cfg, &label)?;
+        let mut fig = jobs::figures(&self.jobs[i], &cfg, &res, round);
+        if let Some(c) = control {
+            let api = self.jobs[i].result.route.api_id.clone();
+            let stats: Vec<_> = c
+                .stats()?
+                .into_iter()
+                .filter(|s| Some(&s.api_id) == api.as_ref())
+                .collect();
+            jobs::add_middleware(&mut fig, &stats, res.rec.complete);
+            self.jobs[i].result.middleware = stats;
+        }
+        let r = &mut self.jobs[i].result;
+        r.runs.push(fig);
+        match &mut r.hist {
+            Some(h) => {
+                let _ = h.add(&res.rec.total);
+            }
+            None => r.hist = Some(res.rec.total.clone()),
+        }
+        Ok(())
+    }
+
+    /// One load run, stopped early when a child exits or on Ctrl-C; either
+    /// ends the bench with the reason.
+    fn watched_run(&self, cfg: &crate::RunConfig, label: &str) -> anyhow::Result<RunResult> {
+        let why: RefCell<Option<String>> = RefCell::new(None);
+        let exits: Vec<_> = self
+            .children
+            .iter()
+            .map(|c| Box::pin(c.exit_signal()))
+            .collect();
+        let stop = async {
+            let reason = tokio::select! {
+                _ = self.interrupt.wait() => "interrupted".to_string(),
+                who = first_of(exits) => who,
+            };
+            *why.borrow_mut() = Some(reason);
+        };
+        let bar = Bar::with_prefix(cfg.mode.max_requests(), false, label);
+        let mut tick = |p| bar.update(p);
+        let res = driver::run(cfg, stop, Some(&mut tick));
+        bar.finish();
+        let res = res?;
+        if let Some(why) = why.into_inner() {
+            if why == "interrupted" {
+                bail!(super::INTERRUPTED_MSG);
+            }
+            let tail = self
+                .children
+                .iter()
+                .find(|c| why.starts_with(&c.name))
+                .map(|c| c.log_tail())
+                .unwrap_or_default();
+            bail!("{why} during the run of {}; {tail}", cfg.target.path);
+        }
+        Ok(res)
+    }
+
+    /// Phase 8: medians, spreads, ratios, and the reasons for a non-zero exit.
+    fn report(self, stamps: Stamps) -> BenchReport {
+        let mut routes: Vec<_> = self.jobs.into_iter().map(|j| j.result).collect();
+        routes.iter_mut().for_each(|r| r.finish());
+        let mut problems = Vec::new();
+        for r in &routes {
+            match &r.skipped {
+                Some(why) if r.requested => problems.push(format!(
+                    "route {} ({}) was not measured: {why}",
+                    r.route.key, r.target
+                )),
+                _ if r.failed_total > 0 => problems.push(format!(
+                    "{} {}: {} failed requests over {} runs",
+                    r.target,
+                    r.route.title(),
+                    r.failed_total,
+                    r.runs.len()
+                )),
+                _ => {}
+            }
+        }
+        for p in self.peers.iter().filter(|p| p.requested) {
+            if let Some(why) = &p.skipped {
+                problems.push(format!("peer {} was not measured: {why}", p.name));
+            }
+        }
+        let names = ["mock-upstream", "gateway"];
+        let pins = [&self.pinning.upstream, &self.pinning.gateway];
+        let processes = self
+            .children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Process {
+                name: c.name.clone(),
+                pid: c.pid(),
+                cpus: if i < 2 && names[i] == c.name {
+                    pins[i].clone()
+                } else {
+                    self.pinning.peer.clone()
+                },
+            })
+            .collect();
+        let mut report = BenchReport {
+            schema: SCHEMA.into(),
+            stamps,
+            requests: self.args.requests,
+            concurrency: self.args.concurrency,
+            keepalive: self.args.keepalive,
+            repeat: self.args.repeat,
+            gateway_threads: self.args.gateway_threads,
+            loadgen_cpus: self.pinning.loadgen.clone(),
+            processes,
+            peers: self.peers,
+            routes,
+            comparisons: Vec::new(),
+            problems,
+        };
+        report.compare();
+        report
+    }
 }
 
-fn job(target: &str, route: Route, addr: SocketAddr, cpu_pids: Vec<u32>, control: bool) -> Job {
-    Job {
-        result: RouteResult::new(target, route),
-        addr,
-        cpu_pids,
-        control,
+/// Which routes `--routes` selects: `Some(true)` asked for by name,
+/// `Some(false)` included by default, `None` left out.
+fn select(
+    routes: &[(Route, Option<String>)],
+    wanted: &[String],
+) -> anyhow::Result<Vec<Option<bool>>> {
+    let wanted: Vec<&str> = wanted
+        .iter()
+        .flat_map(|w| w.split(','))
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .collect();
+    if wanted.is_empty() {
+        return Ok(vec![Some(false); routes.len()]);
     }
+    let matches = |r: &Route, w: &str| {
+        r.key == w
+            || r.api_id.as_deref() == Some(w)
+            || r.path == w
+            || r.path.trim_end_matches("hello/") == w
+            || r.label.eq_ignore_ascii_case(w)
+    };
+    for w in &wanted {
+        if !routes.iter().any(|(r, _)| matches(r, w)) {
+            let known: Vec<&str> = routes.iter().map(|(r, _)| r.key.as_str()).collect();
+            bail!(
+                "--routes: no route {w:?}; the routes are {}",
+                known.join(", ")
+            );
+        }
+    }
+    let mut out: Vec<Option<bool>> = routes
+        .iter()
+        .map(|(r, _)| wanted.iter().any(|w| matches(r, w)).then_some(true))
+        .collect();
+    // The A/A control comes with the no-middleware route it repeats.
+    let pos = |k: &str| routes.iter().position(|(r, _)| r.key == k);
+    if let (Some(p), Some(a)) = (pos("plain"), pos("plain-again")) {
+        if out[p].is_some() && out[a].is_none() {
+            out[a] = Some(false);
+        }
+    }
+    Ok(out)
 }
 
 /// `NAME=http://host:port` of `--compare`.
@@ -266,149 +572,15 @@ fn parse_compare(s: &str) -> anyhow::Result<(String, SocketAddr)> {
     Ok((name.to_string(), addr))
 }
 
-/// The proof that a route runs its middleware: the upstream's echo shows
-/// the route's marker header, and a route without middleware shows none.
-fn check_route(route: &Route, addr: SocketAddr) -> anyhow::Result<()> {
-    let (status, body) =
-        probe::get(addr, &route.path, &[]).with_context(|| format!("GET {}", route.path))?;
-    if status != 200 {
-        bail!("GET {} answered {status}: {}", route.path, body.trim());
-    }
-    if !body.contains("hello from mock upstream") {
-        bail!(
-            "GET {} did not reach the mock upstream: {}",
-            route.path,
-            body.trim()
-        );
-    }
-    match &route.marker {
-        Some(m) if !body.contains(&format!("\"{m}\"")) => {
-            bail!(
-                "the upstream did not see {m} on {}: its middleware did not run (echo: {})",
-                route.path,
-                body.trim()
-            )
-        }
-        None => {
-            if let Some(m) = apis::all_markers()
-                .iter()
-                .find(|m| body.contains(&format!("\"{m}\"")))
-            {
-                bail!("{} has no middleware but the upstream saw {m}", route.path);
+/// The first of `futs` to resolve (never, when there are none).
+async fn first_of<F: std::future::Future<Output = String> + Unpin>(mut futs: Vec<F>) -> String {
+    std::future::poll_fn(|cx| {
+        for f in futs.iter_mut() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready(v);
             }
         }
-        _ => {}
-    }
-    Ok(())
-}
-
-fn config(args: &BenchArgs, j: &Job, n: u64) -> RunConfig {
-    let target = Target {
-        host: j.addr.ip().to_string(),
-        port: j.addr.port(),
-        path: j.result.route.path.clone(),
-        addr: j.addr,
-    };
-    let mut body_contains = vec!["hello from mock upstream".to_string()];
-    if let Some(m) = &j.result.route.marker {
-        body_contains.push(format!("\"{m}\""));
-    }
-    RunConfig {
-        request: RequestSpec::get().encode(&target, args.keepalive),
-        target,
-        head: false,
-        keepalive: args.keepalive,
-        concurrency: args.concurrency,
-        mode: WorkMode::Count(n),
-        rate: None,
-        timeout: Duration::from_secs(10),
-        threads: args
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        expect: Expect {
-            status: Some(200),
-            body_contains,
-        },
-        cpu_pids: j.cpu_pids.clone(),
-    }
-}
-
-/// Runs `cfg` while watching the children: a child that dies, or Ctrl-C,
-/// stops the run at once instead of leaving it to time out.
-fn watched_run(cfg: &RunConfig, children: &mut [Child]) -> anyhow::Result<RunResult> {
-    let handle: Arc<Mutex<Option<StopHandle>>> = Arc::default();
-    std::thread::scope(|s| {
-        let h = handle.clone();
-        let run = s.spawn(move || {
-            let mut set = |sh| *h.lock().unwrap_or_else(|p| p.into_inner()) = Some(sh);
-            driver::run_with(cfg, false, None, Some(&mut set))
-        });
-        let mut problem = None;
-        while !run.is_finished() {
-            if INTERRUPTED.load(Ordering::SeqCst) {
-                problem = Some("interrupted".to_string());
-            }
-            for c in children.iter_mut() {
-                if let Some(st) = c.exited() {
-                    problem = Some(format!(
-                        "{} {st} during the run of {}; {}",
-                        c.name,
-                        cfg.target.path,
-                        c.log_tail()
-                    ));
-                }
-            }
-            if problem.is_some() {
-                if let Some(h) = handle.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                    h.stop();
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let res = run
-            .join()
-            .map_err(|_| anyhow::anyhow!("the load run panicked"))??;
-        match problem {
-            Some(p) => bail!(p),
-            None => Ok(res),
-        }
+        std::task::Poll::Pending
     })
-}
-
-fn figures(cfg: &RunConfig, res: &RunResult) -> RunFigures {
-    let s = Summary::new(cfg, res);
-    // A watched process's CPU seconds, if they could be read: first the
-    // process serving the route, then (for gateway routes) the upstream.
-    let cpu_s = |c: &crate::cpu::CpuUsage| c.cpu.as_ref().ok().map(|d| d.as_secs_f64());
-    let server = res.cpu.first().and_then(cpu_s);
-    let upstream = res.cpu.get(1).and_then(cpu_s);
-    let wall = s.time_taken_s;
-    let own = res.own_cpu.as_secs_f64();
-    // Every process the run watched, or nothing if one could not be read.
-    let watched: Option<f64> = (!res.cpu.is_empty())
-        .then(|| res.cpu.iter().map(cpu_s).sum::<Option<f64>>())
-        .flatten();
-    let per_req = |cpu: f64| cpu * 1e6 / s.complete_requests.max(1) as f64;
-    RunFigures {
-        complete: s.complete_requests,
-        failed: s.failed_requests.total,
-        rps: s.requests_per_second,
-        mean_latency_ms: s.time_per_request_ms,
-        p50_ms: s.connection_times_ms.total.median,
-        p99_ms: s
-            .percentiles_ms
-            .iter()
-            .find(|p| p.percent == 99.0)
-            .map_or(0.0, |p| p.ms),
-        wall_s: wall,
-        server_cpu_s: server,
-        server_cpu_util: server.map(|c| c / wall.max(1e-9)),
-        server_cpu_us_per_req: server.map(per_req),
-        upstream_cpu_s: upstream,
-        loadgen_cpu_s: own,
-        all_cpu_us_per_req: watched.map(|c| per_req(c + own)),
-        mw_p50_us: None,
-        mw_p99_us: None,
-        mw_calls_per_req: None,
-    }
+    .await
 }

@@ -170,6 +170,10 @@ pub struct Summary {
     pub percentiles_ms: Vec<Percentile>,
     /// With `--rate`: percentiles measured from intended send times.
     pub corrected_percentiles_ms: Option<Vec<Percentile>>,
+    /// With `--rate`: how late loadgen itself sent requests (actual send time
+    /// minus intended), ms. A large lag means loadgen was the bottleneck.
+    #[serde(default)]
+    pub send_lag_ms: Option<PhaseStats>,
     /// `--cpu-pid` processes, then loadgen itself.
     pub cpu: Vec<CpuReport>,
 }
@@ -283,6 +287,7 @@ impl Summary {
             },
             percentiles_ms: percentiles(&r.total),
             corrected_percentiles_ms: cfg.rate.map(|_| percentiles(&r.corrected)),
+            send_lag_ms: cfg.rate.map(|_| PhaseStats::of(&r.send_lag)),
             cpu,
         }
     }

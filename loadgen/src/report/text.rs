@@ -6,13 +6,27 @@ use super::{Percentile, PhaseStats, Summary};
 
 /// Writes `s` as ab does, after the "Benchmarking ..." preamble.
 pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
-    let kv = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "{:<24}{v}", format!("{k}:"));
     if s.interrupted {
         writeln!(
             out,
             "Interrupted: the report covers the requests done so far."
         )?;
     }
+    server_and_document(s, out)?;
+    counts(s, out)?;
+    rates(s, out)?;
+    cpu(s, out)?;
+    connection_times(s, out)?;
+    percentile_tables(s, out)
+}
+
+/// ab's `Name:                   value` line.
+fn kv(out: &mut dyn Write, k: &str, v: String) -> std::io::Result<()> {
+    writeln!(out, "{:<24}{v}", format!("{k}:"))
+}
+
+/// Phase 1: who answered, and what was asked.
+fn server_and_document(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out)?;
     kv(
         out,
@@ -37,6 +51,11 @@ pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
             format!("{r} [#/sec] (intended send times)"),
         )?;
     }
+    Ok(())
+}
+
+/// Phase 2: how many requests ended, and how they failed.
+fn counts(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     kv(
         out,
         "Time taken for tests",
@@ -61,6 +80,14 @@ pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
     if s.non_2xx_responses > 0 {
         kv(out, "Non-2xx responses", s.non_2xx_responses.to_string())?;
     }
+    if !s.status_codes.is_empty() {
+        let codes: Vec<String> = s
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
+        kv(out, "Status codes", codes.join(", "))?;
+    }
     if s.keepalive {
         kv(out, "Keep-Alive requests", s.keepalive_requests.to_string())?;
     }
@@ -73,30 +100,52 @@ pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
         out,
         "HTML transferred",
         format!("{} bytes", s.html_transferred_bytes),
-    )?;
+    )
+}
+
+/// Phase 3: throughput. With `--rate` the request rate is set by the
+/// schedule, so ab's "Time per request" (concurrency x wall / requests)
+/// means nothing and is left out; loadgen's own send lag is shown instead.
+fn rates(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     kv(
         out,
         "Requests per second",
         format!("{:.2} [#/sec] (mean)", s.requests_per_second),
     )?;
-    kv(
-        out,
-        "Time per request",
-        format!("{:.3} [ms] (mean)", s.time_per_request_ms),
-    )?;
-    kv(
-        out,
-        "Time per request",
-        format!(
-            "{:.3} [ms] (mean, across all concurrent requests)",
-            s.time_per_request_all_ms
-        ),
-    )?;
+    if s.rate.is_none() {
+        kv(
+            out,
+            "Time per request",
+            format!("{:.3} [ms] (mean)", s.time_per_request_ms),
+        )?;
+        kv(
+            out,
+            "Time per request",
+            format!(
+                "{:.3} [ms] (mean, across all concurrent requests)",
+                s.time_per_request_all_ms
+            ),
+        )?;
+    }
+    if let Some(lag) = &s.send_lag_ms {
+        kv(
+            out,
+            "Send lag",
+            format!(
+                "{:.3} [ms] (median), {:.3} [ms] (max): loadgen's own lateness",
+                lag.median, lag.max
+            ),
+        )?;
+    }
     kv(
         out,
         "Transfer rate",
         format!("{:.2} [Kbytes/sec] received", s.transfer_rate_kib_s),
-    )?;
+    )
+}
+
+/// Phase 4: CPU time of every watched process and of loadgen.
+fn cpu(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     for c in &s.cpu {
         let who = format!("({})", c.name);
         match (c.cpu_time_s, c.utilisation, &c.error) {
@@ -112,6 +161,11 @@ pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
             )?,
         }
     }
+    Ok(())
+}
+
+/// Phase 5: ab's Connection Times table.
+fn connection_times(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out)?;
     let t = &s.connection_times_ms;
     writeln!(out, "Connection Times (ms)")?;
@@ -135,10 +189,22 @@ pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
     row(out, "Connect", &t.connect)?;
     row(out, "Processing", &t.processing)?;
     row(out, "Waiting", &t.waiting)?;
-    row(out, "Total", &t.total)?;
+    row(out, "Total", &t.total)
+}
+
+/// Phase 6: the percentile table(s), and the precision behind them.
+fn percentile_tables(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
+    let head = "Percentage of the requests served within a certain time (ms)";
+    tables(s, out, head)?;
+    writeln!(
+        out,
+        "\n(Times come from HDR histograms: 1 µs to 1 h, 3 significant digits.)"
+    )
+}
+
+fn tables(s: &Summary, out: &mut dyn Write, head: &str) -> std::io::Result<()> {
     match &s.corrected_percentiles_ms {
         Some(corrected) => {
-            let head = "Percentage of the requests served within a certain time (ms)";
             table(
                 out,
                 &format!("{head},\ncorrected: measured from each request's intended send time"),
@@ -148,15 +214,10 @@ pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
                 out,
                 &format!("{head},\nuncorrected: measured from the actual send time"),
                 &s.percentiles_ms,
-            )?;
+            )
         }
-        None => table(
-            out,
-            "Percentage of the requests served within a certain time (ms)",
-            &s.percentiles_ms,
-        )?,
+        None => table(out, head, &s.percentiles_ms),
     }
-    Ok(())
 }
 
 fn table(out: &mut dyn Write, head: &str, rows: &[Percentile]) -> std::io::Result<()> {

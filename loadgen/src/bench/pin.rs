@@ -1,0 +1,135 @@
+//! `--cpus`: pinning loadgen, the gateway, the upstream and peers to named
+//! cores with sched_setaffinity, so that a noisy two-core machine can be
+//! split on purpose (e.g. loadgen on core 0, the gateway on core 1).
+
+use anyhow::{bail, Context};
+
+/// Which process a `--cpus` entry pins.
+pub const WHO: [&str; 4] = ["loadgen", "gateway", "upstream", "peer"];
+
+/// Pinning per process, from the repeatable `--cpus [WHO=]LIST` flag.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pinning {
+    /// loadgen itself (and its load threads).
+    pub loadgen: Option<Vec<usize>>,
+    /// The gateway.
+    pub gateway: Option<Vec<usize>>,
+    /// mock-upstream.
+    pub upstream: Option<Vec<usize>>,
+    /// Peer gateways.
+    pub peer: Option<Vec<usize>>,
+}
+
+/// `0,2-3` into `[0, 2, 3]`.
+pub fn parse_list(s: &str) -> anyhow::Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        let num = |x: &str| {
+            x.trim()
+                .parse::<usize>()
+                .with_context(|| format!("--cpus: {x:?} is not a core number"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    bail!("--cpus: range {part:?} runs backwards");
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(num(part)?),
+        }
+    }
+    if out.is_empty() {
+        bail!("--cpus: empty core list");
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+impl Pinning {
+    /// Reads every `--cpus` value: `LIST` pins all processes, `WHO=LIST` one.
+    pub fn parse(values: &[String]) -> anyhow::Result<Pinning> {
+        let mut p = Pinning::default();
+        for v in values {
+            let (who, list) = match v.split_once('=') {
+                Some((w, l)) => (Some(w.trim()), l),
+                None => (None, v.as_str()),
+            };
+            let cores = parse_list(list)?;
+            let cap = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if let Some(c) = cores.iter().find(|&&c| c >= cap) {
+                bail!(
+                    "--cpus {v}: core {c} does not exist (this machine has cores 0-{})",
+                    cap - 1
+                );
+            }
+            let slots = [&mut p.loadgen, &mut p.gateway, &mut p.upstream, &mut p.peer];
+            match who {
+                None => slots.into_iter().for_each(|s| *s = Some(cores.clone())),
+                Some(w) => match WHO.iter().position(|x| *x == w) {
+                    Some(i) => *slots.into_iter().nth(i).expect("four slots") = Some(cores),
+                    None => bail!("--cpus {v}: {w:?} is not one of {}", WHO.join(", ")),
+                },
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// A kernel CPU set of `cores`.
+pub fn cpu_set(cores: &[usize]) -> anyhow::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cores {
+        if c >= libc::CPU_SETSIZE as usize {
+            bail!("--cpus: core {c} is out of range");
+        }
+        // SAFETY: c is within the set's size.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    Ok(set)
+}
+
+/// Pins process (or thread) `pid` (0: the calling thread) to `set`.
+pub fn apply(pid: libc::pid_t, set: &libc::cpu_set_t) -> std::io::Result<()> {
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Pins the calling thread; threads it starts later inherit the set, so
+/// calling this before the first run pins every load thread.
+pub fn pin_self(cores: &[usize]) -> anyhow::Result<()> {
+    apply(0, &cpu_set(cores)?).context("--cpus: sched_setaffinity failed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_and_ranges() {
+        assert_eq!(parse_list("0").unwrap(), vec![0]);
+        assert_eq!(parse_list("1,0-1").unwrap(), vec![0, 1]);
+        assert!(parse_list("2-1").is_err());
+        assert!(parse_list("x").is_err());
+        assert!(parse_list("").is_err());
+    }
+
+    #[test]
+    fn one_list_pins_all_and_named_entries_pin_one() {
+        let all = Pinning::parse(&["0".into()]).unwrap();
+        assert_eq!(all.gateway, Some(vec![0]));
+        assert_eq!(all.loadgen, Some(vec![0]));
+        let one = Pinning::parse(&["gateway=0".into()]).unwrap();
+        assert_eq!((one.gateway, one.loadgen), (Some(vec![0]), None));
+        let err = Pinning::parse(&["proxy=0".into()]).unwrap_err().to_string();
+        assert!(err.contains("\"proxy\" is not one of"), "{err}");
+        assert!(Pinning::parse(&["4096".into()]).is_err());
+    }
+}
