@@ -74,6 +74,8 @@ fn spec() -> ApiSpec {
         preserve_host_header: false,
         target: Target::parse("http://127.0.0.1:9").unwrap(),
         driver: Some(Driver::Js),
+        engine: None,
+        strategy: None,
         pre: vec![MiddlewareEntry {
             name: "jsvmHelloPreHook".into(),
             path: hello,
@@ -110,6 +112,7 @@ fn main() {
     let opts = HostOptions {
         jsvm_timeout: Duration::from_secs(5),
         workers: 1,
+        ..HostOptions::default()
     };
     let factory = gateway::js::load(&spec, &opts).expect("load");
     let chain = ApiChain::new(

@@ -75,6 +75,14 @@ pub struct CustomMiddleware {
     /// `goplugin`/`native`, or `otto`/`goja`/`javascript`. Empty means none.
     #[serde(default)]
     pub driver: String,
+    /// JS engine for this API: `boa` or `quickjs`; empty means the gateway's
+    /// `--jsvm-engine`. Not a Tyk field (Tyk ignores unknown fields).
+    #[serde(default)]
+    pub engine: String,
+    /// JS strategy: `persistent`, `tyk-json` or `fresh` (issue 12); empty
+    /// means the default, `persistent`. Not a Tyk field.
+    #[serde(default)]
+    pub strategy: String,
     /// Run before the listen path is stripped.
     #[serde(default)]
     pub pre: Vec<MiddlewareEntry>,
@@ -128,6 +136,60 @@ impl Driver {
     }
 }
 
+/// Which JS engine runs an API's scripts (`custom_middleware.engine`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JsEngine {
+    /// boa_engine, the default.
+    #[default]
+    Boa,
+    /// QuickJS (the quickjs-ng fork, through rquickjs).
+    QuickJs,
+}
+
+impl JsEngine {
+    /// Parses an engine name; `None` for a name no engine answers to.
+    pub fn parse(name: &str) -> Option<JsEngine> {
+        match name {
+            "boa" => Some(JsEngine::Boa),
+            "quickjs" => Some(JsEngine::QuickJs),
+            _ => None,
+        }
+    }
+
+    /// The name a definition or `--jsvm-engine` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JsEngine::Boa => "boa",
+            JsEngine::QuickJs => "quickjs",
+        }
+    }
+}
+
+/// How a JS host keeps script state between requests
+/// (`custom_middleware.strategy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JsStrategy {
+    /// One context per worker and API; globals persist across requests.
+    #[default]
+    Persistent,
+    /// Tyk's marshalling: the request as JSON text in the call's source.
+    TykJson,
+    /// Tyk's semantics: fresh script state for every request.
+    Fresh,
+}
+
+impl JsStrategy {
+    /// Parses a strategy name; `None` for a name no strategy answers to.
+    pub fn parse(name: &str) -> Option<JsStrategy> {
+        match name {
+            "persistent" => Some(JsStrategy::Persistent),
+            "tyk-json" => Some(JsStrategy::TykJson),
+            "fresh" => Some(JsStrategy::Fresh),
+            _ => None,
+        }
+    }
+}
+
 /// The middleware hooks a request passes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Hook {
@@ -168,6 +230,10 @@ pub struct ApiSpec {
     pub target: Target,
     /// `None` when the API has no active middleware.
     pub driver: Option<Driver>,
+    /// `custom_middleware.engine`; `None` means the gateway's default.
+    pub engine: Option<JsEngine>,
+    /// `custom_middleware.strategy`; `None` means the default.
+    pub strategy: Option<JsStrategy>,
     /// Enabled `pre` entries, in order.
     pub pre: Vec<MiddlewareEntry>,
     /// Enabled `post` entries, in order.
@@ -415,6 +481,26 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
             .collect()
     };
     let (pre, post, response) = (enabled(mw.pre), enabled(mw.post), enabled(mw.response));
+    let engine = match mw.engine.as_str() {
+        "" => None,
+        name => Some(JsEngine::parse(name).ok_or_else(|| {
+            err(
+                "custom_middleware.engine",
+                format!("{name:?} is not a JS engine; use \"boa\" or \"quickjs\""),
+            )
+        })?),
+    };
+    let strategy = match mw.strategy.as_str() {
+        "" => None,
+        name => Some(JsStrategy::parse(name).ok_or_else(|| {
+            err(
+                "custom_middleware.strategy",
+                format!(
+                    "{name:?} is not a JS strategy; use \"persistent\", \"tyk-json\" or \"fresh\""
+                ),
+            )
+        })?),
+    };
     let driver = if pre.is_empty() && post.is_empty() && response.is_empty() {
         None
     } else {
@@ -462,6 +548,8 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
         preserve_host_header: proxy.preserve_host_header,
         target,
         driver,
+        engine,
+        strategy,
         pre,
         post,
         config_data: def.config_data,
@@ -502,6 +590,26 @@ mod tests {
         let def = parse_definition(Path::new("a.json"), json).unwrap();
         let e = validate(Path::new("a.json"), def).unwrap_err();
         assert_eq!(e.field, "custom_middleware.pre[1].name");
+    }
+
+    #[test]
+    fn engine_names_parse_and_a_wrong_one_names_the_field() {
+        let def = |engine: &str| {
+            let json = format!(
+                r#"{{"api_id": "a", "use_keyless": true,
+                "proxy": {{"listen_path": "/a/", "target_url": "http://h:1"}},
+                "custom_middleware": {{"driver": "otto", "engine": "{engine}",
+                    "pre": [{{"name": "m", "path": "m.js"}}]}}}}"#
+            );
+            let def = parse_definition(Path::new("a.json"), json.as_bytes()).unwrap();
+            validate(Path::new("a.json"), def)
+        };
+        assert_eq!(def("quickjs").unwrap().engine, Some(JsEngine::QuickJs));
+        assert_eq!(def("boa").unwrap().engine, Some(JsEngine::Boa));
+        assert_eq!(def("").unwrap().engine, None);
+        let e = def("v8").unwrap_err();
+        assert_eq!(e.field, "custom_middleware.engine");
+        assert!(e.message.contains("\"v8\""), "{e}");
     }
 
     #[test]

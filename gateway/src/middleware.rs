@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 
-use crate::config::{ApiSpec, Hook};
+use crate::config::{ApiSpec, Hook, JsEngine};
 use crate::stats::{CallRecorder, Stats};
 
 /// The request as a middleware sees and edits it.
@@ -138,13 +138,24 @@ pub struct HostOptions {
     pub jsvm_timeout: Duration,
     /// Number of worker threads that will instantiate chains.
     pub workers: usize,
+    /// The JS engine of APIs whose definition names none (`--jsvm-engine`).
+    pub jsvm_engine: JsEngine,
+    /// Heap limit of one QuickJS context, in bytes (`--jsvm-memory`).
+    pub jsvm_memory: usize,
 }
+
+/// Default `--jsvm-memory`: room for a script's working set and a few
+/// copies of a large body, small enough that a runaway allocation is
+/// stopped long before it troubles the host.
+pub const DEFAULT_JSVM_MEMORY: usize = 64 << 20;
 
 impl Default for HostOptions {
     fn default() -> Self {
         HostOptions {
             jsvm_timeout: Duration::from_secs(5),
             workers: 1,
+            jsvm_engine: JsEngine::Boa,
+            jsvm_memory: DEFAULT_JSVM_MEMORY,
         }
     }
 }

@@ -26,7 +26,7 @@ use hyper_util::rt::TokioIo;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
 
-use crate::config::{self, ApiSpec, Driver, LoadError};
+use crate::config::{self, ApiSpec, Driver, JsEngine, LoadError};
 use crate::control::Control;
 use crate::middleware::{ApiChain, ChainFactory, HostOptions};
 use crate::proxy::{ClientBody, Proxy, Route};
@@ -44,6 +44,10 @@ pub struct GatewayConfig {
     pub threads: usize,
     /// Tyk's `jsvm_timeout`.
     pub jsvm_timeout: Duration,
+    /// JS engine of APIs that name none (`--jsvm-engine`).
+    pub jsvm_engine: JsEngine,
+    /// Heap limit of one QuickJS context in bytes (`--jsvm-memory`).
+    pub jsvm_memory: usize,
     /// Control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
     /// How long to wait for an upstream's response head (504 after).
@@ -58,6 +62,8 @@ impl Default for GatewayConfig {
             apis_dir: PathBuf::from("apis"),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             jsvm_timeout: Duration::from_secs(5),
+            jsvm_engine: JsEngine::Boa,
+            jsvm_memory: crate::middleware::DEFAULT_JSVM_MEMORY,
             secret: None,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
@@ -101,6 +107,8 @@ impl Gateway {
         let opts = HostOptions {
             jsvm_timeout: config.jsvm_timeout,
             workers: threads,
+            jsvm_engine: config.jsvm_engine,
+            jsvm_memory: config.jsvm_memory,
         };
         let resolver = Resolver::default();
         let mut apis = Vec::new();
