@@ -243,81 +243,87 @@ fn header(name: &str, value: &str, field: &str) -> Result<(HeaderName, HeaderVal
     Ok((n, v))
 }
 
-/// Applies the script's answer `ret` to `req`.
+/// Applies the script's answer to `req`. `out` is what `host.js`'s `answer`
+/// read from it: `[ret]` when the shape is wrong, else the ten fields.
 pub(crate) fn apply<'js>(
     ctx: &Ctx<'js>,
-    ret: Value<'js>,
+    out: Value<'js>,
     sent: &Sent<'js>,
     req: &mut MwRequest,
 ) -> Result<Flow, MwError> {
-    let Some(ret) = ret.as_object().filter(|_| !ret.is_function()) else {
-        return Err(shape(
-            "the return value",
-            "an object (use ReturnData)",
-            &ret,
-        ));
+    let out = out
+        .into_array()
+        .ok_or_else(|| MwError("JS host: answer() did not return an array".into()))?;
+    let at = |i: usize| -> Result<Value<'js>, MwError> {
+        out.get(i).map_err(|e| thrown(ctx, e, "the answer"))
     };
-    let r = get(ret, "Request", ctx)?;
-    let Some(r) = r.as_object().filter(|_| !r.is_function()).cloned() else {
+    if out.len() == 1 {
+        let ret = at(0)?;
+        let Some(obj) = ret.as_object().filter(|_| !ret.is_function()) else {
+            return Err(shape(
+                "the return value",
+                "an object (use ReturnData)",
+                &ret,
+            ));
+        };
+        let r = get(obj, "Request", ctx)?;
         return Err(shape("Request", "an object (use ReturnData)", &r));
-    };
-
-    if let Some(resp) = overrides(get(&r, "ReturnOverrides", ctx)?, ctx)? {
+    }
+    if let Some(resp) = overrides(at(1)?, ctx)? {
         return Ok(Flow::Respond(resp));
     }
-    let ignore_body: Coerced<bool> = r
-        .get("IgnoreBody")
-        .map_err(|e| thrown(ctx, e, "IgnoreBody"))?;
-    if !ignore_body.0 {
-        let body = get(&r, "Body", ctx)?;
+    if !at(2)?
+        .get::<Coerced<bool>>()
+        .map_err(|e| thrown(ctx, e, "IgnoreBody"))?
+        .0
+    {
+        let body = at(3)?;
         if body != sent.body {
-            let text = string(&body, "Request.Body")?;
-            req.body = Bytes::from(text);
+            req.body = Bytes::from(string(&body, "Request.Body")?);
             if req.headers.contains_key(CONTENT_LENGTH) {
                 req.headers
                     .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));
             }
         }
     }
-    let url = get(&r, "URL", ctx)?;
+    let url = at(4)?;
     if url != sent.url {
         set_url(req, &string(&url, "Request.URL")?)?;
     }
-    apply_headers(&r, req, ctx)?;
-    apply_params(&r, req, ctx)?;
-    Ok(Flow::Continue)
-}
-
-/// Header deletes, then sets.
-fn apply_headers<'js>(r: &Object<'js>, req: &mut MwRequest, ctx: &Ctx<'js>) -> Result<(), MwError> {
-    let deletes = strings(get(r, "DeleteHeaders", ctx)?, "Request.DeleteHeaders", ctx)?;
-    for name in deletes {
+    // Header deletes, then sets.
+    for name in strings(at(5)?, "Request.DeleteHeaders", ctx)? {
         if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
             req.headers.remove(n);
         }
     }
-    let sets = string_map(get(r, "SetHeaders", ctx)?, "Request.SetHeaders", ctx)?;
-    for (name, value) in sets {
+    for (name, value) in string_map(at(6)?, "Request.SetHeaders", ctx)? {
         let (n, v) = header(&name, &value, "Request.SetHeaders")?;
         req.headers.insert(n, v);
     }
-    Ok(())
+    apply_params(at(7)?, at(8)?, at(9)?, req, ctx)?;
+    Ok(Flow::Continue)
 }
 
 /// Query deletes, sets and appends.
-fn apply_params<'js>(r: &Object<'js>, req: &mut MwRequest, ctx: &Ctx<'js>) -> Result<(), MwError> {
-    let deletes = strings(get(r, "DeleteParams", ctx)?, "Request.DeleteParams", ctx)?;
-    let adds = string_map(get(r, "AddParams", ctx)?, "Request.AddParams", ctx)?;
+fn apply_params<'js>(
+    deletes: Value<'js>,
+    adds: Value<'js>,
+    extended: Value<'js>,
+    req: &mut MwRequest,
+    ctx: &Ctx<'js>,
+) -> Result<(), MwError> {
+    let deletes = strings(deletes, "Request.DeleteParams", ctx)?;
+    let adds = string_map(adds, "Request.AddParams", ctx)?;
     let field = "Request.ExtendedParams";
-    let mut extended = Vec::new();
-    if let Some(obj) = opt_object(get(r, "ExtendedParams", ctx)?, field)? {
+    let mut ext = Vec::new();
+    if let Some(obj) = opt_object(extended, field)? {
         for (k, v) in entries(&obj, field, ctx)? {
             let vals = strings(v, &format!("{field}[{k:?}]"), ctx)?;
-            extended.push((k, vals));
+            ext.push((k, vals));
         }
     }
-    if !deletes.is_empty() || !adds.is_empty() || !extended.is_empty() {
-        edit_query(req, &deletes, &adds, &extended);
+    if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {
+        edit_query(req, &deletes, &adds, &ext);
     }
     Ok(())
 }

@@ -59,5 +59,28 @@ function call(i, method, url, uri, body, headers, params) {
         RequestURI: uri,
         Scheme: "http"
     };
-    return dispatch[i](request, spec);
+    return answer(dispatch[i](request, spec));
+}
+
+// What the host applies, read here where property names are compiled atoms:
+// [Request, ReturnOverrides, IgnoreBody, Body, URL, DeleteHeaders,
+// SetHeaders, DeleteParams, AddParams, ExtendedParams]. An empty array and
+// a ReturnOverrides whose ResponseCode is 0 become null: nothing to apply,
+// nothing for the host to read. A wrong shape returns just [ret] for the
+// host to name.
+function answer(ret) {
+    var r = ret === null || typeof ret !== "object" ? undefined : ret.Request;
+    if (r === null || typeof r !== "object") {
+        return [ret];
+    }
+    var ro = r.ReturnOverrides;
+    if (ro !== null && typeof ro === "object" && ro.ResponseCode === 0) {
+        ro = null;
+    }
+    return [r, ro, r.IgnoreBody, r.Body, r.URL, empty(r.DeleteHeaders),
+        r.SetHeaders, empty(r.DeleteParams), r.AddParams, r.ExtendedParams];
+}
+
+function empty(list) {
+    return Array.isArray(list) && list.length === 0 ? null : list;
 }
