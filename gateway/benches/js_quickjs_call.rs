@@ -9,9 +9,10 @@
 //!    call (5 rounds) for `persistent` and for `fresh` (a new context per
 //!    call, loaded from bytecode). QuickJS allocates with libc's malloc
 //!    directly, so its own allocations are not in the count.
-//!    `cpu mean` is the thread's CPU time per call (including the two clock
-//!    reads, ~50 ns): on a busy machine the wall-clock mean also counts the
-//!    time other processes ran instead of the benchmark.
+//!    `cpu mean` is the thread's CPU time per call over the round (it also
+//!    counts the loop and the request clone, and with `EVICT_KB` the
+//!    eviction): on a busy machine the wall-clock mean also counts the time
+//!    other processes ran instead of the benchmark.
 //! 3. `STRATEGY=fresh`, `EVICT_KB=8192`, `CALLS` and `ROUNDS` as in
 //!    `js_call.rs` (cold caches between calls; cachegrind runs).
 
@@ -158,7 +159,7 @@ fn measure(name: &str, spec: &ApiSpec, default_calls: usize) {
         let allocs_before = ALLOCS.load(Ordering::Relaxed);
         let mut clone_allocs = 0;
         let mut junk = vec![0u8; evict_kb * 1024];
-        let mut cpu = Duration::ZERO;
+        let cpu_start = thread_cpu();
         for i in 0..calls {
             // Untimed: write one byte per cache line of `junk`, evicting
             // what the previous call left in the caches.
@@ -169,13 +170,14 @@ fn measure(name: &str, spec: &ApiSpec, default_calls: usize) {
             let a = ALLOCS.load(Ordering::Relaxed);
             let mut req = template.clone();
             clone_allocs += ALLOCS.load(Ordering::Relaxed) - a;
-            let (t, c) = (Instant::now(), thread_cpu());
+            let t = Instant::now();
             let flow = rt.block_on(chain.run(Hook::Pre, &mut req));
-            cpu += thread_cpu() - c;
             samples.push(t.elapsed().as_nanos() as u64);
             assert!(matches!(flow, Ok(Flow::Continue)));
             assert_eq!(req.headers["x-custom-jsvm"], "hello-from-jsvm");
         }
+        // The thread's CPU clock is a syscall (~1 µs): read once per round.
+        let cpu = thread_cpu() - cpu_start;
         let allocs = ALLOCS.load(Ordering::Relaxed) - allocs_before - clone_allocs;
         let mean = samples.iter().sum::<u64>() / calls as u64;
         samples.sort_unstable();

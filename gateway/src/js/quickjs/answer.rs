@@ -337,7 +337,7 @@ fn overrides<'js>(v: Value<'js>, ctx: &Ctx<'js>) -> Result<Option<MwResponse>, M
     };
     let code = get(&ro, "ResponseCode", ctx)?;
     let code = match code.as_number() {
-        Some(n) if n == 0.0 => return Ok(None),
+        Some(0.0) => return Ok(None),
         Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => n as u16,
         Some(n) => {
             return Err(MwError(format!(
