@@ -78,6 +78,8 @@ fn spec() -> ApiSpec {
         preserve_host_header: false,
         target: Target::parse("http://127.0.0.1:9").unwrap(),
         driver: Some(Driver::Js),
+        engine: None,
+        strategy: None,
         pre: vec![MiddlewareEntry {
             name: "jsvmHelloPreHook".into(),
             path: hello,

@@ -98,6 +98,10 @@ pub struct CustomMiddleware {
     /// `goplugin`/`native`, or `otto`/`goja`/`javascript`. Empty means none.
     #[serde(default)]
     pub driver: String,
+    /// JS engine for this API: `boa` or `quickjs`; empty means the gateway's
+    /// `--jsvm-engine`. Not a Tyk field (Tyk ignores unknown fields).
+    #[serde(default)]
+    pub engine: String,
     /// Run before the listen path is stripped.
     #[serde(default)]
     pub pre: Vec<MiddlewareEntry>,
@@ -164,6 +168,35 @@ impl Driver {
     }
 }
 
+/// Which JS engine runs an API's scripts (`custom_middleware.engine`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JsEngine {
+    /// boa_engine, the default.
+    #[default]
+    Boa,
+    /// QuickJS (the quickjs-ng fork, through rquickjs).
+    QuickJs,
+}
+
+impl JsEngine {
+    /// Parses an engine name; `None` for a name no engine answers to.
+    pub fn parse(name: &str) -> Option<JsEngine> {
+        match name {
+            "boa" => Some(JsEngine::Boa),
+            "quickjs" => Some(JsEngine::QuickJs),
+            _ => None,
+        }
+    }
+
+    /// The name a definition or `--jsvm-engine` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JsEngine::Boa => "boa",
+            JsEngine::QuickJs => "quickjs",
+        }
+    }
+}
+
 /// The middleware hooks a request passes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Hook {
@@ -204,6 +237,8 @@ pub struct ApiSpec {
     pub target: Target,
     /// `None` when the API has no active middleware.
     pub driver: Option<Driver>,
+    /// `custom_middleware.engine`; `None` means the gateway's default.
+    pub engine: Option<JsEngine>,
     /// Enabled `pre` entries, in order.
     pub pre: Vec<MiddlewareEntry>,
     /// Enabled `post` entries, in order.
@@ -494,6 +529,15 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
     }
     let target = Target::parse(&proxy.target_url).map_err(|m| err("proxy.target_url", m))?;
     let strategy = def.custom_middleware.strategy.clone();
+    let engine = match def.custom_middleware.engine.as_str() {
+        "" => None,
+        name => Some(JsEngine::parse(name).ok_or_else(|| {
+            err(
+                "custom_middleware.engine",
+                format!("{name:?} is not a JS engine; use \"boa\" or \"quickjs\""),
+            )
+        })?),
+    };
     let (pre, post, driver) = validate_middleware(file, def.custom_middleware)?;
     Ok(ApiSpec {
         file: file.to_path_buf(),
@@ -513,6 +557,7 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
         } else {
             def.config_data
         },
+        engine,
         strategy,
     })
 }
@@ -604,6 +649,26 @@ mod tests {
         let def = parse_definition(Path::new("a.json"), json).unwrap();
         let e = validate(Path::new("a.json"), def).unwrap_err();
         assert_eq!(e.field, "custom_middleware.pre[1].name");
+    }
+
+    #[test]
+    fn engine_names_parse_and_a_wrong_one_names_the_field() {
+        let def = |engine: &str| {
+            let json = format!(
+                r#"{{"api_id": "a", "use_keyless": true,
+                "proxy": {{"listen_path": "/a/", "target_url": "http://h:1"}},
+                "custom_middleware": {{"driver": "otto", "engine": "{engine}",
+                    "pre": [{{"name": "m", "path": "m.js"}}]}}}}"#
+            );
+            let def = parse_definition(Path::new("a.json"), json.as_bytes()).unwrap();
+            validate(Path::new("a.json"), def)
+        };
+        assert_eq!(def("quickjs").unwrap().engine, Some(JsEngine::QuickJs));
+        assert_eq!(def("boa").unwrap().engine, Some(JsEngine::Boa));
+        assert_eq!(def("").unwrap().engine, None);
+        let e = def("v8").unwrap_err();
+        assert_eq!(e.field, "custom_middleware.engine");
+        assert!(e.message.contains("\"v8\""), "{e}");
     }
 
     #[test]

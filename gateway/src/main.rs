@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use gateway::config::JsEngine;
 use gateway::server::{Gateway, GatewayConfig};
 
 #[derive(Parser)]
@@ -34,6 +35,12 @@ struct Args {
     /// JS strategy of APIs whose custom_middleware.strategy is unset: persistent (state kept across requests) or fresh (Tyk's: fresh state per request)
     #[arg(long, default_value = "persistent", value_parser = parse_strategy)]
     jsvm_strategy: gateway::js::Strategy,
+    /// JS engine for APIs whose definition sets no custom_middleware.engine: boa or quickjs
+    #[arg(long, default_value = "boa", value_parser = parse_engine)]
+    jsvm_engine: JsEngine,
+    /// Heap limit of one QuickJS context (per API and worker), e.g. 64MiB; a script that allocates past it gets 500
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    jsvm_memory: usize,
     /// Longest to wait for the upstream's response head before answering 504
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     upstream_timeout: Duration,
@@ -111,6 +118,30 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+fn parse_engine(s: &str) -> Result<JsEngine, String> {
+    JsEngine::parse(s).ok_or_else(|| format!("{s:?} is not a JS engine; use boa or quickjs"))
+}
+
+/// Parses `64MiB`, `512KiB`, `1GiB` or a bare number of bytes.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: usize = s[..split]
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like 64MiB"))?;
+    let unit = match &s[split..] {
+        "" | "B" => 1,
+        "KiB" | "K" | "KB" => 1 << 10,
+        "MiB" | "M" | "MB" => 1 << 20,
+        "GiB" | "G" | "GB" => 1 << 30,
+        other => return Err(format!("{s:?}: unit {other:?} must be KiB, MiB or GiB")),
+    };
+    match n.checked_mul(unit) {
+        Some(bytes) if bytes >= 1 << 20 => Ok(bytes),
+        _ => Err(format!("{s:?} must be at least 1MiB")),
+    }
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -126,6 +157,8 @@ fn main() -> std::process::ExitCode {
         jsvm_timeout: args.jsvm_timeout,
         jsvm_threads: args.jsvm_threads,
         jsvm_strategy: args.jsvm_strategy,
+        jsvm_engine: args.jsvm_engine,
+        jsvm_memory: args.jsvm_memory,
         upstream_timeout: args.upstream_timeout,
         upstream_read_timeout: args.upstream_read_timeout,
         upstream_keepalive: args.upstream_keepalive,
@@ -197,5 +230,14 @@ mod tests {
         assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
         assert!(parse_duration("5h").is_err());
         assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn memory_sizes_parse_with_binary_units() {
+        assert_eq!(super::parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(super::parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(super::parse_size("2097152"), Ok(2 << 20));
+        assert!(super::parse_size("512KiB").is_err());
+        assert!(super::parse_size("64XB").is_err());
     }
 }

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 
-use crate::config::{ApiSpec, Hook};
+use crate::config::{ApiSpec, Hook, JsEngine};
 use crate::stats::{CallRecorder, Stats};
 
 /// The request as a middleware sees and edits it.
@@ -143,7 +143,16 @@ pub struct HostOptions {
     pub jsvm_threads: usize,
     /// The JS strategy of APIs that name none (`--jsvm-strategy`).
     pub jsvm_strategy: crate::js::Strategy,
+    /// The JS engine of APIs whose definition names none (`--jsvm-engine`).
+    pub jsvm_engine: JsEngine,
+    /// Heap limit of one QuickJS context, in bytes (`--jsvm-memory`).
+    pub jsvm_memory: usize,
 }
+
+/// Default `--jsvm-memory`: room for a script's working set and a few
+/// copies of a large body, small enough that a runaway allocation is
+/// stopped long before it troubles the host.
+pub const DEFAULT_JSVM_MEMORY: usize = 64 << 20;
 
 impl Default for HostOptions {
     fn default() -> Self {
@@ -152,6 +161,8 @@ impl Default for HostOptions {
             workers: 1,
             jsvm_threads: 1,
             jsvm_strategy: crate::js::Strategy::default(),
+            jsvm_engine: JsEngine::Boa,
+            jsvm_memory: DEFAULT_JSVM_MEMORY,
         }
     }
 }

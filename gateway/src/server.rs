@@ -26,7 +26,7 @@ use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
 
-use crate::config::{ApiSpec, LoadError};
+use crate::config::{ApiSpec, JsEngine, LoadError};
 use crate::control::Control;
 use crate::{conn, js};
 use crate::loader::{self, LoadedApi};
@@ -50,6 +50,10 @@ pub struct GatewayConfig {
     pub jsvm_threads: usize,
     /// JS strategy of APIs whose definition names none.
     pub jsvm_strategy: js::Strategy,
+    /// JS engine of APIs that name none (`--jsvm-engine`).
+    pub jsvm_engine: JsEngine,
+    /// Heap limit of one QuickJS context in bytes (`--jsvm-memory`).
+    pub jsvm_memory: usize,
     /// Control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
     /// How long to wait for an upstream's response head (504 after).
@@ -82,6 +86,8 @@ impl Default for GatewayConfig {
             jsvm_timeout: Duration::from_secs(5),
             jsvm_threads: 1,
             jsvm_strategy: js::Strategy::default(),
+            jsvm_engine: JsEngine::Boa,
+            jsvm_memory: crate::middleware::DEFAULT_JSVM_MEMORY,
             secret: None,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
@@ -117,6 +123,8 @@ impl Gateway {
             workers: threads,
             jsvm_threads: config.jsvm_threads,
             jsvm_strategy: config.jsvm_strategy,
+            jsvm_engine: config.jsvm_engine,
+            jsvm_memory: config.jsvm_memory,
         };
         let resolver = Resolver::default();
         let load = loader::load(&config.apis_dir, &opts, &resolver)?;

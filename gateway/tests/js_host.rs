@@ -35,6 +35,8 @@ fn spec(api_id: &str, pre: Vec<MiddlewareEntry>, config_data: serde_json::Value)
         preserve_host_header: false,
         target: Target::parse("http://127.0.0.1:9").unwrap(),
         driver: Some(Driver::Js),
+        engine: None,
+        strategy: None,
         pre,
         post: Vec::new(),
         config_data,
@@ -78,6 +80,7 @@ struct Host {
 fn host_with(spec: &ApiSpec, timeout: Duration) -> Host {
     let opts = HostOptions {
         jsvm_timeout: timeout,
+        workers: 1,
         ..HostOptions::default()
     };
     let factory = gateway::js::load(spec, &opts).unwrap_or_else(|e| panic!("load: {e}"));

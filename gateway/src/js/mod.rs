@@ -76,6 +76,7 @@
 mod budget;
 mod depth;
 mod prelude;
+pub mod quickjs;
 mod request;
 mod vm;
 mod vmthread;
@@ -117,7 +118,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{ApiSpec, Hook, LoadError};
+use crate::config::{ApiSpec, Hook, JsEngine, LoadError};
 use crate::middleware::{
     Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
@@ -128,6 +129,9 @@ use vmthread::{RunError, Slot, VmPool};
 /// Loads an API's JS middleware: reads the scripts and builds one context to
 /// prove they compile and define every entry's object.
 pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>, LoadError> {
+    if spec.engine.unwrap_or(opts.jsvm_engine) == JsEngine::QuickJs {
+        return quickjs::load(spec, opts);
+    }
     let mut scripts: Vec<ScriptFile> = Vec::new();
     let mut entries = Vec::new();
     let mut hooks = Vec::new();

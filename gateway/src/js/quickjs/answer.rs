@@ -1,0 +1,423 @@
+//! One call's data crossing the host boundary: the request handed to
+//! `host.js`'s `call`, and the rules that apply what the script returns.
+//!
+//! Tyk JSON-decodes the script's answer into Go structs, so a number where a
+//! string belongs is an error there; the same type rules apply here, each
+//! error naming the field. What is applied, and in which order, follows
+//! Tyk's `mw_js_plugin.go`: overrides first (nothing proxied), then body,
+//! URL, header deletes before sets, then query deletes, sets and appends.
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderMap, StatusCode};
+use rquickjs::object::Filter;
+use rquickjs::{Array, Coerced, Ctx, Function, Object, Value};
+
+use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+
+/// The strings handed to the script that it may give back unchanged. A JS
+/// string the script did not replace is the same refcounted string, so
+/// comparing values (pointer identity) finds "unchanged" without copying a
+/// body back to Rust.
+pub(crate) struct Sent<'js> {
+    body: Value<'js>,
+    url: Value<'js>,
+}
+
+/// Runs entry `index` of `host.js`'s `call` on `req`; returns the script's
+/// answer and what was sent.
+pub(crate) fn call<'js>(
+    ctx: &Ctx<'js>,
+    host: &Function<'js>,
+    index: usize,
+    req: &MwRequest,
+) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
+    let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
+    let url = string(&req.path_and_query())?;
+    let original = req
+        .request_uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str());
+    // The client's URI as sent, also in `post` after the strip (Tyk's
+    // r.RequestURI); in `pre` it equals URL, so share the string.
+    let uri = if original == req.path_and_query() {
+        url.clone()
+    } else {
+        string(original)?
+    };
+    let body = string(&String::from_utf8_lossy(&req.body))?;
+    let headers = string(&header_text(&req.headers))?;
+    let params = match &req.query {
+        None => Value::new_null(ctx.clone()),
+        Some(q) => params(ctx, q)?.into_value(),
+    };
+    let args = (
+        index as u32,
+        req.method.as_str(),
+        url.clone(),
+        uri,
+        body.clone(),
+        headers,
+        params,
+    );
+    let ret = host.call(args)?;
+    Ok((ret, Sent { body, url }))
+}
+
+/// `Name\nv1\0v2\nName2\nv` with Go's canonical names (what `host.js` reads).
+fn header_text(headers: &HeaderMap) -> String {
+    let mut out = String::with_capacity(headers.len() * 32);
+    for name in headers.keys() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        canonical_into(&mut out, name.as_str());
+        out.push('\n');
+        for (i, v) in headers.get_all(name).iter().enumerate() {
+            if i > 0 {
+                out.push('\0');
+            }
+            out.push_str(&String::from_utf8_lossy(v.as_bytes()));
+        }
+    }
+    out
+}
+
+/// Go's `textproto.CanonicalMIMEHeaderKey` of a lowercase token (what
+/// [`HeaderName`] holds): upper-case the first letter and each one after `-`.
+/// Tyk's scripts index `request.Headers["X-Api-Key"]`.
+fn canonical_into(out: &mut String, name: &str) {
+    let mut upper = true;
+    for c in name.chars() {
+        out.push(if upper { c.to_ascii_uppercase() } else { c });
+        upper = c == '-';
+    }
+}
+
+/// The query as Go's `url.Values`: `[name, [values], ...]`, names in first
+/// appearance order, each with every value in order.
+fn params<'js>(ctx: &Ctx<'js>, query: &str) -> rquickjs::Result<Array<'js>> {
+    let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        match grouped.iter_mut().find(|(name, _)| *name == k) {
+            Some((_, vals)) => vals.push(v.into_owned()),
+            None => grouped.push((k.into_owned(), vec![v.into_owned()])),
+        }
+    }
+    let out = Array::new(ctx.clone())?;
+    for (i, (k, vals)) in grouped.into_iter().enumerate() {
+        let arr = Array::new(ctx.clone())?;
+        for (j, v) in vals.into_iter().enumerate() {
+            arr.set(j, v)?;
+        }
+        out.set(2 * i, k)?;
+        out.set(2 * i + 1, arr)?;
+    }
+    Ok(out)
+}
+
+/// JS `typeof`, for error messages.
+fn type_of(v: &Value<'_>) -> &'static str {
+    if v.is_undefined() {
+        "undefined"
+    } else if v.is_null() {
+        "object"
+    } else if v.is_bool() {
+        "boolean"
+    } else if v.is_number() {
+        "number"
+    } else if v.is_string() {
+        "string"
+    } else if v.is_function() {
+        "function"
+    } else if v.is_symbol() {
+        "symbol"
+    } else if v.is_big_int() {
+        "bigint"
+    } else {
+        "object"
+    }
+}
+
+/// A script's answer broke a type rule: names the field, as Go's decoder would.
+fn shape(field: &str, want: &str, got: &Value<'_>) -> MwError {
+    MwError(format!(
+        "ProcessRequest result: {field} must be {want}, got {}",
+        type_of(got)
+    ))
+}
+
+/// Reads `obj[key]`; a throwing getter is an error naming the field.
+fn get<'js>(obj: &Object<'js>, key: &str, ctx: &Ctx<'js>) -> Result<Value<'js>, MwError> {
+    obj.get(key).map_err(|e| thrown(ctx, e, key))
+}
+
+fn thrown(ctx: &Ctx<'_>, e: rquickjs::Error, what: &str) -> MwError {
+    match e {
+        rquickjs::Error::Exception => MwError(format!(
+            "reading {what}: {}",
+            super::engine::describe(&ctx.catch(), false)
+        )),
+        other => MwError(format!("reading {what}: {other}")),
+    }
+}
+
+fn nothing(v: &Value<'_>) -> bool {
+    v.is_undefined() || v.is_null()
+}
+
+fn opt_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, MwError> {
+    if nothing(&v) {
+        return Ok(None);
+    }
+    match v.as_object() {
+        Some(o) if !v.is_function() => Ok(Some(o.clone())),
+        _ => Err(shape(field, "an object", &v)),
+    }
+}
+
+fn string(v: &Value<'_>, field: &str) -> Result<String, MwError> {
+    v.as_string()
+        .and_then(|s| s.to_string().ok())
+        .ok_or_else(|| shape(field, "a string", v))
+}
+
+/// Own enumerable string keys of `obj` with their values: what
+/// `JSON.stringify`, and so Tyk's decoder, would see.
+fn entries<'js>(
+    obj: &Object<'js>,
+    field: &str,
+    ctx: &Ctx<'js>,
+) -> Result<Vec<(String, Value<'js>)>, MwError> {
+    let mut out = Vec::new();
+    for key in obj.own_keys::<String>(Filter::new().string().enum_only()) {
+        let key = key.map_err(|e| thrown(ctx, e, field))?;
+        let v = get(obj, &key, ctx)?;
+        out.push((key, v));
+    }
+    Ok(out)
+}
+
+/// Strings of an array (`DeleteHeaders`, `DeleteParams`, ...).
+fn strings<'js>(v: Value<'js>, field: &str, ctx: &Ctx<'js>) -> Result<Vec<String>, MwError> {
+    let Some(obj) = opt_object(v.clone(), field)? else {
+        return Ok(Vec::new());
+    };
+    let Some(arr) = obj.into_array() else {
+        return Err(shape(field, "an array", &v));
+    };
+    (0..arr.len())
+        .map(|i| {
+            let item: Value = arr.get(i).map_err(|e| thrown(ctx, e, field))?;
+            string(&item, &format!("{field}[{i}]"))
+        })
+        .collect()
+}
+
+fn string_map<'js>(
+    v: Value<'js>,
+    field: &str,
+    ctx: &Ctx<'js>,
+) -> Result<Vec<(String, String)>, MwError> {
+    let Some(obj) = opt_object(v, field)? else {
+        return Ok(Vec::new());
+    };
+    entries(&obj, field, ctx)?
+        .into_iter()
+        .map(|(k, v)| {
+            let s = string(&v, &format!("{field}[{k:?}]"))?;
+            Ok((k, s))
+        })
+        .collect()
+}
+
+fn header(name: &str, value: &str, field: &str) -> Result<(HeaderName, HeaderValue), MwError> {
+    let n = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| MwError(format!("{field}: {name:?} is not a valid header name")))?;
+    // HeaderValue refuses CR, LF and NUL: a script cannot split the request.
+    let v = HeaderValue::from_str(value).map_err(|_| {
+        MwError(format!(
+            "{field}[{name:?}]: value contains a character not allowed in a header (CR, LF or control)"
+        ))
+    })?;
+    Ok((n, v))
+}
+
+/// Applies the script's answer to `req`. `out` is what `host.js`'s `answer`
+/// read from it: `[ret]` when the shape is wrong, else the ten fields.
+pub(crate) fn apply<'js>(
+    ctx: &Ctx<'js>,
+    out: Value<'js>,
+    sent: &Sent<'js>,
+    req: &mut MwRequest,
+) -> Result<Flow, MwError> {
+    let out = out
+        .into_array()
+        .ok_or_else(|| MwError("JS host: answer() did not return an array".into()))?;
+    let at = |i: usize| -> Result<Value<'js>, MwError> {
+        out.get(i).map_err(|e| thrown(ctx, e, "the answer"))
+    };
+    if out.len() == 1 {
+        let ret = at(0)?;
+        let Some(obj) = ret.as_object().filter(|_| !ret.is_function()) else {
+            return Err(shape(
+                "the return value",
+                "an object (use ReturnData)",
+                &ret,
+            ));
+        };
+        let r = get(obj, "Request", ctx)?;
+        return Err(shape("Request", "an object (use ReturnData)", &r));
+    }
+    if let Some(resp) = overrides(at(1)?, ctx)? {
+        return Ok(Flow::Respond(resp));
+    }
+    if !at(2)?
+        .get::<Coerced<bool>>()
+        .map_err(|e| thrown(ctx, e, "IgnoreBody"))?
+        .0
+    {
+        let body = at(3)?;
+        if body != sent.body {
+            req.body = Bytes::from(string(&body, "Request.Body")?);
+            if req.headers.contains_key(CONTENT_LENGTH) {
+                req.headers
+                    .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));
+            }
+        }
+    }
+    let url = at(4)?;
+    if url != sent.url {
+        set_url(req, &string(&url, "Request.URL")?)?;
+    }
+    // Header deletes, then sets.
+    for name in strings(at(5)?, "Request.DeleteHeaders", ctx)? {
+        if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
+            req.headers.remove(n);
+        }
+    }
+    for (name, value) in string_map(at(6)?, "Request.SetHeaders", ctx)? {
+        let (n, v) = header(&name, &value, "Request.SetHeaders")?;
+        req.headers.insert(n, v);
+    }
+    apply_params(at(7)?, at(8)?, at(9)?, req, ctx)?;
+    Ok(Flow::Continue)
+}
+
+/// Query deletes, sets and appends.
+fn apply_params<'js>(
+    deletes: Value<'js>,
+    adds: Value<'js>,
+    extended: Value<'js>,
+    req: &mut MwRequest,
+    ctx: &Ctx<'js>,
+) -> Result<(), MwError> {
+    let deletes = strings(deletes, "Request.DeleteParams", ctx)?;
+    let adds = string_map(adds, "Request.AddParams", ctx)?;
+    let field = "Request.ExtendedParams";
+    let mut ext = Vec::new();
+    if let Some(obj) = opt_object(extended, field)? {
+        for (k, v) in entries(&obj, field, ctx)? {
+            let vals = strings(v, &format!("{field}[{k:?}]"), ctx)?;
+            ext.push((k, vals));
+        }
+    }
+    if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {
+        edit_query(req, &deletes, &adds, &ext);
+    }
+    Ok(())
+}
+
+/// `ReturnOverrides`: a `ResponseCode` >= 400 without `OverrideError` is
+/// answered with Tyk's error body; any other non-zero code with `ResponseBody`.
+fn overrides<'js>(v: Value<'js>, ctx: &Ctx<'js>) -> Result<Option<MwResponse>, MwError> {
+    let field = "Request.ReturnOverrides";
+    let Some(ro) = opt_object(v, field)? else {
+        return Ok(None);
+    };
+    let code = get(&ro, "ResponseCode", ctx)?;
+    let code = match code.as_number() {
+        Some(0.0) => return Ok(None),
+        Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => n as u16,
+        Some(n) => {
+            return Err(MwError(format!(
+                "{field}.ResponseCode {n} is not an HTTP status"
+            )))
+        }
+        None if nothing(&code) => return Ok(None),
+        None => return Err(shape(&format!("{field}.ResponseCode"), "a number", &code)),
+    };
+    let status = StatusCode::from_u16(code)
+        .map_err(|_| MwError(format!("{field}.ResponseCode {code} is not an HTTP status")))?;
+    let mut headers = HeaderMap::new();
+    let hfield = "Request.ReturnOverrides.ResponseHeaders";
+    for (name, value) in string_map(get(&ro, "ResponseHeaders", ctx)?, hfield, ctx)? {
+        let (n, v) = header(&name, &value, hfield)?;
+        headers.insert(n, v);
+    }
+    let override_error: Coerced<bool> = ro
+        .get("OverrideError")
+        .map_err(|e| thrown(ctx, e, "OverrideError"))?;
+    let text = |key: &str| -> Result<String, MwError> {
+        let v = get(&ro, key, ctx)?;
+        if nothing(&v) {
+            Ok(String::new())
+        } else {
+            string(&v, &format!("{field}.{key}"))
+        }
+    };
+    let body = if code >= 400 && !override_error.0 {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Bytes::from(serde_json::json!({ "error": text("ResponseError")? }).to_string())
+    } else {
+        Bytes::from(text("ResponseBody")?)
+    };
+    Ok(Some(MwResponse {
+        status,
+        headers,
+        body,
+    }))
+}
+
+/// `URL` replaces path and query: an origin-form `/path?query`, or an absolute
+/// URL whose path and query are taken (Tyk parses it with `url.Parse`).
+fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| MwError(format!("Request.URL {url:?} is not a URL: {e}")))?;
+    if !uri.path().starts_with('/') {
+        return Err(MwError(format!("Request.URL {url:?} has no absolute path")));
+    }
+    req.path = uri.path().to_string();
+    req.query = uri.query().map(str::to_string);
+    Ok(())
+}
+
+/// Deletes, then sets, then appends query parameters, and re-encodes the
+/// query as Go's `url.Values.Encode` does (keys sorted, values in order).
+fn edit_query(
+    req: &mut MwRequest,
+    deletes: &[String],
+    adds: &[(String, String)],
+    extended: &[(String, Vec<String>)],
+) {
+    let mut values: Vec<(String, String)> = req
+        .query
+        .as_deref()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    values.retain(|(k, _)| !deletes.contains(k));
+    for (k, v) in adds {
+        values.retain(|(name, _)| name != k);
+        values.push((k.clone(), v.clone()));
+    }
+    for (k, vals) in extended {
+        values.extend(vals.iter().map(|v| (k.clone(), v.clone())));
+    }
+    // Stable sort: values of one key keep their order, as in Go.
+    values.sort_by(|a, b| a.0.cmp(&b.0));
+    let encoded = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(values)
+        .finish();
+    req.query = (!encoded.is_empty()).then_some(encoded);
+}

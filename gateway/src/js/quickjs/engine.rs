@@ -1,0 +1,233 @@
+//! QuickJS itself: a runtime with the gateway's limits, the native globals
+//! Tyk gives scripts, and scripts compiled once to bytecode.
+//!
+//! # The limits, and why each is safe to hit
+//!
+//! - **Time** (`--jsvm-timeout`): QuickJS calls the runtime's interrupt
+//!   handler every 10,000 bytecode branches and calls, and every 10,000 steps
+//!   of a regular expression match. The handler compares the clock with the
+//!   call's deadline; once it has passed, QuickJS throws an uncatchable error
+//!   that unwinds every frame, builtins included (`forEach`, `sort`,
+//!   `replace`). The engine stays consistent, but the script's globals may be
+//!   half-updated, so the host discards the context all the same (`api.rs`).
+//! - **Memory** (`--jsvm-memory`): a per-runtime malloc limit. Past it every
+//!   allocation fails with an `InternalError: out of memory`; the host
+//!   discards the runtime, which frees all of it.
+//! - **Stack**: QuickJS measures the native stack it uses from the top
+//!   recorded when a call enters the runtime (rquickjs does it in
+//!   `Context::with`); deep recursion, deep `JSON.stringify` and deep regex
+//!   backtracking throw a `RangeError` long before the thread's stack ends.
+
+use std::cell::Cell;
+use std::ffi::CString;
+use std::rc::Rc;
+use std::time::Instant;
+
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+use base64::Engine as _;
+use rquickjs::function::Opt;
+use rquickjs::{qjs, Coerced, Ctx, Function, Runtime, Value};
+
+/// Native stack one call may use. Worker and test threads have at least
+/// 2 MiB; this leaves room for the gateway's own frames below the runtime.
+pub(crate) const STACK_LIMIT: usize = 1024 * 1024;
+
+/// What the interrupt handler reads and writes: the running call's deadline,
+/// and whether the handler stopped it.
+#[derive(Default)]
+pub(crate) struct Watch {
+    deadline: Cell<Option<Instant>>,
+    fired: Cell<bool>,
+}
+
+impl Watch {
+    /// Arms the handler for a call ending at `deadline`.
+    pub(crate) fn arm(&self, deadline: Instant) {
+        self.fired.set(false);
+        self.deadline.set(Some(deadline));
+    }
+
+    /// Disarms it; true when the call was interrupted.
+    pub(crate) fn disarm(&self) -> bool {
+        self.deadline.set(None);
+        self.fired.replace(false)
+    }
+}
+
+/// A new runtime with the memory and stack limits, and an interrupt handler
+/// driven by the returned [`Watch`].
+pub(crate) fn runtime(memory_limit: usize) -> Result<(Runtime, Rc<Watch>), String> {
+    let rt = Runtime::new().map_err(|e| format!("cannot create a QuickJS runtime: {e}"))?;
+    rt.set_memory_limit(memory_limit);
+    rt.set_max_stack_size(STACK_LIMIT);
+    let watch = Rc::new(Watch::default());
+    let w = watch.clone();
+    rt.set_interrupt_handler(Some(Box::new(move || match w.deadline.get() {
+        // One clock read per 10,000 interpreter steps: a few ns per call.
+        Some(deadline) if Instant::now() >= deadline => {
+            w.fired.set(true);
+            true
+        }
+        _ => false,
+    })));
+    Ok((rt, watch))
+}
+
+/// True when a failure's text (from [`describe`]) is QuickJS's answer to
+/// the memory limit: an `InternalError: out of memory`, or `null` when even
+/// that error object could not be allocated. (A script that throws `null`
+/// itself is taken for one too: its state is rebuilt, which is harmless.)
+pub(crate) fn is_out_of_memory(message: &str) -> bool {
+    message.contains("out of memory") || message == "null" || message.ends_with(": null")
+}
+
+/// Installs `log`, `rawlog`, `b64enc`, `b64dec`, `rawb64enc` and `rawb64dec`.
+/// The closures capture only Rust data: a JS value captured by a native
+/// function would be a reference QuickJS's cycle collector cannot see.
+pub(crate) fn install_natives(ctx: &Ctx<'_>, api_id: &Rc<str>) -> rquickjs::Result<()> {
+    let g = ctx.globals();
+    let api = api_id.clone();
+    g.set(
+        "log",
+        Function::new(ctx.clone(), move |v: Opt<Value<'_>>| {
+            let msg = arg_string(v)?;
+            tracing::info!(target: "jsvm", api_id = %api, "{msg}");
+            rquickjs::Result::Ok(())
+        })?,
+    )?;
+    let api = api_id.clone();
+    g.set(
+        "rawlog",
+        Function::new(ctx.clone(), move |v: Opt<Value<'_>>| {
+            let msg = arg_string(v)?;
+            tracing::info!(target: "jsvm::raw", api_id = %api, "{msg}");
+            rquickjs::Result::Ok(())
+        })?,
+    )?;
+    g.set(
+        "b64enc",
+        Function::new(ctx.clone(), |v: Opt<Value<'_>>| {
+            arg_string(v).map(|s| STANDARD.encode(s))
+        })?,
+    )?;
+    g.set(
+        "rawb64enc",
+        Function::new(ctx.clone(), |v: Opt<Value<'_>>| {
+            arg_string(v).map(|s| STANDARD_NO_PAD.encode(s))
+        })?,
+    )?;
+    // Tyk's b64dec tries padded, then unpadded base64; on failure it logs and
+    // returns undefined rather than throwing.
+    g.set(
+        "b64dec",
+        Function::new(ctx.clone(), |v: Opt<Value<'_>>| {
+            let s = arg_string(v)?;
+            let d = STANDARD.decode(&s).or_else(|_| STANDARD_NO_PAD.decode(&s));
+            rquickjs::Result::Ok(decoded(d))
+        })?,
+    )?;
+    g.set(
+        "rawb64dec",
+        Function::new(ctx.clone(), |v: Opt<Value<'_>>| {
+            let s = arg_string(v)?;
+            rquickjs::Result::Ok(decoded(STANDARD_NO_PAD.decode(&s)))
+        })?,
+    )?;
+    Ok(())
+}
+
+/// The first argument with JS `String(x)` semantics (Go's
+/// `call.Argument(0).String()`).
+fn arg_string(v: Opt<Value<'_>>) -> rquickjs::Result<String> {
+    match v.0 {
+        Some(v) => Ok(v.get::<Coerced<String>>()?.0),
+        None => Ok("undefined".into()),
+    }
+}
+
+fn decoded(d: Result<Vec<u8>, base64::DecodeError>) -> Option<String> {
+    match d {
+        Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) => {
+            tracing::error!(target: "jsvm", error = %e, "Failed to base64 decode");
+            None
+        }
+    }
+}
+
+/// Compiles a sloppy-mode global script to QuickJS bytecode, which any
+/// runtime of this build can load ([`run`]) without parsing.
+pub(crate) fn compile(ctx: &Ctx<'_>, source: &str, file: &str) -> Result<Vec<u8>, String> {
+    let src = CString::new(source).map_err(|_| "contains a NUL character".to_string())?;
+    let name = CString::new(file).map_err(|_| "file name contains NUL".to_string())?;
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: `raw` is the live context `ctx` borrows; the source and name
+    // outlive the call; every JSValue returned is freed exactly once.
+    unsafe {
+        let flags = (qjs::JS_EVAL_TYPE_GLOBAL | qjs::JS_EVAL_FLAG_COMPILE_ONLY) as i32;
+        let func = qjs::JS_Eval(raw, src.as_ptr(), source.len() as _, name.as_ptr(), flags);
+        if qjs::JS_IsException(func) {
+            return Err(describe(&ctx.catch(), true));
+        }
+        let mut size = 0;
+        let buf = qjs::JS_WriteObject(raw, &mut size, func, qjs::JS_WRITE_OBJ_BYTECODE as i32);
+        qjs::JS_FreeValue(raw, func);
+        if buf.is_null() {
+            return Err(describe(&ctx.catch(), false));
+        }
+        let bytes = std::slice::from_raw_parts(buf, size as usize).to_vec();
+        qjs::js_free(raw, buf.cast());
+        Ok(bytes)
+    }
+}
+
+/// Loads bytecode made by [`compile`] and runs it: the script's top-level
+/// code, in `ctx`'s global scope. Returns its completion value.
+pub(crate) fn run<'js>(ctx: &Ctx<'js>, code: &[u8]) -> rquickjs::Result<Value<'js>> {
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: `code` is our own `compile` output (a trusted bytecode image
+    // of this same QuickJS build); JS_EvalFunction takes ownership of
+    // `func`; the result is owned by the returned Value.
+    unsafe {
+        let func = qjs::JS_ReadObject(
+            raw,
+            code.as_ptr(),
+            code.len() as _,
+            qjs::JS_READ_OBJ_BYTECODE as i32,
+        );
+        if qjs::JS_IsException(func) {
+            return Err(rquickjs::Error::Exception);
+        }
+        let v = qjs::JS_EvalFunction(raw, func);
+        if qjs::JS_IsException(v) {
+            return Err(rquickjs::Error::Exception);
+        }
+        Ok(Value::from_raw(ctx.clone(), v))
+    }
+}
+
+/// A thrown value as one line: `String(e)` (`TypeError: x is not a
+/// function`), and for a syntax error where it is (`line 4, column 41 of
+/// file.js`), read from the first stack frame.
+pub(crate) fn describe(thrown: &Value<'_>, with_place: bool) -> String {
+    let text = thrown
+        .get::<Coerced<String>>()
+        .map(|c| c.0)
+        .unwrap_or_else(|_| "an exception that cannot be shown".into());
+    if !with_place {
+        return text;
+    }
+    let stack: Option<String> = thrown.as_object().and_then(|o| o.get("stack").ok());
+    let place = stack.as_deref().and_then(|s| {
+        let frame = s.lines().find_map(|l| l.trim().strip_prefix("at "))?;
+        let frame = frame.trim_start_matches('<').trim_end_matches(')');
+        let frame = frame.rsplit(" (").next().unwrap_or(frame);
+        let mut it = frame.rsplitn(3, ':');
+        let (col, line, file) = (it.next()?, it.next()?, it.next()?);
+        Some(format!("line {line}, column {col} of {file}"))
+    });
+    match place {
+        Some(p) => format!("{text} (at {p})"),
+        None => text,
+    }
+}

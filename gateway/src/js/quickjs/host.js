@@ -1,0 +1,86 @@
+// The QuickJS host's side of a call, evaluated once per context after the
+// TykJS prelude and the API's scripts. It runs inside a function that has
+// defined `spec` (this API's spec object) and `dispatch` (one function per
+// middleware entry, calling `<name>.ProcessRequest(request, {}, spec)`), and
+// its `call` is what the host runs per request. Nothing here is global:
+// scripts can neither see nor replace it.
+//
+// `headers` is "Name\nvalues\nName\nvalues..." with canonical names, each
+// name once, its values joined by "\0" (neither character can occur in an
+// HTTP header). `params` is null (no query) or [name, [values], ...]. One
+// string and one split are cheaper than a property write per header from the
+// host.
+function own(obj, key, value) {
+    // `obj[key] = value` would call Object.prototype's __proto__ setter.
+    if (key === "__proto__") {
+        Object.defineProperty(obj, key, {
+            value: value, writable: true, enumerable: true, configurable: true
+        });
+    } else {
+        obj[key] = value;
+    }
+}
+
+function call(i, method, url, uri, body, headers, params) {
+    var h = {};
+    if (headers !== "") {
+        var parts = headers.split("\n");
+        for (var j = 0; j + 1 < parts.length; j += 2) {
+            var v = parts[j + 1];
+            own(h, parts[j], v.indexOf("\0") < 0 ? [v] : v.split("\0"));
+        }
+    }
+    var p = {};
+    if (params !== null) {
+        for (var k = 0; k + 1 < params.length; k += 2) {
+            own(p, params[k], params[k + 1]);
+        }
+    }
+    // Tyk's MiniRequestObject, fields in Tyk's order.
+    var request = {
+        Headers: h,
+        SetHeaders: {},
+        DeleteHeaders: [],
+        Body: body,
+        URL: url,
+        Params: p,
+        AddParams: {},
+        ExtendedParams: {},
+        DeleteParams: [],
+        ReturnOverrides: {
+            ResponseCode: 0,
+            ResponseError: "",
+            ResponseBody: "",
+            ResponseHeaders: {},
+            OverrideError: false
+        },
+        IgnoreBody: false,
+        Method: method,
+        RequestURI: uri,
+        Scheme: "http"
+    };
+    return answer(dispatch[i](request, spec));
+}
+
+// What the host applies, read here where property names are compiled atoms:
+// [Request, ReturnOverrides, IgnoreBody, Body, URL, DeleteHeaders,
+// SetHeaders, DeleteParams, AddParams, ExtendedParams]. An empty array and
+// a ReturnOverrides whose ResponseCode is 0 become null: nothing to apply,
+// nothing for the host to read. A wrong shape returns just [ret] for the
+// host to name.
+function answer(ret) {
+    var r = ret === null || typeof ret !== "object" ? undefined : ret.Request;
+    if (r === null || typeof r !== "object") {
+        return [ret];
+    }
+    var ro = r.ReturnOverrides;
+    if (ro !== null && typeof ro === "object" && ro.ResponseCode === 0) {
+        ro = null;
+    }
+    return [r, ro, r.IgnoreBody, r.Body, r.URL, empty(r.DeleteHeaders),
+        r.SetHeaders, empty(r.DeleteParams), r.AddParams, r.ExtendedParams];
+}
+
+function empty(list) {
+    return Array.isArray(list) && list.length === 0 ? null : list;
+}
