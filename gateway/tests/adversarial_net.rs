@@ -20,7 +20,8 @@ use common::*;
 use gateway::server::GatewayConfig;
 use serde_json::Value;
 
-const TYK_PROXY_ERROR: &str = r#"{"error": "There was a problem proxying the request"}"#;
+/// Tyk's templates/error.json, as every error answer is written.
+const TYK_PROXY_ERROR: &str = "{\n    \"error\": \"There was a problem proxying the request\"\n}";
 
 fn config(dir: &std::path::Path) -> GatewayConfig {
     GatewayConfig {

@@ -139,7 +139,7 @@ fn log_lines_are_plain_words_naming_the_users_files_once() {
     assert!(
         rel.len() == 1
             && rel[0].contains(&format!(
-                "resolved against the working directory {}",
+                "resolved against the gateway's working directory {}",
                 cwd.display()
             )),
         "{rel:#?}"

@@ -120,7 +120,7 @@ pub(crate) fn resolved_against(path: &Path) -> String {
     match std::env::current_dir() {
         Ok(cwd) if path.is_relative() => {
             format!(
-                " (relative, so resolved against the working directory {})",
+                " (relative, so resolved against the gateway's working directory {})",
                 cwd.display()
             )
         }
