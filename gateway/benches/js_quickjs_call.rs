@@ -116,10 +116,7 @@ fn thread_cpu() -> Duration {
 
 fn main() {
     let only = std::env::var("STRATEGY").ok();
-    for (name, strategy) in [
-        ("persistent", "persistent"),
-        ("fresh", "fresh"),
-    ] {
+    for (name, strategy) in [("persistent", "persistent"), ("fresh", "fresh")] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }

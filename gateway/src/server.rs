@@ -28,7 +28,6 @@ use tokio::sync::watch;
 
 use crate::config::{ApiSpec, JsEngine, LoadError};
 use crate::control::Control;
-use crate::{conn, js};
 use crate::loader::{self, LoadedApi};
 use crate::middleware::HostOptions;
 use crate::pool::{Pool, PoolConfig};
@@ -36,6 +35,7 @@ use crate::proxy::{Proxy, Route};
 use crate::router::Router;
 use crate::stats::Stats;
 use crate::upstream::Resolver;
+use crate::{conn, js};
 
 /// What the gateway is started with.
 #[derive(Debug, Clone)]
@@ -341,7 +341,12 @@ fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
             let upstream = pool.register(&api.spec.target.host, api.spec.target.port);
             let host = http::HeaderValue::from_str(&api.spec.target.authority).ok();
             let route = Route {
-                host, spec: api.spec.clone(), chain, upstream, loops_to_self };
+                host,
+                spec: api.spec.clone(),
+                chain,
+                upstream,
+                loops_to_self,
+            };
             (api.spec.listen_path.clone(), route)
         })
         .collect();
