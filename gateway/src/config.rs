@@ -115,6 +115,8 @@ pub enum Driver {
     Native,
     /// A script run in the embedded JS engine (`otto`, `goja`, `javascript`).
     Js,
+    /// A proxy-wasm module run in wasmtime (`wasm`, `proxy-wasm`).
+    Wasm,
 }
 
 impl Driver {
@@ -123,6 +125,7 @@ impl Driver {
         match name {
             "goplugin" | "native" => Some(Driver::Native),
             "otto" | "goja" | "javascript" => Some(Driver::Js),
+            "wasm" | "proxy-wasm" => Some(Driver::Wasm),
             _ => None,
         }
     }
@@ -422,7 +425,7 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
             err(
                 "custom_middleware.driver",
                 format!(
-                    "{:?} is not supported; use \"goplugin\" (or \"native\") or \"otto\" (or \"goja\", \"javascript\")",
+                    "{:?} is not supported; use \"goplugin\" (or \"native\"), \"otto\" (or \"goja\", \"javascript\") or \"wasm\" (or \"proxy-wasm\")",
                     mw.driver
                 ),
             )
@@ -509,6 +512,8 @@ mod tests {
         assert_eq!(Driver::parse("goplugin"), Some(Driver::Native));
         assert_eq!(Driver::parse("otto"), Some(Driver::Js));
         assert_eq!(Driver::parse("goja"), Some(Driver::Js));
+        assert_eq!(Driver::parse("wasm"), Some(Driver::Wasm));
+        assert_eq!(Driver::parse("proxy-wasm"), Some(Driver::Wasm));
         assert_eq!(Driver::parse("python"), None);
     }
 }

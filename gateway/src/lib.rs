@@ -14,6 +14,7 @@
 //! - [`middleware`]: the middleware contract both drivers implement, and the chain runner.
 //! - [`native`]: the native plugin host (libloading, versioned C ABI).
 //! - [`js`]: the JS host (boa_engine with Tyk's JSVM API).
+//! - [`wasm`]: the WebAssembly host (wasmtime, the proxy-wasm ABI).
 //! - [`upstream`]: the per-worker pooled client and hop-by-hop header hygiene.
 //! - [`error`]: proxy errors and the one place they map to Tyk's answers.
 //! - [`stats`]: per-API, per-hook middleware call-time histograms.
@@ -29,3 +30,4 @@ pub mod router;
 pub mod server;
 pub mod stats;
 pub mod upstream;
+pub mod wasm;

@@ -28,6 +28,12 @@ struct Args {
     /// Longest a JS middleware call may run before the request gets 500 (Tyk's jsvm_timeout)
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     jsvm_timeout: Duration,
+    /// Longest a WebAssembly middleware call may run before the request gets 500
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    wasm_timeout: Duration,
+    /// Most linear memory one WebAssembly instance may grow to (KiB, MiB, GiB)
+    #[arg(long, default_value = "64MiB", value_parser = gateway::wasm::parse_memory_size)]
+    wasm_memory: usize,
     /// Longest to wait for the upstream's response head before answering 504
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     upstream_timeout: Duration,
@@ -70,6 +76,10 @@ fn main() -> std::process::ExitCode {
     let mut config = GatewayConfig {
         apis_dir: args.apis,
         jsvm_timeout: args.jsvm_timeout,
+        wasm: gateway::wasm::WasmLimits {
+            timeout: args.wasm_timeout,
+            memory: args.wasm_memory,
+        },
         upstream_timeout: args.upstream_timeout,
         secret: args.secret.filter(|s| !s.is_empty()),
         ..GatewayConfig::default()

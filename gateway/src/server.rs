@@ -33,7 +33,7 @@ use crate::proxy::{ClientBody, Proxy, Route};
 use crate::router::Router;
 use crate::stats::Stats;
 use crate::upstream::{self, Resolver};
-use crate::{js, native};
+use crate::{js, native, wasm};
 
 /// What the gateway is started with.
 #[derive(Debug, Clone)]
@@ -44,6 +44,8 @@ pub struct GatewayConfig {
     pub threads: usize,
     /// Tyk's `jsvm_timeout`.
     pub jsvm_timeout: Duration,
+    /// Time and memory limits of wasm middleware calls.
+    pub wasm: wasm::WasmLimits,
     /// Control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
     /// How long to wait for an upstream's response head (504 after).
@@ -58,6 +60,7 @@ impl Default for GatewayConfig {
             apis_dir: PathBuf::from("apis"),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             jsvm_timeout: Duration::from_secs(5),
+            wasm: wasm::WasmLimits::default(),
             secret: None,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
@@ -114,6 +117,7 @@ impl Gateway {
                 None => Ok(None),
                 Some(Driver::Native) => native::load(&spec, &opts).map(Some),
                 Some(Driver::Js) => js::load(&spec, &opts).map(Some),
+                Some(Driver::Wasm) => wasm::load(&spec, &config.wasm).map(Some),
             };
             match factory {
                 Ok(factory) => apis.push(LoadedApi {
@@ -152,6 +156,7 @@ impl Gateway {
                     let driver = a.spec.driver.map_or("none", |d| match d {
                         Driver::Native => "native",
                         Driver::Js => "javascript",
+                        Driver::Wasm => "wasm",
                     });
                     (
                         a.spec.api_id.clone(),
