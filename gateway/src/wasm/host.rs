@@ -205,6 +205,11 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             },
         )?;
     }
+    define_header_removal(linker)
+}
+
+/// The calls that take headers away: remove one, or replace the whole map.
+fn define_header_removal(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap(
         "env",
         "proxy_remove_header_map_value",
