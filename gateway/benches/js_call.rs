@@ -79,7 +79,6 @@ fn spec() -> ApiSpec {
         target: Target::parse("http://127.0.0.1:9").unwrap(),
         driver: Some(Driver::Js),
         engine: None,
-        strategy: None,
         pre: vec![MiddlewareEntry {
             name: "jsvmHelloPreHook".into(),
             path: hello,

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gateway::config::{ApiSpec, Driver, Hook, JsEngine, JsStrategy, MiddlewareEntry, Target};
+use gateway::config::{ApiSpec, Driver, Hook, JsEngine, MiddlewareEntry, Target};
 use gateway::middleware::{ApiChain, Flow, HostOptions, MwRequest};
 use gateway::stats::Stats;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
@@ -57,7 +57,7 @@ fn env_count(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn spec(strategy: JsStrategy) -> ApiSpec {
+fn spec(strategy: &str) -> ApiSpec {
     let hello = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
     ApiSpec {
         file: PathBuf::from("apis/jsvm-hello.json"),
@@ -70,7 +70,7 @@ fn spec(strategy: JsStrategy) -> ApiSpec {
         target: Target::parse("http://127.0.0.1:9").unwrap(),
         driver: Some(Driver::Js),
         engine: Some(JsEngine::QuickJs),
-        strategy: Some(strategy),
+        strategy: strategy.into(),
         pre: vec![MiddlewareEntry {
             name: "jsvmHelloPreHook".into(),
             path: hello,
@@ -117,8 +117,8 @@ fn thread_cpu() -> Duration {
 fn main() {
     let only = std::env::var("STRATEGY").ok();
     for (name, strategy) in [
-        ("persistent", JsStrategy::Persistent),
-        ("fresh", JsStrategy::Fresh),
+        ("persistent", "persistent"),
+        ("fresh", "fresh"),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;

@@ -36,7 +36,6 @@ fn spec(api_id: &str, pre: Vec<MiddlewareEntry>, config_data: serde_json::Value)
         target: Target::parse("http://127.0.0.1:9").unwrap(),
         driver: Some(Driver::Js),
         engine: None,
-        strategy: None,
         pre,
         post: Vec::new(),
         config_data,

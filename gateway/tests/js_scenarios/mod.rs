@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gateway::config::{ApiSpec, Driver, Hook, JsEngine, JsStrategy, MiddlewareEntry, Target};
+use gateway::config::{ApiSpec, Driver, Hook, JsEngine, MiddlewareEntry, Target};
 use gateway::middleware::{ApiChain, Flow, HostOptions, MwError, MwRequest};
 use gateway::stats::Stats;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
@@ -52,7 +52,7 @@ pub fn spec(
         target: Target::parse("http://127.0.0.1:9").unwrap(),
         driver: Some(Driver::Js),
         engine: Some(JsEngine::parse(mode.engine).expect("engine name")),
-        strategy: Some(JsStrategy::parse(mode.strategy).expect("strategy name")),
+        strategy: mode.strategy.into(),
         pre: vec![MiddlewareEntry {
             name: script.0.into(),
             path: script.1,
