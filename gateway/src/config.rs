@@ -147,6 +147,8 @@ pub enum Driver {
     Native,
     /// A script run in the embedded JS engine (`otto`, `goja`, `javascript`).
     Js,
+    /// A proxy-wasm module run in wasmtime (`wasm`, `proxy-wasm`).
+    Wasm,
 }
 
 impl Driver {
@@ -155,6 +157,7 @@ impl Driver {
         match name {
             "goplugin" | "native" => Some(Driver::Native),
             "otto" | "goja" | "javascript" => Some(Driver::Js),
+            "wasm" | "proxy-wasm" => Some(Driver::Wasm),
             _ => None,
         }
     }
@@ -164,6 +167,7 @@ impl Driver {
         match self {
             Driver::Native => "native",
             Driver::Js => "javascript",
+            Driver::Wasm => "wasm",
         }
     }
 }
@@ -587,7 +591,7 @@ fn validate_middleware(
         err(
             "custom_middleware.driver",
             format!(
-                "{:?} is not supported; use \"goplugin\" (or \"native\") or \"otto\" (or \"goja\", \"javascript\")",
+                "{:?} is not supported; use \"goplugin\" (or \"native\"), \"otto\" (or \"goja\", \"javascript\") or \"wasm\" (or \"proxy-wasm\")",
                 mw.driver
             ),
         )
@@ -676,6 +680,8 @@ mod tests {
         assert_eq!(Driver::parse("goplugin"), Some(Driver::Native));
         assert_eq!(Driver::parse("otto"), Some(Driver::Js));
         assert_eq!(Driver::parse("goja"), Some(Driver::Js));
+        assert_eq!(Driver::parse("wasm"), Some(Driver::Wasm));
+        assert_eq!(Driver::parse("proxy-wasm"), Some(Driver::Wasm));
         assert_eq!(Driver::parse("python"), None);
     }
 }

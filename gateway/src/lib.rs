@@ -19,6 +19,7 @@
 //! - [`native`]: the native plugin host (libloading, versioned C ABI).
 //! - [`js`]: the JS host (boa_engine with Tyk's JSVM API).
 //! - [`body`]: the client's request body with its timeout.
+//! - [`wasm`]: the WebAssembly host (wasmtime, the proxy-wasm ABI).
 //! - [`upstream`]: sending upstream (safe retry of stale connections), header hygiene.
 //! - [`pool`]: the per-worker upstream connection pool, and the response body going back.
 //! - [`error`]: proxy errors and the one place they map to Tyk's answers.
@@ -41,3 +42,4 @@ pub mod router;
 pub mod server;
 pub mod stats;
 pub mod upstream;
+pub mod wasm;

@@ -121,6 +121,7 @@ pub(crate) fn load(dir: &Path, opts: &HostOptions, resolver: &Resolver) -> anyho
             None => Ok(None),
             Some(Driver::Native) => native::load(&spec, opts).map(Some),
             Some(Driver::Js) => js::load(&spec, opts).map(Some),
+            Some(Driver::Wasm) => crate::wasm::load(&spec, &opts.wasm).map(Some),
         };
         let spec = Arc::new(spec);
         match factory {

@@ -41,6 +41,12 @@ struct Args {
     /// Heap limit of one QuickJS context (per API and worker), e.g. 64MiB; a script that allocates past it gets 500
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     jsvm_memory: usize,
+    /// Longest a WebAssembly middleware call may run before the request gets 500
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    wasm_timeout: Duration,
+    /// Most linear memory one WebAssembly instance may grow to (KiB, MiB, GiB)
+    #[arg(long, default_value = "64MiB", value_parser = gateway::wasm::parse_memory_size)]
+    wasm_memory: usize,
     /// Longest to wait for the upstream's response head before answering 504
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     upstream_timeout: Duration,
@@ -159,6 +165,10 @@ fn main() -> std::process::ExitCode {
         jsvm_strategy: args.jsvm_strategy,
         jsvm_engine: args.jsvm_engine,
         jsvm_memory: args.jsvm_memory,
+        wasm: gateway::wasm::WasmLimits {
+            timeout: args.wasm_timeout,
+            memory: args.wasm_memory,
+        },
         upstream_timeout: args.upstream_timeout,
         upstream_read_timeout: args.upstream_read_timeout,
         upstream_keepalive: args.upstream_keepalive,

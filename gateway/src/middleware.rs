@@ -147,6 +147,9 @@ pub struct HostOptions {
     pub jsvm_engine: JsEngine,
     /// Heap limit of one QuickJS context, in bytes (`--jsvm-memory`).
     pub jsvm_memory: usize,
+    /// Time and memory limits of WebAssembly calls (`--wasm-timeout`,
+    /// `--wasm-memory`).
+    pub wasm: crate::wasm::WasmLimits,
 }
 
 /// Default `--jsvm-memory`: room for a script's working set and a few
@@ -163,6 +166,7 @@ impl Default for HostOptions {
             jsvm_strategy: crate::js::Strategy::default(),
             jsvm_engine: JsEngine::Boa,
             jsvm_memory: DEFAULT_JSVM_MEMORY,
+            wasm: crate::wasm::WasmLimits::default(),
         }
     }
 }

@@ -54,6 +54,8 @@ pub struct GatewayConfig {
     pub jsvm_engine: JsEngine,
     /// Heap limit of one QuickJS context in bytes (`--jsvm-memory`).
     pub jsvm_memory: usize,
+    /// Time and memory limits of wasm middleware calls.
+    pub wasm: crate::wasm::WasmLimits,
     /// Control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
     /// How long to wait for an upstream's response head (504 after).
@@ -88,6 +90,7 @@ impl Default for GatewayConfig {
             jsvm_strategy: js::Strategy::default(),
             jsvm_engine: JsEngine::Boa,
             jsvm_memory: crate::middleware::DEFAULT_JSVM_MEMORY,
+            wasm: crate::wasm::WasmLimits::default(),
             secret: None,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
@@ -125,6 +128,7 @@ impl Gateway {
             jsvm_strategy: config.jsvm_strategy,
             jsvm_engine: config.jsvm_engine,
             jsvm_memory: config.jsvm_memory,
+            wasm: config.wasm,
         };
         let resolver = Resolver::default();
         let load = loader::load(&config.apis_dir, &opts, &resolver)?;

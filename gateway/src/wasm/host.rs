@@ -1,0 +1,502 @@
+//! The host side of the proxy-wasm ABI: the functions a module imports from
+//! `env`, and the per-store state they work on.
+//!
+//! Every function follows the ABI's conventions: arguments are 32-bit
+//! offsets and lengths into the module's memory, the result is a status
+//! code, and data handed back to the module is copied into memory the
+//! module allocates itself (its exported `malloc` / `proxy_on_memory_allocate`),
+//! whose address and length are written to the two out-pointers it passed.
+//! A pointer outside the module's memory is `InvalidMemoryAccess`, never a
+//! host fault.
+//!
+//! What request-header middleware needs is implemented: the request header
+//! map (pseudo-headers included, see `request.rs`), the request body, local
+//! responses, logging, time, properties and the configuration buffers. Every
+//! other ABI function is defined too, so a module that merely links it still
+//! loads, and returns `Unimplemented`; the first call of each is logged.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use wasmtime::{Caller, Linker, Memory, StoreLimits, TypedFunc, Val, ValType};
+
+use super::abi;
+use super::request::ReqParts;
+use crate::middleware::MwResponse;
+
+/// What a module may learn about where it runs, fixed at load.
+#[derive(Debug)]
+pub struct PluginInfo {
+    /// The entry's `name`: `plugin_name` and `plugin_root_id`.
+    pub name: String,
+    /// The API's `api_id`, for logs.
+    pub api_id: String,
+    /// The API's `config_data` as the configuration buffers hand it out:
+    /// a JSON string's text, any other value as JSON, `None` when absent.
+    pub config: Option<Vec<u8>>,
+}
+
+/// Everything host functions touch, owned by one store (one instance).
+pub struct HostState {
+    /// The request being handled; empty between calls.
+    pub req: ReqParts,
+    /// The client's address, for the `source.address` property.
+    pub remote: SocketAddr,
+    /// Set by `proxy_send_local_response`: answer with this, do not proxy.
+    pub response: Option<MwResponse>,
+    /// The module's exported memory, looked up once after instantiation.
+    pub memory: Option<Memory>,
+    /// The module's allocator, for data the host hands back.
+    pub malloc: Option<TypedFunc<u32, u32>>,
+    pub plugin: Arc<PluginInfo>,
+    /// The per-instance memory limit (see `module.rs`).
+    pub limits: StoreLimits,
+}
+
+impl HostState {
+    /// A state for `plugin`, between calls, with at most `memory` bytes of
+    /// linear memory.
+    pub fn new(plugin: Arc<PluginInfo>, memory: usize) -> HostState {
+        HostState {
+            req: ReqParts::default(),
+            remote: SocketAddr::from(([0, 0, 0, 0], 0)),
+            response: None,
+            memory: None,
+            malloc: None,
+            plugin,
+            limits: wasmtime::StoreLimitsBuilder::new()
+                .memory_size(memory)
+                // A module that tries to grow past the limit is stopped
+                // there (a trap: that request gets 500), not left to
+                // handle a failed `memory.grow` it probably ignores.
+                .trap_on_grow_failure(true)
+                .build(),
+        }
+    }
+
+    /// A state with no plugin, for listing the linker's definitions.
+    pub fn idle() -> HostState {
+        let plugin = PluginInfo {
+            name: String::new(),
+            api_id: String::new(),
+            config: None,
+        };
+        HostState::new(Arc::new(plugin), 0)
+    }
+}
+
+type Ctx<'a> = Caller<'a, HostState>;
+
+/// The module's memory and the host state, borrowed together.
+fn split<'a>(caller: &'a mut Ctx<'_>) -> Option<(&'a mut [u8], &'a mut HostState)> {
+    let memory = caller.data().memory?;
+    Some(memory.data_and_store_mut(caller))
+}
+
+fn slice(mem: &[u8], ptr: u32, len: u32) -> Option<&[u8]> {
+    mem.get(ptr as usize..(ptr as usize).checked_add(len as usize)?)
+}
+
+fn write_u32(mem: &mut [u8], at: u32, v: u32) -> Option<()> {
+    let at = at as usize;
+    mem.get_mut(at..at.checked_add(4)?)?
+        .copy_from_slice(&v.to_le_bytes());
+    Some(())
+}
+
+/// Copies `bytes` into memory the module allocates and writes its address
+/// and length to `ret_ptr` / `ret_len`. Empty data is handed back as a null
+/// pointer (the SDKs read that as "empty" without an allocation).
+fn give(caller: &mut Ctx<'_>, bytes: &[u8], ret_ptr: u32, ret_len: u32) -> wasmtime::Result<u32> {
+    let addr = if bytes.is_empty() {
+        0
+    } else {
+        let Some(malloc) = caller.data().malloc.clone() else {
+            return Ok(abi::UNIMPLEMENTED);
+        };
+        malloc.call(&mut *caller, bytes.len() as u32)?
+    };
+    let Some((mem, _)) = split(caller) else {
+        return Ok(abi::INVALID_MEMORY_ACCESS);
+    };
+    let copied = bytes.is_empty()
+        || (|| {
+            let at = addr as usize;
+            mem.get_mut(at..at.checked_add(bytes.len())?)?
+                .copy_from_slice(bytes);
+            Some(())
+        })()
+        .is_some();
+    if !copied
+        || write_u32(mem, ret_ptr, addr).is_none()
+        || write_u32(mem, ret_len, bytes.len() as u32).is_none()
+    {
+        return Ok(abi::INVALID_MEMORY_ACCESS);
+    }
+    Ok(abi::OK)
+}
+
+/// Defines every `env` function of the ABI in `linker`.
+pub fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    define_headers(linker)?;
+    define_buffers(linker)?;
+    define_misc(linker)?;
+    define_unimplemented(linker)
+}
+
+fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        "env",
+        "proxy_get_header_map_value",
+        |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32, rp: u32, rl: u32| {
+            if map != abi::MAP_HTTP_REQUEST_HEADERS {
+                return Ok(unimplemented(
+                    "proxy_get_header_map_value (not request headers)",
+                ));
+            }
+            let value = match split(&mut c) {
+                Some((mem, st)) => match slice(mem, kp, kl) {
+                    Some(key) => st.req.get(key),
+                    None => return Ok(abi::INVALID_MEMORY_ACCESS),
+                },
+                None => return Ok(abi::INVALID_MEMORY_ACCESS),
+            };
+            match value {
+                Some(v) => give(&mut c, &v, rp, rl),
+                None => Ok(abi::NOT_FOUND),
+            }
+        },
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_get_header_map_pairs",
+        |mut c: Ctx<'_>, map: u32, rp: u32, rl: u32| {
+            if map != abi::MAP_HTTP_REQUEST_HEADERS {
+                return Ok(unimplemented(
+                    "proxy_get_header_map_pairs (not request headers)",
+                ));
+            }
+            let bytes = c.data().req.serialize();
+            give(&mut c, &bytes, rp, rl)
+        },
+    )?;
+    for (name, add) in [
+        ("proxy_add_header_map_value", true),
+        ("proxy_replace_header_map_value", false),
+    ] {
+        linker.func_wrap(
+            "env",
+            name,
+            move |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32, vp: u32, vl: u32| {
+                if map != abi::MAP_HTTP_REQUEST_HEADERS {
+                    return unimplemented(name);
+                }
+                let Some((mem, st)) = split(&mut c) else {
+                    return abi::INVALID_MEMORY_ACCESS;
+                };
+                match (slice(mem, kp, kl), slice(mem, vp, vl)) {
+                    (Some(k), Some(v)) => st.req.set(k, v, add),
+                    _ => abi::INVALID_MEMORY_ACCESS,
+                }
+            },
+        )?;
+    }
+    define_header_removal(linker)
+}
+
+/// The calls that take headers away: remove one, or replace the whole map.
+fn define_header_removal(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        "env",
+        "proxy_remove_header_map_value",
+        |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32| {
+            if map != abi::MAP_HTTP_REQUEST_HEADERS {
+                return unimplemented("proxy_remove_header_map_value (not request headers)");
+            }
+            let Some((mem, st)) = split(&mut c) else {
+                return abi::INVALID_MEMORY_ACCESS;
+            };
+            match slice(mem, kp, kl) {
+                Some(k) => st.req.remove(k),
+                None => abi::INVALID_MEMORY_ACCESS,
+            }
+        },
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_set_header_map_pairs",
+        |mut c: Ctx<'_>, map: u32, p: u32, l: u32| {
+            if map != abi::MAP_HTTP_REQUEST_HEADERS {
+                return unimplemented("proxy_set_header_map_pairs (not request headers)");
+            }
+            let Some((mem, st)) = split(&mut c) else {
+                return abi::INVALID_MEMORY_ACCESS;
+            };
+            match slice(mem, p, l).map(abi::deserialize_map) {
+                Some(Some(pairs)) => st.req.replace_all(&pairs),
+                Some(None) => abi::BAD_ARGUMENT,
+                None => abi::INVALID_MEMORY_ACCESS,
+            }
+        },
+    )?;
+    Ok(())
+}
+
+fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        "env",
+        "proxy_get_buffer_bytes",
+        |mut c: Ctx<'_>, kind: u32, start: u32, max: u32, rp: u32, rl: u32| {
+            let whole: Bytes = match kind {
+                abi::BUFFER_HTTP_REQUEST_BODY => c.data().req.body.clone(),
+                abi::BUFFER_VM_CONFIGURATION | abi::BUFFER_PLUGIN_CONFIGURATION => {
+                    match &c.data().plugin.config {
+                        Some(cfg) => Bytes::copy_from_slice(cfg),
+                        None => return Ok(abi::NOT_FOUND),
+                    }
+                }
+                _ => return Ok(unimplemented("proxy_get_buffer_bytes (this buffer type)")),
+            };
+            let from = (start as usize).min(whole.len());
+            let to = from.saturating_add(max as usize).min(whole.len());
+            give(&mut c, &whole[from..to], rp, rl)
+        },
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_set_buffer_bytes",
+        |mut c: Ctx<'_>, kind: u32, start: u32, size: u32, p: u32, l: u32| {
+            if kind != abi::BUFFER_HTTP_REQUEST_BODY {
+                return unimplemented("proxy_set_buffer_bytes (not the request body)");
+            }
+            let Some((mem, st)) = split(&mut c) else {
+                return abi::INVALID_MEMORY_ACCESS;
+            };
+            match slice(mem, p, l) {
+                Some(data) => st.req.splice_body(start as usize, size as usize, data),
+                None => abi::INVALID_MEMORY_ACCESS,
+            }
+        },
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_send_local_response",
+        |mut c: Ctx<'_>,
+         status: u32,
+         _details_ptr: u32,
+         _details_len: u32,
+         bp: u32,
+         bl: u32,
+         hp: u32,
+         hl: u32,
+         _grpc: i32| {
+            let Some((mem, st)) = split(&mut c) else {
+                return abi::INVALID_MEMORY_ACCESS;
+            };
+            let (Some(body), Some(headers)) = (slice(mem, bp, bl), slice(mem, hp, hl)) else {
+                return abi::INVALID_MEMORY_ACCESS;
+            };
+            match local_response(status, body, headers) {
+                Some(resp) => {
+                    st.response = Some(resp);
+                    abi::OK
+                }
+                None => abi::BAD_ARGUMENT,
+            }
+        },
+    )?;
+    Ok(())
+}
+
+/// Builds the answer `proxy_send_local_response` asks for; `None` for a
+/// status outside 100..=999 or a header that is not valid HTTP.
+fn local_response(status: u32, body: &[u8], headers: &[u8]) -> Option<MwResponse> {
+    let status = StatusCode::from_u16(u16::try_from(status).ok()?).ok()?;
+    let mut map = HeaderMap::new();
+    for (k, v) in abi::deserialize_map(headers)? {
+        map.append(
+            HeaderName::from_bytes(k).ok()?,
+            HeaderValue::from_bytes(v).ok()?,
+        );
+    }
+    Some(MwResponse {
+        status,
+        headers: map,
+        body: Bytes::copy_from_slice(body),
+    })
+}
+
+fn define_misc(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        "env",
+        "proxy_log",
+        |mut c: Ctx<'_>, level: u32, p: u32, l: u32| {
+            let Some((mem, st)) = split(&mut c) else {
+                return abi::INVALID_MEMORY_ACCESS;
+            };
+            let Some(msg) = slice(mem, p, l) else {
+                return abi::INVALID_MEMORY_ACCESS;
+            };
+            log(level, &st.plugin, &String::from_utf8_lossy(msg));
+            abi::OK
+        },
+    )?;
+    linker.func_wrap("env", "proxy_get_log_level", |mut c: Ctx<'_>, rp: u32| {
+        let level = log_level();
+        match split(&mut c).and_then(|(mem, _)| write_u32(mem, rp, level)) {
+            Some(()) => abi::OK,
+            None => abi::INVALID_MEMORY_ACCESS,
+        }
+    })?;
+    linker.func_wrap(
+        "env",
+        "proxy_get_current_time_nanoseconds",
+        |mut c: Ctx<'_>, rp: u32| {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let Some((mem, _)) = split(&mut c) else {
+                return abi::INVALID_MEMORY_ACCESS;
+            };
+            match mem.get_mut(rp as usize..rp as usize + 8) {
+                Some(out) => {
+                    out.copy_from_slice(&now.to_le_bytes());
+                    abi::OK
+                }
+                None => abi::INVALID_MEMORY_ACCESS,
+            }
+        },
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_get_property",
+        |mut c: Ctx<'_>, p: u32, l: u32, rp: u32, rl: u32| {
+            let value = match split(&mut c) {
+                Some((mem, st)) => match slice(mem, p, l) {
+                    Some(path) => property(st, path),
+                    None => return Ok(abi::INVALID_MEMORY_ACCESS),
+                },
+                None => return Ok(abi::INVALID_MEMORY_ACCESS),
+            };
+            match value {
+                Some(v) => give(&mut c, &v, rp, rl),
+                None => Ok(abi::NOT_FOUND),
+            }
+        },
+    )?;
+    // One context runs at a time on an instance, so the effective context
+    // is always the one being called: nothing to switch.
+    linker.func_wrap("env", "proxy_set_effective_context", |_: u32| abi::OK)?;
+    Ok(())
+}
+
+/// Envoy's property paths that make sense here; segments are NUL-separated.
+fn property(st: &HostState, path: &[u8]) -> Option<Vec<u8>> {
+    let header = |name: &[u8]| st.req.get(name);
+    Some(match path {
+        b"plugin_root_id" | b"plugin_name" => st.plugin.name.as_bytes().to_vec(),
+        b"request\0path" => header(b":path")?,
+        b"request\0url_path" => st.req.path.as_bytes().to_vec(),
+        b"request\0query" => st.req.query.as_deref()?.as_bytes().to_vec(),
+        b"request\0method" => header(b":method")?,
+        b"request\0host" => header(b":authority")?,
+        b"request\0scheme" => b"http".to_vec(),
+        b"source\0address" => st.remote.to_string().into_bytes(),
+        _ => return None,
+    })
+}
+
+/// `proxy_log` levels (trace..critical) onto tracing's, under target `wasm`.
+fn log(level: u32, plugin: &PluginInfo, msg: &str) {
+    let (api, name) = (&plugin.api_id, &plugin.name);
+    match level {
+        0 => tracing::trace!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
+        1 => tracing::debug!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
+        2 => tracing::info!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
+        3 => tracing::warn!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
+        _ => tracing::error!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
+    }
+}
+
+/// The most verbose ABI level tracing would print, so modules can skip
+/// formatting messages nobody reads.
+fn log_level() -> u32 {
+    use tracing::level_filters::LevelFilter;
+    match LevelFilter::current() {
+        LevelFilter::TRACE => 0,
+        LevelFilter::DEBUG => 1,
+        LevelFilter::INFO => 2,
+        LevelFilter::WARN => 3,
+        LevelFilter::ERROR => 4,
+        _ => 5,
+    }
+}
+
+/// Returns `Unimplemented`, logging the first call of each function.
+fn unimplemented(what: &'static str) -> u32 {
+    static SEEN: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let first = SEEN
+        .get_or_init(Default::default)
+        .lock()
+        .map(|mut s| s.insert(what))
+        .unwrap_or(false);
+    if first {
+        tracing::warn!(
+            target: "wasm",
+            function = what,
+            "a module called a proxy-wasm function this host does not implement; it got Unimplemented (logged once)"
+        );
+    }
+    abi::UNIMPLEMENTED
+}
+
+/// The rest of ABI 0.2.1 (and 0.2.0's three extra names), with their
+/// parameters: `i` a 32-bit integer (pointer, length, id), `I` the metric
+/// functions' 64-bit value. All return a status.
+const UNIMPLEMENTED: &[(&str, &str)] = &[
+    ("proxy_set_tick_period_milliseconds", "i"),
+    ("proxy_set_property", "iiii"),
+    ("proxy_get_shared_data", "iiiii"),
+    ("proxy_set_shared_data", "iiiii"),
+    ("proxy_register_shared_queue", "iii"),
+    ("proxy_resolve_shared_queue", "iiiii"),
+    ("proxy_dequeue_shared_queue", "iii"),
+    ("proxy_enqueue_shared_queue", "iii"),
+    ("proxy_continue_stream", "i"),
+    ("proxy_close_stream", "i"),
+    ("proxy_continue_request", ""),
+    ("proxy_continue_response", ""),
+    ("proxy_clear_route_cache", ""),
+    ("proxy_http_call", "iiiiiiiiii"),
+    ("proxy_grpc_call", "iiiiiiiiiiii"),
+    ("proxy_grpc_stream", "iiiiiiiii"),
+    ("proxy_grpc_send", "iiii"),
+    ("proxy_grpc_cancel", "i"),
+    ("proxy_grpc_close", "i"),
+    ("proxy_get_status", "iii"),
+    ("proxy_call_foreign_function", "iiiiii"),
+    ("proxy_done", ""),
+    ("proxy_define_metric", "iiii"),
+    ("proxy_get_metric", "ii"),
+    ("proxy_record_metric", "iI"),
+    ("proxy_increment_metric", "iI"),
+];
+
+fn define_unimplemented(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    for &(name, params) in UNIMPLEMENTED {
+        let params = params.chars().map(|c| match c {
+            'I' => ValType::I64,
+            _ => ValType::I32,
+        });
+        let ty = wasmtime::FuncType::new(linker.engine(), params, [ValType::I32]);
+        linker.func_new("env", name, ty, move |_, _, results: &mut [Val]| {
+            results[0] = Val::I32(unimplemented(name) as i32);
+            Ok(())
+        })?;
+    }
+    Ok(())
+}

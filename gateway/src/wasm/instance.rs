@@ -1,0 +1,250 @@
+//! One module instance on one worker thread, and the proxy-wasm lifecycle
+//! the host drives it through.
+//!
+//! Start (once per instance): `_initialize` (where the Rust SDK's `main!`
+//! registers the root context), `proxy_on_context_create(root, 0)`,
+//! `proxy_on_vm_start`, `proxy_on_configure`. Per request, with a fresh
+//! context id: `proxy_on_context_create(id, root)`,
+//! `proxy_on_request_headers`, `proxy_on_request_body` when there is a body
+//! and nobody answered yet, then `proxy_on_done` and `proxy_on_delete`.
+//! `proxy_on_log` is not called: in Envoy it runs after the response, a
+//! phase this gateway has no middleware for.
+//!
+//! Every call runs under the store's epoch deadline (`--wasm-timeout`) and
+//! memory limit (`--wasm-memory`). A trap (including those two) leaves the
+//! module's own state unknown (a context half made, a lock its allocator
+//! held), so the instance is never called again: the caller starts a new one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{InstancePre, Store, Trap, TypedFunc};
+
+use super::abi;
+use super::host::{HostState, PluginInfo};
+use super::module::{self, TICK};
+use crate::middleware::{Flow, MwRequest};
+
+/// The root context's id; request contexts count up from the next one.
+const ROOT: u32 = 1;
+
+/// Everything needed to start instances of one entry, shared by all workers.
+pub struct Template {
+    pub pre: InstancePre<HostState>,
+    pub plugin: Arc<PluginInfo>,
+    pub file: PathBuf,
+    pub timeout: Duration,
+    pub memory: usize,
+}
+
+/// Why an instance did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// `proxy_on_configure` returned false: the plugin rejected `config_data`.
+    Config(String),
+    /// Anything else: a missing or mistyped export, a trap, a false
+    /// `proxy_on_vm_start`, memory over the limit at instantiation.
+    Module(String),
+}
+
+/// The entry points the host calls, looked up once per instance.
+struct Exports {
+    on_context_create: TypedFunc<(u32, u32), ()>,
+    on_request_headers: Option<TypedFunc<(u32, u32, u32), u32>>,
+    on_request_body: Option<TypedFunc<(u32, u32, u32), u32>>,
+    on_done: Option<TypedFunc<u32, u32>>,
+    on_delete: Option<TypedFunc<u32, ()>>,
+}
+
+/// A started instance: its store (memory, host state) and entry points.
+pub struct Instance {
+    store: Store<HostState>,
+    exports: Exports,
+    next_id: u32,
+    deadline_ticks: u64,
+    timeout: Duration,
+}
+
+/// What went wrong in a call; the instance must be replaced.
+#[derive(Debug)]
+pub struct Fault(pub String);
+
+impl Template {
+    /// Makes and starts a new instance: instantiation, then the start
+    /// lifecycle, under the same time and memory limits as a request.
+    pub fn start(&self) -> Result<Instance, StartError> {
+        let engine = module::engine().map_err(StartError::Module)?;
+        let mut store = Store::new(engine, HostState::new(self.plugin.clone(), self.memory));
+        store.limiter(|st| &mut st.limits);
+        let deadline_ticks = ticks(self.timeout);
+        store.set_epoch_deadline(deadline_ticks);
+        let fail = |what: &str, e: wasmtime::Error| {
+            StartError::Module(format!(
+                "{}: {what}: {}",
+                self.file.display(),
+                describe(&e, self.timeout)
+            ))
+        };
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| fail("instantiation failed", e))?;
+        let exports = Exports {
+            on_context_create: instance
+                .get_typed_func(&mut store, "proxy_on_context_create")
+                .map_err(|e| fail("proxy_on_context_create", e))?,
+            on_request_headers: optional(&instance, &mut store, "proxy_on_request_headers")
+                .map_err(|e| fail("proxy_on_request_headers", e))?,
+            on_request_body: optional(&instance, &mut store, "proxy_on_request_body")
+                .map_err(|e| fail("proxy_on_request_body", e))?,
+            on_done: optional(&instance, &mut store, "proxy_on_done")
+                .map_err(|e| fail("proxy_on_done", e))?,
+            on_delete: optional(&instance, &mut store, "proxy_on_delete")
+                .map_err(|e| fail("proxy_on_delete", e))?,
+        };
+        let malloc = optional::<u32, u32>(&instance, &mut store, "malloc")
+            .transpose()
+            .or_else(|| optional(&instance, &mut store, "proxy_on_memory_allocate").transpose())
+            .transpose()
+            .map_err(|e| fail("malloc", e))?;
+        let memory = instance.get_memory(&mut store, "memory");
+        (store.data_mut().malloc, store.data_mut().memory) = (malloc, memory);
+
+        // The start lifecycle.
+        if let Some(init) = optional::<(), ()>(&instance, &mut store, "_initialize")
+            .map_err(|e| fail("_initialize", e))?
+        {
+            init.call(&mut store, ())
+                .map_err(|e| fail("_initialize", e))?;
+        }
+        exports
+            .on_context_create
+            .call(&mut store, (ROOT, 0))
+            .map_err(|e| fail("proxy_on_context_create (root)", e))?;
+        let config_len = self.plugin.config.as_ref().map_or(0, Vec::len) as u32;
+        for (name, is_config) in [("proxy_on_vm_start", false), ("proxy_on_configure", true)] {
+            let Some(f) = optional::<(u32, u32), u32>(&instance, &mut store, name)
+                .map_err(|e| fail(name, e))?
+            else {
+                continue;
+            };
+            let ok = f
+                .call(&mut store, (ROOT, config_len))
+                .map_err(|e| fail(name, e))?;
+            if ok == 0 && is_config {
+                return Err(StartError::Config(format!(
+                    "{}: proxy_on_configure returned false: the plugin rejected its configuration",
+                    self.file.display()
+                )));
+            }
+            if ok == 0 {
+                return Err(StartError::Module(format!(
+                    "{}: {name} returned false",
+                    self.file.display()
+                )));
+            }
+        }
+        Ok(Instance {
+            store,
+            exports,
+            next_id: ROOT + 1,
+            deadline_ticks,
+            timeout: self.timeout,
+        })
+    }
+}
+
+/// An export that may be absent; present with the wrong type is an error.
+fn optional<P, R>(
+    instance: &wasmtime::Instance,
+    store: &mut Store<HostState>,
+    name: &str,
+) -> wasmtime::Result<Option<TypedFunc<P, R>>>
+where
+    P: wasmtime::WasmParams,
+    R: wasmtime::WasmResults,
+{
+    match instance.get_func(&mut *store, name) {
+        Some(f) => f.typed(&*store).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Epoch ticks for `timeout`: rounded up, plus one because the deadline
+/// counts from the current epoch, which may be about to advance.
+fn ticks(timeout: Duration) -> u64 {
+    (timeout.as_nanos().div_ceil(TICK.as_nanos()) as u64).saturating_add(1)
+}
+
+/// One line for a trap or error: what a log reader needs to act on.
+fn describe(e: &wasmtime::Error, timeout: Duration) -> String {
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => format!("stopped after the wasm timeout ({timeout:?})"),
+        Some(Trap::StackOverflow) => "stack overflow (unbounded recursion?)".into(),
+        _ => {
+            let root = e.root_cause().to_string();
+            match e.downcast_ref::<wasmtime::WasmBacktrace>() {
+                Some(bt) => match bt.frames().first().and_then(|f| f.func_name()) {
+                    Some(func) => format!("{root} (in {func})"),
+                    None => root,
+                },
+                None => root,
+            }
+        }
+    }
+}
+
+impl Instance {
+    /// Runs one request through the module. On `Err` the instance must not
+    /// be called again.
+    pub fn call(&mut self, req: &mut MwRequest) -> Result<Flow, Fault> {
+        let id = self.next_id;
+        // Ids wrap, skipping 0 and the root's.
+        self.next_id = if id == u32::MAX { ROOT + 1 } else { id + 1 };
+        let timeout = self.timeout;
+        let st = self.store.data_mut();
+        st.req.swap(req);
+        st.remote = req.remote_addr;
+        st.response = None;
+        self.store.set_epoch_deadline(self.deadline_ticks);
+        let result = self.lifecycle(id);
+        let st = self.store.data_mut();
+        st.req.swap(req);
+        let response = st.response.take();
+        match result {
+            Err(e) => Err(Fault(describe(&e, timeout))),
+            Ok(_) if response.is_some() => Ok(Flow::Respond(response.expect("checked"))),
+            Ok(abi::ACTION_CONTINUE) => Ok(Flow::Continue),
+            Ok(_) => Err(Fault(
+                "the module paused the request without answering it (asynchronous calls are not supported)".into(),
+            )),
+        }
+    }
+
+    /// The per-request calls; returns the last action.
+    fn lifecycle(&mut self, id: u32) -> wasmtime::Result<u32> {
+        let store = &mut self.store;
+        let ex = &self.exports;
+        ex.on_context_create.call(&mut *store, (id, ROOT))?;
+        let mut action = abi::ACTION_CONTINUE;
+        if let Some(f) = &ex.on_request_headers {
+            let (count, body_len) = (store.data().req.count(), store.data().req.body.len());
+            let end_of_stream = u32::from(body_len == 0);
+            action = f.call(&mut *store, (id, count as u32, end_of_stream))?;
+        }
+        let body_len = store.data().req.body.len();
+        if action == abi::ACTION_CONTINUE && store.data().response.is_none() && body_len > 0 {
+            if let Some(f) = &ex.on_request_body {
+                action = f.call(&mut *store, (id, body_len as u32, 1))?;
+            }
+        }
+        if let Some(f) = &ex.on_done {
+            f.call(&mut *store, id)?;
+        }
+        if let Some(f) = &ex.on_delete {
+            f.call(&mut *store, id)?;
+        }
+        Ok(action)
+    }
+}

@@ -1,0 +1,145 @@
+//! Loading a module: the one engine, compilation, the checks that make a
+//! file a proxy-wasm module, and linking against the host functions.
+//!
+//! All of it happens once per entry at load, on the loading thread. What it
+//! produces, a [`wasmtime::InstancePre`], is `Send + Sync`: compiled machine
+//! code plus resolved imports, from which each worker makes its own instance
+//! in microseconds without compiling again.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, ExternType, InstancePre, Linker, Module, OptLevel};
+
+use super::abi;
+use super::host::{self, HostState};
+
+/// How often the epoch advances. A call's deadline is counted in these
+/// ticks, so a runaway module is stopped within one tick after its
+/// timeout. 10 ms keeps the ticker's own cost at 100 wake-ups a second.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// The process's one engine and linker, made on first use.
+///
+/// One engine because epochs are per engine: a single ticker thread then
+/// serves every module, and code compiled for one API is never mixed with
+/// another engine's. The linker holds the host functions, which do not
+/// depend on the module, so it is built once too.
+struct Shared {
+    engine: Engine,
+    linker: Linker<HostState>,
+    /// The names of the `env` functions the linker defines.
+    defined: HashSet<String>,
+}
+
+fn shared() -> Result<&'static Shared, String> {
+    static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            let mut config = Config::new();
+            // Epoch interruption: generated code checks a counter at
+            // function entries and loop headers, the cheapest way to stop
+            // a module that loops forever (fuel would count every block).
+            config.epoch_interruption(true);
+            config.cranelift_opt_level(OptLevel::Speed);
+            let engine = Engine::new(&config).map_err(|e| format!("{e:#}"))?;
+            let mut linker = Linker::new(&engine);
+            host::define(&mut linker).map_err(|e| format!("{e:#}"))?;
+            let mut probe = wasmtime::Store::new(&engine, HostState::idle());
+            let defined = linker
+                .iter(&mut probe)
+                .map(|(_, name, _)| name.to_string())
+                .collect();
+            let ticker = engine.clone();
+            // Lives as long as the process, as the engine does (it is in a
+            // static); sleeping, it costs nothing measurable.
+            std::thread::Builder::new()
+                .name("wasm-epoch".into())
+                .spawn(move || loop {
+                    std::thread::sleep(TICK);
+                    ticker.increment_epoch();
+                })
+                .map_err(|e| format!("cannot start the wasm epoch thread: {e}"))?;
+            Ok(Shared {
+                engine,
+                linker,
+                defined,
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The engine every module is compiled for (stores are made from it).
+pub fn engine() -> Result<&'static Engine, String> {
+    shared().map(|s| &s.engine)
+}
+
+/// Compiles and links the module at `path` (binary `.wasm` or `.wat` text).
+///
+/// The error is a sentence naming the file: it could not be read, does not
+/// compile, is not a proxy-wasm 0.2 module, or imports a function this host
+/// does not define.
+pub fn compile(path: &Path) -> Result<InstancePre<HostState>, String> {
+    let shared = shared()?;
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let module = Module::new(&shared.engine, &bytes)
+        .map_err(|e| format!("{shown} does not compile as WebAssembly: {e:#}"))?;
+    check_exports(&module).map_err(|m| format!("{shown} {m}"))?;
+    check_imports(&module, &shared.defined).map_err(|m| format!("{shown} {m}"))?;
+    shared
+        .linker
+        .instantiate_pre(&module)
+        .map_err(|e| format!("{shown} cannot be linked: {e:#}"))
+}
+
+/// The exports without which the host cannot drive the module at all.
+fn check_exports(module: &Module) -> Result<(), String> {
+    let has = |name: &str| module.get_export(name).is_some();
+    if !abi::ABI_MARKERS.iter().any(|m| has(m)) {
+        return Err(format!(
+            "exports none of {}: not a proxy-wasm 0.2 module",
+            abi::ABI_MARKERS.join(", ")
+        ));
+    }
+    for (name, why) in [
+        ("proxy_on_context_create", "the host cannot create contexts"),
+        ("memory", "the host cannot pass data"),
+    ] {
+        if !has(name) {
+            return Err(format!("exports no {name}: {why}"));
+        }
+    }
+    if !has("malloc") && !has("proxy_on_memory_allocate") {
+        return Err(
+            "exports neither malloc nor proxy_on_memory_allocate: the host cannot return data"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Names the first import this host does not provide, in words a plugin
+/// author can act on (the linker's own error says the same, less plainly).
+fn check_imports(module: &Module, defined: &HashSet<String>) -> Result<(), String> {
+    for import in module.imports() {
+        let (m, n) = (import.module(), import.name());
+        if m == "env" && defined.contains(n) {
+            continue;
+        }
+        let kind = match import.ty() {
+            ExternType::Func(_) => "function",
+            ExternType::Memory(_) => "memory",
+            _ => "item",
+        };
+        return Err(format!(
+            "imports the {kind} {m}.{n}, which this host does not provide \
+             (it implements the proxy-wasm 0.2 ABI's env.proxy_* functions; \
+             build for wasm32-unknown-unknown, not WASI)"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! The request as the proxy-wasm header map sees it: real headers plus the
+//! pseudo-headers `:method`, `:path`, `:authority` and `:scheme` (HTTP/2
+//! style, as Envoy presents every request), with edits applied straight to
+//! the parts of the [`MwRequest`] they stand for.
+
+use std::mem;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, HOST};
+use http::{HeaderMap, Method};
+
+use super::abi;
+use crate::middleware::MwRequest;
+
+/// The parts of a request a module can read and change. Moved into the
+/// store for the length of one call (see [`ReqParts::swap`]), so host
+/// functions own what they edit: no pointer into the caller's stack.
+#[derive(Debug, Default)]
+pub struct ReqParts {
+    pub method: Method,
+    pub path: String,
+    pub query: Option<String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl ReqParts {
+    /// Exchanges these parts with `req`'s: called once before a call (the
+    /// request moves in) and once after (the edited request moves back).
+    /// Field moves only; nothing is copied.
+    pub fn swap(&mut self, req: &mut MwRequest) {
+        mem::swap(&mut self.method, &mut req.method);
+        mem::swap(&mut self.path, &mut req.path);
+        mem::swap(&mut self.query, &mut req.query);
+        mem::swap(&mut self.headers, &mut req.headers);
+        mem::swap(&mut self.body, &mut req.body);
+    }
+
+    fn path_and_query(&self) -> String {
+        match &self.query {
+            Some(q) => format!("{}?{q}", self.path),
+            None => self.path.clone(),
+        }
+    }
+
+    /// Number of entries in the map as modules see it (pseudo-headers too):
+    /// the `num_headers` argument of `proxy_on_request_headers`.
+    pub fn count(&self) -> usize {
+        3 + usize::from(self.headers.contains_key(HOST)) + self.headers.len()
+    }
+
+    /// The whole map, pseudo-headers first, serialised for the module.
+    pub fn serialize(&self) -> Vec<u8> {
+        let path = self.path_and_query();
+        let mut pairs: Vec<(&[u8], &[u8])> = vec![
+            (b":method", self.method.as_str().as_bytes()),
+            (b":path", path.as_bytes()),
+            (b":scheme", b"http"),
+        ];
+        if let Some(host) = self.headers.get(HOST) {
+            pairs.push((b":authority", host.as_bytes()));
+        }
+        pairs.extend(
+            self.headers
+                .iter()
+                .map(|(k, v)| (k.as_str().as_bytes(), v.as_bytes())),
+        );
+        abi::serialize_map(pairs.into_iter())
+    }
+
+    /// The first value of `name` (values of a repeated header joined with
+    /// `,`, as Envoy does), or `None`.
+    pub fn get(&self, name: &[u8]) -> Option<Vec<u8>> {
+        match name {
+            b":method" => Some(self.method.as_str().as_bytes().to_vec()),
+            b":path" => Some(self.path_and_query().into_bytes()),
+            b":scheme" => Some(b"http".to_vec()),
+            b":authority" => self.headers.get(HOST).map(|v| v.as_bytes().to_vec()),
+            _ => {
+                let name = HeaderName::from_bytes(name).ok()?;
+                let mut values = self.headers.get_all(&name).iter();
+                let first = values.next()?.as_bytes().to_vec();
+                Some(values.fold(first, |mut acc, v| {
+                    acc.push(b',');
+                    acc.extend_from_slice(v.as_bytes());
+                    acc
+                }))
+            }
+        }
+    }
+
+    /// Sets `name` to `value`, replacing every previous value (`add` false)
+    /// or appending one more (`add` true). Returns an ABI status.
+    pub fn set(&mut self, name: &[u8], value: &[u8], add: bool) -> u32 {
+        match name {
+            b":method" => match Method::from_bytes(value) {
+                Ok(m) => self.method = m,
+                Err(_) => return abi::BAD_ARGUMENT,
+            },
+            b":path" => return self.set_path(value),
+            b":authority" => return self.set(b"host", value, false),
+            // Only plain http:// is proxied; a module cannot change that.
+            b":scheme" => return abi::BAD_ARGUMENT,
+            _ => {
+                let (Ok(name), Ok(value)) =
+                    (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
+                else {
+                    return abi::BAD_ARGUMENT;
+                };
+                if add {
+                    self.headers.append(name, value);
+                } else {
+                    self.headers.insert(name, value);
+                }
+            }
+        }
+        abi::OK
+    }
+
+    fn set_path(&mut self, value: &[u8]) -> u32 {
+        let Ok(text) = std::str::from_utf8(value) else {
+            return abi::BAD_ARGUMENT;
+        };
+        // The same rule the request line follows: the target parses as a URI
+        // path and query, and starts with '/'.
+        if !text.starts_with('/') || text.parse::<http::uri::PathAndQuery>().is_err() {
+            return abi::BAD_ARGUMENT;
+        }
+        match text.split_once('?') {
+            Some((p, q)) => (self.path, self.query) = (p.to_string(), Some(q.to_string())),
+            None => (self.path, self.query) = (text.to_string(), None),
+        }
+        abi::OK
+    }
+
+    /// Removes every value of `name`. Pseudo-headers cannot be removed.
+    pub fn remove(&mut self, name: &[u8]) -> u32 {
+        if name.starts_with(b":") {
+            return abi::BAD_ARGUMENT;
+        }
+        match HeaderName::from_bytes(name) {
+            Ok(name) => {
+                self.headers.remove(name);
+                abi::OK
+            }
+            // A name that cannot exist is not there: removing it is a no-op.
+            Err(_) => abi::OK,
+        }
+    }
+
+    /// Replaces the whole map with `pairs` (pseudo-headers set their parts).
+    pub fn replace_all(&mut self, pairs: &[(&[u8], &[u8])]) -> u32 {
+        let mut fresh = ReqParts {
+            method: self.method.clone(),
+            path: self.path.clone(),
+            query: self.query.clone(),
+            headers: HeaderMap::with_capacity(pairs.len()),
+            body: Bytes::new(),
+        };
+        for (k, v) in pairs {
+            let status = fresh.set(k, v, true);
+            if status != abi::OK {
+                return status;
+            }
+        }
+        (self.method, self.path, self.query, self.headers) =
+            (fresh.method, fresh.path, fresh.query, fresh.headers);
+        abi::OK
+    }
+
+    /// Replaces `size` bytes of the body at `start` with `data` (Envoy's
+    /// `set_buffer_bytes`; `start` past the end appends).
+    pub fn splice_body(&mut self, start: usize, size: usize, data: &[u8]) -> u32 {
+        let len = self.body.len();
+        let start = start.min(len);
+        let end = start.saturating_add(size).min(len);
+        let mut out = Vec::with_capacity(len - (end - start) + data.len());
+        out.extend_from_slice(&self.body[..start]);
+        out.extend_from_slice(data);
+        out.extend_from_slice(&self.body[end..]);
+        self.body = Bytes::from(out);
+        abi::OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts() -> ReqParts {
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, HeaderValue::from_static("example.com"));
+        headers.append("x-a", HeaderValue::from_static("1"));
+        headers.append("x-a", HeaderValue::from_static("2"));
+        ReqParts {
+            method: Method::GET,
+            path: "/p".into(),
+            query: Some("q=1".into()),
+            headers,
+            body: Bytes::from_static(b"hello"),
+        }
+    }
+
+    #[test]
+    fn pseudo_headers_read_and_write_the_request_line() {
+        let mut p = parts();
+        assert_eq!(p.get(b":path").unwrap(), b"/p?q=1");
+        assert_eq!(p.get(b":authority").unwrap(), b"example.com");
+        assert_eq!(p.get(b"x-a").unwrap(), b"1,2");
+        assert_eq!(p.set(b":path", b"/new", false), abi::OK);
+        assert_eq!((p.path.as_str(), p.query.as_deref()), ("/new", None));
+        assert_eq!(p.set(b":path", b"no-slash", false), abi::BAD_ARGUMENT);
+        assert_eq!(p.set(b":method", b"PUT", false), abi::OK);
+        assert_eq!(p.method, Method::PUT);
+        assert_eq!(p.set(b":authority", b"other", false), abi::OK);
+        assert_eq!(p.headers[HOST], "other");
+        assert_eq!(p.remove(b":path"), abi::BAD_ARGUMENT);
+        assert_eq!(p.set(b"bad name", b"v", false), abi::BAD_ARGUMENT);
+        assert_eq!(p.count(), 3 + 1 + 3);
+    }
+
+    #[test]
+    fn body_splices_like_envoy_buffers() {
+        let mut p = parts();
+        p.splice_body(0, 5, b"bye");
+        assert_eq!(&p.body[..], b"bye");
+        p.splice_body(99, 0, b"!");
+        assert_eq!(&p.body[..], b"bye!");
+        p.splice_body(1, 1, b"");
+        assert_eq!(&p.body[..], b"be!");
+    }
+
+    #[test]
+    fn replacing_the_map_keeps_pseudo_headers_as_request_parts() {
+        let mut p = parts();
+        let pairs: Vec<(&[u8], &[u8])> = vec![(b":path", b"/x"), (b"x-b", b"3")];
+        assert_eq!(p.replace_all(&pairs), abi::OK);
+        assert_eq!(p.path, "/x");
+        assert!(p.headers.get(HOST).is_none());
+        assert_eq!(p.headers["x-b"], "3");
+    }
+}

@@ -1,0 +1,254 @@
+//! The wasm driver through the middleware contract: definitions loaded by
+//! the real config loader, real modules (the SDK-built plugins from
+//! `plugins/add-header-wasm`, and `.wat` fault modules), chains instantiated
+//! and run as a worker runs them. What the request looks like afterwards is
+//! what the proxy would send upstream.
+
+mod wasm_common;
+
+use std::time::Duration;
+
+use gateway::middleware::{Flow, MwRequest};
+use gateway::wasm::WasmLimits;
+use http::Method;
+use serde_json::json;
+use wasm_common::{fixture, load_error, request, sdk_module, spec_of, wasm_api, Worker};
+
+fn probe_worker(config: serde_json::Value, limits: WasmLimits) -> Worker {
+    let probe = sdk_module("probe.wasm");
+    let mut def = wasm_api("probe", "/probe/", "127.0.0.1:9", &[(&probe, "Probe")]);
+    def["config_data"] = config;
+    Worker::new(&spec_of(&def), limits)
+}
+
+fn probe(mode: &str) -> MwRequest {
+    request(
+        Method::GET,
+        "/probe/x?a=1",
+        &[("host", "gw.example"), ("x-probe", mode)],
+        "",
+    )
+}
+
+fn header<'a>(req: &'a MwRequest, name: &str) -> &'a str {
+    req.headers
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} in {:?}", req.headers))
+        .to_str()
+        .unwrap()
+}
+
+#[test]
+fn the_sdk_plugin_sets_the_seeds_header_replacing_a_client_value() {
+    let module = sdk_module("add_header_wasm.wasm");
+    let spec = spec_of(&wasm_api(
+        "w",
+        "/wasm/",
+        "127.0.0.1:9",
+        &[(&module, "AddHeader")],
+    ));
+    let w = Worker::new(&spec, WasmLimits::default());
+    for sent in [None, Some("from-client")] {
+        let headers: Vec<(&str, &str)> = sent.iter().map(|v| ("x-custom-wasm", *v)).collect();
+        let mut req = request(Method::GET, "/wasm/hello/", &headers, "");
+        assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+        let values: Vec<_> = req.headers.get_all("x-custom-wasm").iter().collect();
+        assert_eq!(values, ["hello-from-wasm"], "sent {sent:?}");
+        assert_eq!(req.path, "/wasm/hello/");
+    }
+    // Every call is timed into the API's histogram, as for the other drivers.
+    let summaries = w.stats.summaries();
+    assert_eq!(summaries.len(), 1, "{summaries:?}");
+    assert_eq!(
+        (summaries[0].middleware.as_str(), summaries[0].count),
+        ("AddHeader", 2)
+    );
+}
+
+#[test]
+fn header_map_calls_read_and_edit_headers_and_pseudo_headers() {
+    let w = probe_worker(json!(null), WasmLimits::default());
+    let mut req = probe("headers");
+    req.headers.insert("x-in", "42".parse().unwrap());
+    req.headers.insert("x-remove", "bye".parse().unwrap());
+    assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+    assert_eq!(header(&req, "x-out"), "got:42");
+    assert!(req.headers.get("x-remove").is_none());
+    let added: Vec<_> = req.headers.get_all("x-added").iter().collect();
+    assert_eq!(added, ["one", "two"]);
+    assert_eq!(header(&req, "x-seen-path"), "/probe/x?a=1");
+    assert_eq!(header(&req, "x-seen-method"), "GET");
+    assert_eq!(header(&req, "x-seen-authority"), "gw.example");
+    // get-all lists pseudo-headers first, then the real ones.
+    let all = header(&req, "x-all");
+    assert!(
+        all.starts_with(":method :path :scheme :authority host x-probe"),
+        "{all}"
+    );
+}
+
+#[test]
+fn pseudo_header_writes_change_the_path_query_and_method() {
+    let w = probe_worker(json!(null), WasmLimits::default());
+    let mut req = probe("rewrite");
+    assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+    assert_eq!(req.path, "/rewritten/");
+    assert_eq!(req.query.as_deref(), Some("by=wasm"));
+    assert_eq!(req.method, Method::PUT);
+}
+
+#[test]
+fn a_local_response_answers_the_request() {
+    let w = probe_worker(json!(null), WasmLimits::default());
+    match w.run(&mut probe("respond")) {
+        Ok(Flow::Respond(r)) => {
+            assert_eq!(r.status, 403);
+            assert_eq!(r.headers["x-why"], "probe");
+            assert_eq!(&r.body[..], b"denied by wasm");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_body_is_readable_and_replaceable() {
+    let w = probe_worker(json!(null), WasmLimits::default());
+    let big = "abc".repeat(100_000);
+    let mut req = request(Method::POST, "/probe/", &[("x-probe", "body")], &big);
+    assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+    assert_eq!(req.body, big.to_uppercase().as_bytes());
+    assert_eq!(header(&req, "x-body-len"), "300000");
+}
+
+#[test]
+fn properties_configuration_time_and_logging_reach_the_module() {
+    let w = probe_worker(json!({"greeting": "hi"}), WasmLimits::default());
+    let mut req = probe("context");
+    assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+    assert_eq!(header(&req, "x-root-id"), "Probe");
+    assert_eq!(header(&req, "x-config"), r#"{"greeting":"hi"}"#);
+    let secs: u64 = header(&req, "x-time").parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(secs.abs_diff(now) < 3600, "module time {secs}, host {now}");
+}
+
+#[test]
+fn a_configuration_the_plugin_rejects_fails_the_load_naming_config_data() {
+    let probe = sdk_module("probe.wasm");
+    let mut def = wasm_api("p", "/p/", "127.0.0.1:9", &[(&probe, "Probe")]);
+    def["config_data"] = json!("reject-me");
+    let e = gateway::wasm::load(&spec_of(&def), &WasmLimits::default())
+        .err()
+        .expect("refused");
+    assert_eq!(e.field, "config_data");
+    assert!(e.message.contains("rejected its configuration"), "{e}");
+}
+
+/// Each fault answers its own request with an error, the instance is
+/// replaced (the request counter starts again at 1), and the next request
+/// works.
+#[test]
+fn a_panic_a_runaway_loop_and_runaway_memory_fail_only_their_request() {
+    let limits = WasmLimits {
+        timeout: Duration::from_millis(200),
+        memory: 16 << 20,
+    };
+    let w = probe_worker(json!(null), limits);
+    for (fault, says) in [
+        ("panic", "unreachable"),
+        ("loop", "wasm timeout"),
+        ("grow", "memory"),
+    ] {
+        let mut ok = probe("none");
+        assert!(w.run(&mut ok).is_ok());
+        assert_ne!(header(&ok, "x-served"), "0");
+        let err = w.run(&mut probe(fault)).expect_err(fault);
+        assert!(err.0.contains(says), "{fault}: {err}");
+        assert!(err.0.contains("probe.wasm"), "{fault}: {err}");
+        let mut next = probe("none");
+        assert!(w.run(&mut next).is_ok(), "after {fault}");
+        assert_eq!(header(&next, "x-served"), "1", "after {fault}");
+    }
+}
+
+#[test]
+fn a_thousand_traps_in_a_row_leave_the_worker_serving() {
+    let module = fixture("trap.wat");
+    let spec = spec_of(&wasm_api("t", "/t/", "127.0.0.1:9", &[(&module, "Trap")]));
+    let w = Worker::new(&spec, WasmLimits::default());
+    for i in 0..1000 {
+        let mut bad = request(Method::GET, "/t/", &[("x-fault", "1")], "");
+        let err = w.run(&mut bad).expect_err("traps");
+        assert!(err.0.contains("unreachable"), "{i}: {err}");
+        // The request the module failed on is still whole for the log.
+        assert_eq!(bad.headers["x-fault"], "1");
+    }
+    assert!(w.run(&mut request(Method::GET, "/t/", &[], "")).is_ok());
+}
+
+#[test]
+fn wat_modules_that_loop_or_grow_fail_their_request_and_the_next_works() {
+    let limits = WasmLimits {
+        timeout: Duration::from_millis(100),
+        memory: 4 << 20,
+    };
+    for (file, says) in [("loop.wat", "wasm timeout"), ("grow.wat", "memory")] {
+        let module = fixture(file);
+        let spec = spec_of(&wasm_api("f", "/f/", "127.0.0.1:9", &[(&module, "Fault")]));
+        let w = Worker::new(&spec, limits);
+        let err = w
+            .run(&mut request(Method::GET, "/f/", &[("x-fault", "1")], ""))
+            .expect_err(file);
+        assert!(err.0.contains(says), "{file}: {err}");
+        assert!(
+            w.run(&mut request(Method::GET, "/f/", &[], "")).is_ok(),
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn unimplemented_calls_return_the_abis_unimplemented_status() {
+    let module = fixture("unimplemented.wat");
+    let spec = spec_of(&wasm_api("u", "/u/", "127.0.0.1:9", &[(&module, "U")]));
+    let w = Worker::new(&spec, WasmLimits::default());
+    let mut req = request(Method::GET, "/u/", &[], "");
+    assert!(w.run(&mut req).is_ok());
+    assert_eq!(header(&req, "x-status"), "unimplemented");
+}
+
+#[test]
+fn modules_that_cannot_run_fail_the_load_naming_the_file_and_why() {
+    for (file, says) in [
+        ("no_compile.wat", "does not compile"),
+        ("missing_import.wat", "env.proxy_teleport"),
+        ("wasi_import.wat", "wasi_snapshot_preview1.fd_write"),
+        ("no_context_create.wat", "proxy_on_context_create"),
+        ("start_trap.wat", "proxy_on_vm_start"),
+        ("does_not_exist.wasm", "cannot read"),
+    ] {
+        let e = load_error(&fixture(file));
+        assert_eq!(e.field, "custom_middleware.pre[0].path", "{file}: {e}");
+        assert!(e.message.contains(file), "{file}: {e}");
+        assert!(e.message.contains(says), "{file}: {e}");
+    }
+    // Not a module at all: a native plugin's source file.
+    let e = load_error(&fixture("../fixtures/layout.c"));
+    assert!(e.message.contains("does not compile"), "{e}");
+}
+
+#[test]
+fn a_start_that_exceeds_the_memory_limit_fails_the_load() {
+    let probe = sdk_module("probe.wasm");
+    let spec = spec_of(&wasm_api("m", "/m/", "127.0.0.1:9", &[(&probe, "Probe")]));
+    let tiny = WasmLimits {
+        timeout: Duration::from_secs(1),
+        memory: 64 << 10,
+    };
+    let e = gateway::wasm::load(&spec, &tiny).err().expect("refused");
+    assert_eq!(e.field, "custom_middleware.pre[0].path");
+    assert!(e.message.contains("probe.wasm"), "{e}");
+}
