@@ -48,7 +48,7 @@ fn the_shipped_definition_adds_the_seeds_header_upstream() {
 }
 
 #[test]
-fn pre_sees_the_listen_path_post_the_stripped_one_and_answers_skip_the_upstream() {
+fn post_sees_the_clients_path_the_upstream_the_stripped_one_and_answers_skip_the_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let (up, rec) = recorder();
     let probe = sdk_module("probe.wasm");
@@ -67,7 +67,9 @@ fn pre_sees_the_listen_path_post_the_stripped_one_and_answers_skip_the_upstream(
     );
     assert_eq!(got.status, 200, "{}", got.text());
     let seen = rec.last();
-    assert_eq!(seen.headers["x-seen-path"], "/a/b?c=d");
+    // Post runs before the strip (as in Tyk, whose reverse proxy strips):
+    // it sees the client's path; the upstream gets the stripped one.
+    assert_eq!(seen.headers["x-seen-path"], "/probe/a/b?c=d");
     assert_eq!(seen.uri, "/a/b?c=d");
 
     let got = send(gw.addr, "POST", "/probe/", &[("x-probe", "body")], b"shout");
