@@ -559,7 +559,11 @@ fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec<String>, M
         .collect()
 }
 
-fn header(name: &str, value: &str, field: &str) -> Result<(HeaderName, HeaderValue), MwError> {
+pub(crate) fn header(
+    name: &str,
+    value: &str,
+    field: &str,
+) -> Result<(HeaderName, HeaderValue), MwError> {
     let n = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| MwError(format!("{field}: {name:?} is not a valid header name")))?;
     // HeaderValue refuses CR, LF and NUL: a script cannot split the request.
@@ -756,7 +760,7 @@ fn overrides(v: &JsValue, ctx: &mut Context) -> Result<Option<MwResponse>, MwErr
 
 /// `URL` replaces path and query: an origin-form `/path?query`, or an absolute
 /// URL whose path and query are taken (Tyk parses it with `url.Parse`).
-fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
+pub(crate) fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
     let uri: http::Uri = url
         .parse()
         .map_err(|e| MwError(format!("Request.URL {url:?} is not a URL: {e}")))?;
@@ -771,7 +775,7 @@ fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
 
 /// Deletes, then sets, then appends query parameters, and re-encodes the
 /// query as Go's `url.Values.Encode` does (keys sorted, values in order).
-fn edit_query(
+pub(crate) fn edit_query(
     req: &mut MwRequest,
     deletes: &[String],
     adds: &[(String, String)],

@@ -7,6 +7,7 @@
 //! Tyk's `mw_js_plugin.go`: overrides first (nothing proxied), then body,
 //! URL, header deletes before sets, then query deletes, sets and appends.
 
+use crate::js::request::{edit_query, header, set_url};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, StatusCode};
@@ -231,18 +232,6 @@ fn string_map<'js>(
         .collect()
 }
 
-fn header(name: &str, value: &str, field: &str) -> Result<(HeaderName, HeaderValue), MwError> {
-    let n = HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| MwError(format!("{field}: {name:?} is not a valid header name")))?;
-    // HeaderValue refuses CR, LF and NUL: a script cannot split the request.
-    let v = HeaderValue::from_str(value).map_err(|_| {
-        MwError(format!(
-            "{field}[{name:?}]: value contains a character not allowed in a header (CR, LF or control)"
-        ))
-    })?;
-    Ok((n, v))
-}
-
 /// Applies the script's answer to `req`. `out` is what `host.js`'s `answer`
 /// read from it: `[ret]` when the shape is wrong, else the ten fields.
 pub(crate) fn apply<'js>(
@@ -377,47 +366,4 @@ fn overrides<'js>(v: Value<'js>, ctx: &Ctx<'js>) -> Result<Option<MwResponse>, M
         headers,
         body,
     }))
-}
-
-/// `URL` replaces path and query: an origin-form `/path?query`, or an absolute
-/// URL whose path and query are taken (Tyk parses it with `url.Parse`).
-fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e| MwError(format!("Request.URL {url:?} is not a URL: {e}")))?;
-    if !uri.path().starts_with('/') {
-        return Err(MwError(format!("Request.URL {url:?} has no absolute path")));
-    }
-    req.path = uri.path().to_string();
-    req.query = uri.query().map(str::to_string);
-    Ok(())
-}
-
-/// Deletes, then sets, then appends query parameters, and re-encodes the
-/// query as Go's `url.Values.Encode` does (keys sorted, values in order).
-fn edit_query(
-    req: &mut MwRequest,
-    deletes: &[String],
-    adds: &[(String, String)],
-    extended: &[(String, Vec<String>)],
-) {
-    let mut values: Vec<(String, String)> = req
-        .query
-        .as_deref()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
-    values.retain(|(k, _)| !deletes.contains(k));
-    for (k, v) in adds {
-        values.retain(|(name, _)| name != k);
-        values.push((k.clone(), v.clone()));
-    }
-    for (k, vals) in extended {
-        values.extend(vals.iter().map(|v| (k.clone(), v.clone())));
-    }
-    // Stable sort: values of one key keep their order, as in Go.
-    values.sort_by(|a, b| a.0.cmp(&b.0));
-    let encoded = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(values)
-        .finish();
-    req.query = (!encoded.is_empty()).then_some(encoded);
 }
