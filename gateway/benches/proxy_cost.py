@@ -14,9 +14,12 @@ is shared and noisy, so alternation and CPU time beat req/s):
     master and its workers), from /proc/<pid>/task/*/schedstat (ns on CPU),
     under `ab -n N -c 10` (a new connection per request, the seed's
     workload) and, if wrk is installed, `wrk -t1 -c10` keep-alive.
+  - with --c1000: loadgen -n N -c 1000 (new connections) as a third load.
+  - VmRSS of each proxy after all rounds (for nginx, master and workers).
   - with --callgrind: user instructions per request of the gateway with one
-    worker, as (Ir(n2) - Ir(n1)) / (n2 - n1) from two bounded callgrind runs,
-    so startup and shutdown cancel out.
+    worker and of nginx with one process (`master_process off`), under the
+    same `ab -c 10`, as (Ir(n2) - Ir(n1)) / (n2 - n1) from two bounded
+    callgrind runs each, so startup and shutdown cancel out.
 Prints median and min-max per proxy and workload.
 """
 
@@ -116,23 +119,50 @@ def run_load(kind, port, n):
     url = f"http://127.0.0.1:{port}/plain/"
     if kind == "ab-c10":
         cmd = ["ab", "-q", "-n", str(n), "-c", "10", url]
+    elif kind == "loadgen-c1000":
+        cmd = [os.path.join(REL, "loadgen"), "-q", "-n", str(n), "-c", "1000", url]
     else:
         cmd = ["wrk", "-t1", "-c10", "-d3s", url]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
-    if kind == "ab-c10":
+    if kind in ("ab-c10", "loadgen-c1000"):
         failed = int(re.search(r"Failed requests:\s+(\d+)", out).group(1))
         return n, failed
     m = re.search(r"(\d+) requests in", out)
     return int(m.group(1)), 0
 
 
-def callgrind_ir(apis, upstream_port, n):
-    """Total user instructions of a one-worker gateway serving `n` ab requests."""
+def rss_kib(pids):
+    """VmRSS of `pids`, summed, in KiB."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        except (FileNotFoundError, StopIteration):
+            pass
+    return total
+
+
+def gateway_cmd(apis, port):
+    return [GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", "1"]
+
+
+def nginx_cmd(upstream_port, tmp):
+    """nginx as one process (no master), for callgrind."""
+    def cmd(port):
+        d = tempfile.mkdtemp(dir=tmp)
+        with open(f"{d}/nginx.conf", "w") as f:
+            f.write(NGINX_CONF.format(workers=1, dir=d, up=upstream_port, port=port))
+        return ["nginx", "-p", d, "-c", f"{d}/nginx.conf", "-g", "daemon off; master_process off;"]
+    return cmd
+
+
+def callgrind_ir(command, n):
+    """Total user instructions of `command(port)` serving `n` ab requests."""
     port = free_port()
     out = tempfile.mktemp(suffix=".callgrind")
     p = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-         GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", "1"],
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + command(port),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, 60)
     subprocess.run(["ab", "-q", "-n", str(n), "-c", "10", f"http://127.0.0.1:{port}/plain/"],
@@ -154,6 +184,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("-n", type=int, default=10000)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--c1000", action="store_true", help="add loadgen -c 1000 (new connections)")
+    ap.add_argument("--no-wrk", action="store_true")
     args = ap.parse_args()
     for tool in ["ab"]:
         if not shutil.which(tool):
@@ -181,7 +213,9 @@ def main():
                 port, p, pids = start_nginx(w, up_port, tmp)
                 procs.append(p)
                 proxies[f"nginx {w} worker(s)"] = (port, pids)
-        loads = ["ab-c10"] + (["wrk-c10-keepalive"] if shutil.which("wrk") else [])
+        loads = ["ab-c10"] + (["wrk-c10-keepalive"] if shutil.which("wrk") and not args.no_wrk else [])
+        if args.c1000:
+            loads.append("loadgen-c1000")
         results = {(name, load): [] for name in proxies for load in loads}
         for r in range(args.rounds):
             for load in loads:
@@ -197,14 +231,22 @@ def main():
         for load in loads:
             for name in proxies:
                 print(f"  {load:18} {name:20} {spread(results[(name, load)])}")
+        time.sleep(2)
+        print("VmRSS after the rounds:")
+        for name, (port, pids) in proxies.items():
+            print(f"  {name:20} {rss_kib(pids()) / 1024:6.1f} MiB")
         if args.callgrind:
             if not shutil.which("valgrind"):
                 raise SystemExit("valgrind is needed for --callgrind")
             n1, n2 = 500, 2500
-            a = callgrind_ir(apis, up_port, n1)
-            b = callgrind_ir(apis, up_port, n2)
-            print(f"gateway --threads 1 user instructions per request (callgrind, ab -c 10): "
-                  f"{(b - a) / (n2 - n1):.0f}")
+            subjects = {"gateway --threads 1": lambda port: gateway_cmd(apis, port)}
+            if shutil.which("nginx"):
+                subjects["nginx, one process"] = nginx_cmd(up_port, tmp)
+            for name, command in subjects.items():
+                a = callgrind_ir(command, n1)
+                b = callgrind_ir(command, n2)
+                print(f"{name} user instructions per request (callgrind, ab -c 10): "
+                      f"{(b - a) / (n2 - n1):.0f}")
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)

@@ -1,11 +1,14 @@
-//! One client connection: HTTP/1 with a head timeout, and its part in
-//! shutdown.
+//! One client connection: HTTP/1 over the checked stream of [`crate::wire`],
+//! and its part in shutdown.
 //!
-//! - hyper's `header_read_timeout` bounds how long a client may take to send
-//!   a request head. It needs a timer, which hyper does not have unless
-//!   given one; without it slowloris connections (a byte every few seconds)
-//!   were held forever. hyper starts the timer as soon as the connection
-//!   waits for a head, so it is also the keep-alive idle timeout.
+//! - [`crate::wire::ClientIo`] bounds how long a client may take to send a
+//!   request head (slowloris connections, a byte every few seconds, were
+//!   once held forever) and how long a keep-alive connection may stay idle,
+//!   and marks request heads nginx refuses; the service answers those 400
+//!   and closes. hyper's own `header_read_timeout` is off: it is one timer
+//!   for both waits, and it allocates a timer for every request.
+//! - Each response's body is wrapped ([`Answered`]) so the reader knows when
+//!   the response is done and the connection idle.
 //! - At shutdown each connection is told to finish: one with a request in
 //!   flight completes it and closes; one idle between keep-alive requests
 //!   closes now (hyper's graceful shutdown). A connection that has not yet
@@ -22,16 +25,22 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
 use http::header::{self, HeaderValue};
+use http_body::{Body, Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
 use crate::control::Control;
-use crate::proxy::Proxy;
+use crate::proxy::{ClientBody, Proxy};
 use crate::server::GatewayConfig;
+use crate::wire::{ClientIo, ConnState, HeadTimeout};
 
 /// How long a connection that has sent no request yet may still deliver one
 /// once shutdown begins.
@@ -42,6 +51,8 @@ pub struct Server {
     proxy: Rc<Proxy>,
     control: Arc<Control>,
     http: http1::Builder,
+    header_timeout: Duration,
+    keepalive_timeout: Duration,
     shutdown: watch::Receiver<bool>,
     /// Set when shutdown begins: every response from then on closes its
     /// connection.
@@ -53,7 +64,21 @@ pub struct Server {
 #[derive(Default)]
 struct Open {
     count: Cell<usize>,
+    /// Most connections open at once since the worker last went quiet.
+    peak: Cell<usize>,
     none_left: Notify,
+}
+
+/// Connections open at once that make a burst worth a heap trim once the
+/// worker is quiet again (ab's `-c 10` never trims; a `-c 1000` run does).
+const BURST: usize = 256;
+
+impl Open {
+    fn opened(&self) {
+        let n = self.count.get() + 1;
+        self.count.set(n);
+        self.peak.set(self.peak.get().max(n));
+    }
 }
 
 /// Held by each connection task; counts it out when the task ends.
@@ -65,7 +90,26 @@ impl Drop for OpenGuard {
         open.count.set(open.count.get() - 1);
         if open.count.get() == 0 {
             open.none_left.notify_waiters();
+            if open.peak.replace(0) >= BURST {
+                trim_heap();
+            }
         }
+    }
+}
+
+/// Gives the pages a burst of connections left free back to the kernel.
+///
+/// Each of a burst's connections held hyper's read and write buffers and a
+/// task (tens of KiB); freed, they stay in glibc's per-thread arenas, which
+/// return memory to the kernel only from the top of a heap: a c=1000 burst
+/// left tens of MB resident for good. `malloc_trim` releases free pages
+/// anywhere in every arena. It walks the heaps (a millisecond or so), so it
+/// runs once per burst, when the worker's last connection closes.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -78,13 +122,14 @@ impl Server {
         shutdown: watch::Receiver<bool>,
     ) -> Server {
         let mut http = http1::Builder::new();
-        http.keep_alive(true)
-            .timer(TokioTimer::new())
-            .header_read_timeout(config.client_header_timeout);
+        // No timer: the waits are bounded by `ClientIo` (see module docs).
+        http.keep_alive(true).header_read_timeout(None);
         Server {
             proxy,
             control,
             http,
+            header_timeout: config.client_header_timeout,
+            keepalive_timeout: config.client_keepalive_timeout,
             shutdown,
             stopping: Rc::default(),
             open: Rc::new(Open::default()),
@@ -93,37 +138,46 @@ impl Server {
 
     /// Serves `stream` on a task of this worker's LocalSet.
     pub fn spawn(&self, stream: TcpStream, remote: SocketAddr) {
-        // Set when the first request head has arrived (see module docs).
-        let started = Rc::new(Cell::new(false));
+        let state = Rc::new(ConnState::default());
         let service = {
-            let (proxy, control, started) =
-                (self.proxy.clone(), self.control.clone(), started.clone());
+            let (proxy, control, state) = (self.proxy.clone(), self.control.clone(), state.clone());
             let stopping = self.stopping.clone();
             service_fn(move |req| {
-                started.set(true);
+                let refused = state.next_request();
                 let (proxy, control, stopping) = (proxy.clone(), control.clone(), stopping.clone());
+                let state = state.clone();
                 async move {
-                    let mut resp = crate::front::serve(&proxy, &control, req, remote).await;
-                    if stopping.get() {
+                    let mut resp = match refused {
+                        Some(fault) => crate::front::refuse(&req, remote, fault),
+                        None => crate::front::serve(&proxy, &control, req, remote).await,
+                    };
+                    if stopping.get() || refused.is_some() {
                         // The last response on this connection.
                         resp.headers_mut()
                             .insert(header::CONNECTION, HeaderValue::from_static("close"));
                     }
-                    Ok::<_, std::convert::Infallible>(resp)
+                    Ok::<_, std::convert::Infallible>(resp.map(|body| Answered { body, state }))
                 }
             })
         };
-        let conn = self.http.serve_connection(TokioIo::new(stream), service);
+        let io = ClientIo::new(
+            stream,
+            state.clone(),
+            self.header_timeout,
+            self.keepalive_timeout,
+        );
+        let conn = self.http.serve_connection(TokioIo::new(io), service);
         let mut shutdown = self.shutdown.clone();
-        self.open.count.set(self.open.count.get() + 1);
+        self.open.opened();
         let guard = OpenGuard(self.open.clone());
         tokio::task::spawn_local(async move {
             let _guard = guard;
             let mut conn = std::pin::pin!(conn);
+            let started = || state.started.get();
             let result = tokio::select! {
                 r = conn.as_mut() => r,
                 _ = shutdown.wait_for(|stop| *stop) => {
-                    if started.get() {
+                    if started() {
                         // Idle between requests: closed now. Mid-request:
                         // answered, then closed.
                         conn.as_mut().graceful_shutdown();
@@ -136,7 +190,7 @@ impl Server {
                         // `stopping`).
                         match tokio::time::timeout(FIRST_REQUEST_GRACE, conn.as_mut()).await {
                             Ok(r) => r,
-                            Err(_) if !started.get() => {
+                            Err(_) if !started() => {
                                 tracing::debug!(client = %remote, "shutdown: closing a connection that sent no request");
                                 return;
                             }
@@ -149,8 +203,8 @@ impl Server {
                 }
             };
             if let Err(e) = result {
-                if e.is_timeout() {
-                    tracing::debug!(client = %remote, "client took longer than --client-header-timeout to send a request head; connection closed");
+                if let Some(t) = find_cause::<HeadTimeout>(&e) {
+                    tracing::debug!(client = %remote, "{t}; connection closed");
                 } else {
                     tracing::debug!(client = %remote, error = %e, "connection ended with an error");
                 }
@@ -180,5 +234,58 @@ impl Server {
                 self.open.count.get()
             );
         }
+    }
+}
+
+/// The first cause of type `T` in `e`'s chain.
+fn find_cause<'a, T: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(found) = err.downcast_ref::<T>() {
+            return Some(found);
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if let Some(found) = io.get_ref().and_then(|i| i.downcast_ref::<T>()) {
+                return Some(found);
+            }
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// A response body that tells the connection's reader when hyper is done
+/// with it (written to its end, or dropped on an error): from then on the
+/// connection is idle, and the keep-alive timeout runs.
+pub struct Answered {
+    body: ClientBody,
+    state: Rc<ConnState>,
+}
+
+impl Body for Answered {
+    type Data = Bytes;
+    type Error = <ClientBody as Body>::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.state.answered();
     }
 }

@@ -81,7 +81,7 @@ impl Kind {
             Kind::BodyTooLarge => "the request body is too large to buffer",
             Kind::BadRequest => "the request body could not be read",
             Kind::RequestTimeout => "the client stopped sending its request body",
-            Kind::LoopDetected => "the API's target is this gateway itself",
+            Kind::LoopDetected => "the request would loop back to this gateway",
         }
     }
 }

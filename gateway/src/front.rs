@@ -1,7 +1,7 @@
 //! The front door: what every request passes before it is routed.
 //!
 //! ```text
-//! check the head (Host, Content-Length) -> clean the path (301 as Tyk's mux)
+//! check the head (Host; framing headers in crate::wire) -> clean the path (301 as Tyk's mux)
 //!       -> the gateway's own endpoints (/hello, /tyk/) -> proxy
 //! ```
 //!
@@ -51,12 +51,22 @@ pub async fn serve(
     proxy.handle(req, remote).await
 }
 
+/// Answers a request whose head [`crate::wire`] refused (framing headers
+/// that could be read two ways); the connection closes after it.
+pub fn refuse(
+    req: &Request<Incoming>,
+    remote: SocketAddr,
+    fault: crate::wire::HeadFault,
+) -> Response<ClientBody> {
+    let e = ProxyError::with_cause(Kind::BadRequest, Origin::Client, fault.to_string());
+    tracing::info!(client = %remote, error = %e, "request refused (client error)");
+    full(e.response(ErrorFormat::of(req.headers())))
+}
+
 /// Refuses heads nginx refuses: a missing `Host` on HTTP/1.1, and more than
-/// one `Host` or `Content-Length` (which would reach the upstream twice, or
-/// be read two ways). hyper itself refuses differing `Content-Length`s and
-/// lets `Transfer-Encoding` win over `Content-Length` (dropping it, and
-/// closing the connection after the response), so no smuggled request is
-/// ever read from the same connection.
+/// one `Host` (which would reach the upstream twice). Two `Content-Length`s,
+/// or one with `Transfer-Encoding`, are refused before hyper has read them
+/// (it keeps one of each): see [`crate::wire`].
 fn check_head(req: &Request<Incoming>) -> Result<(), ProxyError> {
     let refuse = |why: String| {
         Err(ProxyError::with_cause(
@@ -71,10 +81,6 @@ fn check_head(req: &Request<Incoming>) -> Result<(), ProxyError> {
     }
     if hosts == 0 && req.version() == http::Version::HTTP_11 {
         return refuse("an HTTP/1.1 request without a Host header".into());
-    }
-    let lengths = req.headers().get_all(header::CONTENT_LENGTH).iter().count();
-    if lengths > 1 {
-        return refuse(format!("the request has {lengths} Content-Length headers"));
     }
     Ok(())
 }

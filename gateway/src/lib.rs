@@ -7,7 +7,8 @@
 //! A request passes the modules in this order:
 //!
 //! - [`server`]: startup, one single-threaded runtime and listener per worker, shutdown.
-//! - [`conn`]: one client connection: head timeout, its part in shutdown.
+//! - [`wire`]: the client's bytes before hyper: heads checked as sent, header and idle timeouts.
+//! - [`conn`]: one client connection: HTTP/1 over the checked stream, its part in shutdown.
 //! - [`front`]: what every request passes first: head checks, path cleaning, own endpoints.
 //! - [`path`]: path cleaning as Tyk's router (gorilla/mux): 301 for dot segments.
 //! - [`control`]: the gateway's own endpoints: `/hello` and the `/tyk/` control API.
@@ -43,3 +44,4 @@ pub mod server;
 pub mod stats;
 pub mod upstream;
 pub mod wasm;
+pub mod wire;

@@ -59,9 +59,12 @@ struct Args {
     /// How long an idle upstream connection is kept (nginx's upstream keepalive_timeout)
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     upstream_keepalive_timeout: Duration,
-    /// Longest a client may take to send a request head; also how long an idle keep-alive client connection is kept (nginx's client_header_timeout)
+    /// Longest a client may take to send a request head, counted from the connection's accept for the first and from its first byte for later ones (nginx's client_header_timeout)
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_header_timeout: Duration,
+    /// How long a keep-alive client connection may stay idle between requests before it is closed (nginx's keepalive_timeout)
+    #[arg(long, default_value = "75s", value_parser = parse_duration)]
+    client_keepalive_timeout: Duration,
     /// Longest wait between two reads of a request body before answering 408 (nginx's client_body_timeout)
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_body_timeout: Duration,
@@ -174,6 +177,7 @@ fn main() -> std::process::ExitCode {
         upstream_keepalive: args.upstream_keepalive,
         upstream_keepalive_timeout: args.upstream_keepalive_timeout,
         client_header_timeout: args.client_header_timeout,
+        client_keepalive_timeout: args.client_keepalive_timeout,
         client_body_timeout: args.client_body_timeout,
         shutdown_grace: args.shutdown_grace,
         secret: args.secret.filter(|s| !s.is_empty()),

@@ -66,6 +66,10 @@ pub struct Proxy {
     pub upstream_timeout: Duration,
     /// Longest wait between two reads of a client's request body.
     pub body_timeout: Duration,
+    /// This gateway's `Via` entry: a request that carries it has looped.
+    pub hop: upstream::Hop,
+    /// The last client address as an `X-Forwarded-For` value.
+    pub forwarded_for: upstream::ForwardedFor,
 }
 
 impl Proxy {
@@ -100,6 +104,18 @@ impl Proxy {
                 ),
             ));
         }
+        if self.hop.seen_in(req.headers()) {
+            return Err(ProxyError::with_cause(
+                Kind::LoopDetected,
+                Origin::Internal,
+                format!(
+                    "api {}: the request has been through this gateway before (its Via has {}): a loop through proxy.target_url {}",
+                    route.spec.api_id,
+                    self.hop.name(),
+                    route.spec.target.authority
+                ),
+            ));
+        }
         let (parts, body) = req.into_parts();
         let body = RequestBody::new(body, self.body_timeout);
         match &route.chain {
@@ -123,15 +139,8 @@ impl Proxy {
         body: RequestBody,
         remote: SocketAddr,
     ) -> Result<Response<ClientBody>, ProxyError> {
-        let spec = &route.spec;
-        let path = router::upstream_path(
-            &spec.listen_path,
-            spec.strip_listen_path,
-            &spec.target.base_path,
-            parts.uri.path(),
-        );
-        let uri = upstream_uri(spec, &path, parts.uri.query())?;
-        prepare_headers(route, &mut parts.headers, remote);
+        let uri = upstream_uri(&route.spec, parts.uri.path(), parts.uri.query())?;
+        self.prepare_headers(route, &mut parts.headers, remote);
         let mut up = Request::from_parts(parts, Either::Left(body));
         *up.uri_mut() = uri;
         *up.version_mut() = http::Version::HTTP_11;
@@ -170,15 +179,9 @@ impl Proxy {
         if let Some(clean) = crate::path::clean_rewritten(&mw.path) {
             mw.path = clean;
         }
-        let path = router::upstream_path(
-            &spec.listen_path,
-            spec.strip_listen_path,
-            &spec.target.base_path,
-            &mw.path,
-        );
-        let uri = upstream_uri(spec, &path, mw.query.as_deref())?;
+        let uri = upstream_uri(spec, &mw.path, mw.query.as_deref())?;
         let mut headers = mw.headers;
-        prepare_headers(route, &mut headers, remote);
+        self.prepare_headers(route, &mut headers, remote);
         // The body may have been replaced: its length is what we send now.
         headers.remove(header::CONTENT_LENGTH);
         if !mw.body.is_empty() || method_has_body(&mw.method) {
@@ -204,6 +207,19 @@ impl Proxy {
         let (mut parts, body) = resp.into_parts();
         upstream::remove_hop_by_hop(&mut parts.headers);
         Ok(Response::from_parts(parts, Either::Left(body)))
+    }
+
+    /// Header edits every proxied request gets, with or without middleware.
+    fn prepare_headers(&self, route: &Route, headers: &mut http::HeaderMap, remote: SocketAddr) {
+        let out = upstream::Outgoing {
+            client: &self.forwarded_for,
+            remote,
+            hop: &self.hop,
+            // A shared copy: made once per worker, not parsed per request.
+            host: route.host.as_ref(),
+            preserve_host: route.spec.preserve_host_header,
+        };
+        upstream::prepare_request(headers, &out);
     }
 }
 
@@ -261,30 +277,17 @@ async fn read_body(body: RequestBody) -> Result<Bytes, ProxyError> {
     }
 }
 
-/// Header edits every proxied request gets, with or without middleware.
-fn prepare_headers(route: &Route, headers: &mut http::HeaderMap, remote: SocketAddr) {
-    upstream::remove_hop_by_hop_request(headers);
-    upstream::append_forwarded_for(headers, remote);
-    upstream::default_user_agent(headers);
-    if !route.spec.preserve_host_header || !headers.contains_key(header::HOST) {
-        if let Some(v) = &route.host {
-            // A shared copy: made once per worker, not parsed per request.
-            headers.insert(header::HOST, v.clone());
-        }
-    }
-}
-
-/// The origin-form request target sent upstream (`/path?query`): the
-/// target URL's own query first, then the request's, joined with `&` as
-/// Tyk's director does.
+/// The origin-form request target sent upstream for the request's `path`
+/// and `query` (see [`router::upstream_target`]).
 fn upstream_uri(spec: &ApiSpec, path: &str, query: Option<&str>) -> Result<Uri, ProxyError> {
-    let tq = spec.target.query.as_deref().filter(|q| !q.is_empty());
-    let rq = query.filter(|q| !q.is_empty());
-    let pq = match (tq, rq) {
-        (None, None) => path.to_string(),
-        (Some(q), None) | (None, Some(q)) => format!("{path}?{q}"),
-        (Some(t), Some(r)) => format!("{path}?{t}&{r}"),
-    };
+    let pq = router::upstream_target(
+        &spec.listen_path,
+        spec.strip_listen_path,
+        &spec.target.base_path,
+        path,
+        spec.target.query.as_deref(),
+        query,
+    );
     Uri::try_from(pq).map_err(|e| {
         ProxyError::with_cause(
             Kind::MiddlewareFailed,

@@ -62,10 +62,13 @@ pub struct GatewayConfig {
     pub upstream_timeout: Duration,
     /// How long shutdown waits for in-flight requests before exiting anyway.
     pub shutdown_grace: Duration,
-    /// How long a client may take to send a request head, counted from when
-    /// the connection is ready for one: also how long an idle keep-alive
-    /// connection is kept (nginx's `client_header_timeout`).
+    /// How long a client may take to send a request head: the first from
+    /// when the connection is accepted, later ones from their first byte
+    /// (nginx's `client_header_timeout`).
     pub client_header_timeout: Duration,
+    /// How long a keep-alive connection may stay idle between requests
+    /// (nginx's `keepalive_timeout`).
+    pub client_keepalive_timeout: Duration,
     /// Longest wait between two reads of a request body (nginx's
     /// `client_body_timeout`); 408 after.
     pub client_body_timeout: Duration,
@@ -95,6 +98,7 @@ impl Default for GatewayConfig {
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             client_header_timeout: Duration::from_secs(60),
+            client_keepalive_timeout: Duration::from_secs(75),
             client_body_timeout: Duration::from_secs(60),
             upstream_read_timeout: Duration::from_secs(60),
             upstream_keepalive: 64,
@@ -110,6 +114,7 @@ pub struct Gateway {
     apis: Vec<LoadedApi>,
     resolver: Resolver,
     control: Arc<Control>,
+    hop: crate::upstream::Hop,
 }
 
 impl Gateway {
@@ -146,6 +151,7 @@ impl Gateway {
             apis: load.apis,
             resolver,
             control,
+            hop: crate::upstream::Hop::random(),
         })
     }
 
@@ -191,6 +197,7 @@ impl Gateway {
                 resolver: self.resolver.clone(),
                 config: self.config.clone(),
                 loops: loops.clone(),
+                hop: self.hop.clone(),
             };
             let (apis, rx) = (apis.clone(), rx.clone());
             let handle = std::thread::Builder::new()
@@ -257,6 +264,8 @@ struct Shared {
     config: GatewayConfig,
     /// Per API (same order): its target is this gateway.
     loops: Arc<Vec<bool>>,
+    /// This gateway's `Via` entry, the same on every worker.
+    hop: crate::upstream::Hop,
 }
 
 /// True when `spec`'s target is an address this gateway listens on: proxying
@@ -359,6 +368,8 @@ fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
         pool: Rc::new(pool),
         upstream_timeout: config.upstream_timeout,
         body_timeout: config.client_body_timeout,
+        hop: shared.hop.clone(),
+        forwarded_for: Default::default(),
     }
 }
 

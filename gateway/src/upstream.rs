@@ -294,10 +294,147 @@ pub fn remove_hop_by_hop_request(headers: &mut HeaderMap) {
     }
 }
 
+const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// Which of the headers a proxy edits a request already has.
+#[derive(Default)]
+struct Present {
+    hop_by_hop: bool,
+    forwarded_for: bool,
+    user_agent: bool,
+    via: bool,
+    host: bool,
+}
+
+impl Present {
+    /// One pass over the names (a request has a handful), instead of a
+    /// hashed lookup per header edited.
+    fn of(headers: &HeaderMap) -> Present {
+        let mut p = Present::default();
+        for name in headers.keys() {
+            if name == header::USER_AGENT {
+                p.user_agent = true;
+            } else if name == header::HOST {
+                p.host = true;
+            } else if name == XFF {
+                p.forwarded_for = true;
+            } else if name == header::VIA {
+                p.via = true;
+            } else if HOP_BY_HOP.contains(name) {
+                p.hop_by_hop = true;
+            }
+        }
+        p
+    }
+}
+
+/// What [`prepare_request`] sets besides what the request brings.
+pub struct Outgoing<'a> {
+    /// The client's address, for `X-Forwarded-For`.
+    pub client: &'a ForwardedFor,
+    pub remote: SocketAddr,
+    /// This gateway's `Via` entry.
+    pub hop: &'a Hop,
+    /// The target's `Host`; kept from the client instead when
+    /// `preserve_host` and the client sent one.
+    pub host: Option<&'a HeaderValue>,
+    pub preserve_host: bool,
+}
+
+/// The header edits every proxied request gets, with or without middleware:
+/// hop-by-hop headers out (but `TE: trailers`), the client's address in
+/// `X-Forwarded-For`, Tyk's `User-Agent` when there is none, this gateway in
+/// `Via`, and the target's `Host`.
+///
+/// The common request (none of those headers but `Host` and `User-Agent`)
+/// costs one pass over the names and an insert per header set, with no
+/// allocation but the map's growth: every value set is a shared copy.
+pub fn prepare_request(headers: &mut HeaderMap, out: &Outgoing<'_>) {
+    let mut has = Present::of(headers);
+    if has.hop_by_hop {
+        remove_hop_by_hop_request(headers);
+        // `Connection` may have named any header, these included.
+        has = Present::of(headers);
+    }
+    // Up to four inserts below: grow the map once, not twice.
+    headers.reserve(4);
+    match has.forwarded_for {
+        true => append_forwarded_for(headers, out.remote),
+        false => {
+            headers.insert(XFF, out.client.value(out.remote.ip()));
+        }
+    }
+    if !has.user_agent {
+        headers.insert(header::USER_AGENT, HeaderValue::from_static(TYK_USER_AGENT));
+    }
+    match has.via {
+        true => out.hop.append(headers),
+        false => {
+            headers.insert(header::VIA, out.hop.value.clone());
+        }
+    }
+    if !(out.preserve_host && has.host) {
+        if let Some(v) = out.host {
+            headers.insert(header::HOST, v.clone());
+        }
+    }
+}
+
+/// The last client address written as an `X-Forwarded-For` value, kept
+/// per worker: a benchmark's (and many a deployment's) requests all come
+/// from one address, which is then formatted and allocated once, not per
+/// request.
+#[derive(Default)]
+pub struct ForwardedFor(std::cell::RefCell<Option<(std::net::IpAddr, HeaderValue)>>);
+
+impl ForwardedFor {
+    /// `ip` as a header value.
+    pub fn value(&self, ip: std::net::IpAddr) -> HeaderValue {
+        if let Some((last, v)) = &*self.0.borrow() {
+            if *last == ip {
+                return v.clone();
+            }
+        }
+        let v = match ip {
+            std::net::IpAddr::V4(v4) => {
+                let mut buf = [0u8; 15];
+                let n = write_ipv4(&mut buf, v4);
+                HeaderValue::from_bytes(&buf[..n])
+            }
+            std::net::IpAddr::V6(v6) => HeaderValue::from_str(&v6.to_string()),
+        }
+        .expect("an IP address is a valid header value");
+        *self.0.borrow_mut() = Some((ip, v.clone()));
+        v
+    }
+}
+
+/// Writes `ip` in dotted decimal (what `Display` writes, without the
+/// formatting machinery); returns the length.
+fn write_ipv4(buf: &mut [u8; 15], ip: std::net::Ipv4Addr) -> usize {
+    let mut n = 0;
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[n] = b'.';
+            n += 1;
+        }
+        if octet >= 100 {
+            buf[n] = b'0' + octet / 100;
+            n += 1;
+        }
+        if octet >= 10 {
+            buf[n] = b'0' + octet / 10 % 10;
+            n += 1;
+        }
+        buf[n] = b'0' + octet % 10;
+        n += 1;
+    }
+    n
+}
+
 /// Appends the client's address to `X-Forwarded-For`, folding several such
 /// headers into one comma-separated list, as Tyk's `requestIPHops` does.
 pub fn append_forwarded_for(headers: &mut HeaderMap, client: SocketAddr) {
-    const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
     use std::fmt::Write as _;
     let mut joined = String::with_capacity(48);
     for prior in headers.get_all(&XFF) {
@@ -309,6 +446,71 @@ pub fn append_forwarded_for(headers: &mut HeaderMap, client: SocketAddr) {
     let _ = write!(joined, "{}", client.ip());
     if let Ok(v) = HeaderValue::from_str(&joined) {
         headers.insert(XFF, v);
+    }
+}
+
+/// This gateway's entry in `Via` (RFC 9110 §7.6.3), by which it knows a
+/// request it has already proxied once: a target that leads back to it,
+/// directly or through other gateways, is a loop (answered 508) instead of
+/// a new connection per hop until file descriptors run out.
+///
+/// The name is random per gateway (`gw-` and 16 hex digits), so two
+/// gateways on one host never take each other's requests for their own,
+/// and it says nothing about the host. It has a fixed length: ab counts a
+/// response whose length changes as failed, and the seed's upstream echoes
+/// the request's headers.
+#[derive(Clone)]
+pub struct Hop {
+    /// `gw-…`, looked for in a request's `Via`.
+    name: String,
+    /// `1.1 gw-…`, what a request without `Via` gets.
+    value: HeaderValue,
+}
+
+impl Hop {
+    /// A new random name.
+    pub fn random() -> Hop {
+        use std::hash::{BuildHasher, Hasher};
+        // RandomState is seeded from the OS once per process and stepped
+        // for every new one: distinct per gateway in one process too.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let name = format!("gw-{:016x}", h.finish());
+        let value = HeaderValue::from_str(&format!("1.1 {name}")).expect("ASCII token");
+        Hop { name, value }
+    }
+
+    /// True when `headers` show that the request has passed this gateway.
+    pub fn seen_in(&self, headers: &HeaderMap) -> bool {
+        let name = self.name.as_bytes();
+        headers.get_all(header::VIA).iter().any(|v| {
+            v.as_bytes()
+                .windows(name.len())
+                .any(|w| w.eq_ignore_ascii_case(name))
+        })
+    }
+
+    /// Adds this gateway to `Via`, after any earlier proxies (one header).
+    pub fn append(&self, headers: &mut HeaderMap) {
+        let mut prior = headers.get_all(header::VIA).iter().peekable();
+        if prior.peek().is_none() {
+            headers.insert(header::VIA, self.value.clone());
+            return;
+        }
+        let mut joined = Vec::with_capacity(64);
+        for p in prior {
+            joined.extend_from_slice(p.as_bytes());
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(self.value.as_bytes());
+        if let Ok(v) = HeaderValue::from_bytes(&joined) {
+            headers.insert(header::VIA, v);
+        }
+    }
+
+    /// The name, for logs.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -345,6 +547,53 @@ mod tests {
         assert_eq!(h["x-forwarded-for"], "10.1.2.3");
         append_forwarded_for(&mut h, "127.0.0.1:1".parse().unwrap());
         assert_eq!(h["x-forwarded-for"], "10.1.2.3, 127.0.0.1");
+    }
+
+    #[test]
+    fn client_addresses_are_written_as_display_writes_them() {
+        let cache = ForwardedFor::default();
+        for ip in [
+            "127.0.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "10.20.100.9",
+            "192.168.1.10",
+            "::1",
+            "2001:db8::7",
+            "127.0.0.1",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            assert_eq!(cache.value(ip), ip.to_string().as_str());
+        }
+    }
+
+    #[test]
+    fn a_request_gets_every_proxy_header_in_one_pass() {
+        let hop = Hop::random();
+        let client = ForwardedFor::default();
+        let host = HeaderValue::from_static("up:80");
+        let out = Outgoing {
+            client: &client,
+            remote: "10.0.0.9:1".parse().unwrap(),
+            hop: &hop,
+            host: Some(&host),
+            preserve_host: false,
+        };
+        let mut h = HeaderMap::new();
+        h.insert("host", "gw".parse().unwrap());
+        h.insert("connection", "close, user-agent".parse().unwrap());
+        h.insert("user-agent", "curl".parse().unwrap());
+        h.insert("te", "trailers".parse().unwrap());
+        prepare_request(&mut h, &out);
+        assert_eq!(h["host"], "up:80");
+        assert_eq!(h["x-forwarded-for"], "10.0.0.9");
+        // Named by Connection, so hop-by-hop: replaced by Tyk's default.
+        assert_eq!(h["user-agent"], TYK_USER_AGENT);
+        assert_eq!(h["te"], "trailers");
+        assert!(h["via"].to_str().unwrap().starts_with("1.1 gw-"));
+        assert!(!h.contains_key("connection"));
+        assert!(hop.seen_in(&h));
+        assert_eq!(h.len(), 5, "{h:?}");
     }
 
     #[test]

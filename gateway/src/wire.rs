@@ -1,0 +1,598 @@
+//! The client's byte stream, seen before hyper reads it: every request head
+//! checked as the client sent it, and the two waits nginx bounds separately,
+//! for a request head and between keep-alive requests.
+//!
+//! Why under hyper rather than after it: hyper normalises a head as it
+//! parses it. With `Content-Length` and `Transfer-Encoding` it drops the
+//! length, and of two equal `Content-Length`s it keeps one, so the request
+//! a service gets no longer shows what was sent. nginx refuses both (400):
+//! a proxy in front of us, or behind us, may have read the body the other
+//! way (request smuggling). [`ClientIo`] follows the framing of the byte
+//! stream (head, then a sized or chunked body, then the next head) and
+//! parses each head with `httparse`, the parser hyper itself uses, so the
+//! two agree on where each head is; a refused head is marked in
+//! [`ConnState`] for the service to answer 400.
+//!
+//! Timeouts (replacing hyper's `header_read_timeout`, which starts when a
+//! connection waits for a head and so is also its idle timeout):
+//!
+//! - a connection's first request head must arrive within the header timeout
+//!   of the connection being accepted (nginx's `client_header_timeout`), and
+//!   any later head within the header timeout of its first byte;
+//! - between two requests a connection may stay idle for the keep-alive
+//!   timeout (nginx's `keepalive_timeout`), counted from when the previous
+//!   response was written and nothing of the next request has arrived;
+//! - while a request is in flight neither applies (the body and upstream
+//!   timeouts do).
+//!
+//! A head timeout fails the read (hyper closes the connection and reports
+//! the error); an idle timeout reads as a clean end of stream. Timers are
+//! armed only while a read waits, once per connection: a head that arrives
+//! whole in one read (the common case) costs no clock read and no timer.
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+
+/// Most header lines in one head; hyper's default limit too, so a head we
+/// cannot parse is one hyper refuses.
+const MAX_HEADERS: usize = 100;
+
+/// Largest head kept while it arrives in pieces: hyper's read buffer limit
+/// (a longer head is refused by hyper with 431).
+const MAX_HEAD: usize = 8192 + 4096 * 100;
+
+/// Why a request head was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadFault {
+    /// Both `Content-Length` and `Transfer-Encoding`.
+    LengthAndChunked,
+    /// More than one `Content-Length` line (even with equal values).
+    Lengths(usize),
+    /// More than one `Transfer-Encoding` line.
+    Encodings(usize),
+}
+
+impl fmt::Display for HeadFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeadFault::LengthAndChunked => {
+                f.write_str("the request has both Content-Length and Transfer-Encoding")
+            }
+            HeadFault::Lengths(n) => write!(f, "the request has {n} Content-Length headers"),
+            HeadFault::Encodings(n) => write!(f, "the request has {n} Transfer-Encoding headers"),
+        }
+    }
+}
+
+/// What a connection's reader and its service share (one per connection,
+/// behind an `Rc`: both live on the worker's thread).
+#[derive(Default)]
+pub struct ConnState {
+    /// Set when the first request head has arrived (shutdown treats a
+    /// connection that never sent one differently: see [`crate::conn`]).
+    pub started: Cell<bool>,
+    /// Requests the service has been called for.
+    served: Cell<u64>,
+    /// Responses whose body hyper has finished with (written or dropped).
+    answered: Cell<u64>,
+    /// The first refused head: its number on the connection, and why.
+    refused: Cell<Option<(u64, HeadFault)>>,
+    /// The reader's task, waiting while a keep-alive request is in flight:
+    /// woken when its response is done, so the idle timer starts (hyper
+    /// would not read again until the socket is readable).
+    waiting: Cell<Option<Waker>>,
+}
+
+impl ConnState {
+    /// Called once per request, in order: why its head is refused, if it is.
+    pub fn next_request(&self) -> Option<HeadFault> {
+        self.started.set(true);
+        let n = self.served.get();
+        self.served.set(n + 1);
+        match self.refused.get() {
+            Some((at, fault)) if at == n => Some(fault),
+            _ => None,
+        }
+    }
+
+    /// Called when a response is done with.
+    pub fn answered(&self) {
+        self.answered.set(self.answered.get() + 1);
+        if let Some(w) = self.waiting.take() {
+            w.wake();
+        }
+    }
+}
+
+/// Where the reader is in the client's byte stream.
+enum Framing {
+    /// Between messages or inside a head; `partial` holds a head that has
+    /// not arrived whole yet.
+    Head,
+    /// Inside a body with this many bytes left.
+    Sized(u64),
+    /// Inside a chunked body.
+    Chunked(Chunk),
+    /// Stopped following: the head could not be parsed or was refused, and
+    /// hyper closes the connection after its answer.
+    Off,
+}
+
+/// Position inside a chunked body (hyper validates it; this only follows).
+#[derive(Clone, Copy)]
+enum Chunk {
+    /// In a chunk-size line; `size` so far, `ext` once past the digits.
+    Size { size: u64, ext: bool },
+    /// In chunk data, this many bytes left.
+    Data(u64),
+    /// In the line end after chunk data.
+    DataEnd,
+    /// In the trailer section; `empty` while the current line is empty so far.
+    Trailer { empty: bool },
+}
+
+/// What a read that has to wait is waiting for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Nothing bounded here (a body, or the last request on the connection).
+    Unbounded,
+    /// A keep-alive request in flight: the idle wait starts when it is
+    /// answered.
+    InFlight,
+    /// The first request head, since the connection was accepted.
+    FirstHead,
+    /// The rest of a head whose first byte has arrived.
+    Head,
+    /// The next request of a keep-alive connection.
+    Idle,
+}
+
+/// The accepted stream, with the head checks and timeouts described above.
+pub struct ClientIo {
+    stream: TcpStream,
+    state: std::rc::Rc<ConnState>,
+    framing: Framing,
+    partial: Vec<u8>,
+    /// Heads seen, refused ones included.
+    heads: u64,
+    /// The last head asked for the connection to close after its answer.
+    closes: bool,
+    /// When the head now arriving must be complete (set at its first byte).
+    head_deadline: Option<Instant>,
+    /// What the armed timer is for, and the timer itself (made on first need).
+    armed: Option<Wait>,
+    sleep: Option<Pin<Box<Sleep>>>,
+    header_timeout: Duration,
+    keepalive_timeout: Duration,
+}
+
+impl ClientIo {
+    /// Wraps an accepted stream.
+    pub fn new(
+        stream: TcpStream,
+        state: std::rc::Rc<ConnState>,
+        header_timeout: Duration,
+        keepalive_timeout: Duration,
+    ) -> ClientIo {
+        ClientIo {
+            stream,
+            state,
+            framing: Framing::Head,
+            partial: Vec::new(),
+            heads: 0,
+            closes: false,
+            head_deadline: None,
+            armed: None,
+            sleep: None,
+            header_timeout,
+            keepalive_timeout,
+        }
+    }
+
+    /// Follows the framing through bytes just read.
+    fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            data = match self.framing {
+                Framing::Head => self.feed_head(data),
+                Framing::Sized(left) => {
+                    let n = left.min(data.len() as u64);
+                    self.framing = match left - n {
+                        0 => Framing::Head,
+                        rest => Framing::Sized(rest),
+                    };
+                    &data[n as usize..]
+                }
+                Framing::Chunked(c) => self.feed_chunked(c, data),
+                Framing::Off => return,
+            };
+        }
+    }
+
+    /// Bytes of a head: parsed in place when the head is whole in one read,
+    /// kept until it is otherwise. Returns what follows the head.
+    fn feed_head<'a>(&mut self, data: &'a [u8]) -> &'a [u8] {
+        if self.partial.is_empty() {
+            match parse_head(data) {
+                Parsed::Complete(n, head) => {
+                    self.on_head(head);
+                    return &data[n..];
+                }
+                Parsed::Partial => {
+                    if self.head_deadline.is_none() {
+                        self.head_deadline = Some(Instant::now() + self.header_timeout);
+                    }
+                    self.partial.extend_from_slice(data);
+                }
+                Parsed::Invalid => self.framing = Framing::Off,
+            }
+            return &[];
+        }
+        if self.partial.len() + data.len() > MAX_HEAD {
+            self.framing = Framing::Off;
+            return &[];
+        }
+        self.partial.extend_from_slice(data);
+        // A head can only end at a line feed: no need to parse again before.
+        if !data.contains(&b'\n') {
+            return &[];
+        }
+        match parse_head(&self.partial) {
+            Parsed::Complete(n, head) => {
+                let rest = self.partial.len() - n;
+                self.partial = Vec::new();
+                self.on_head(head);
+                &data[data.len() - rest..]
+            }
+            Parsed::Partial => &[],
+            Parsed::Invalid => {
+                self.framing = Framing::Off;
+                &[]
+            }
+        }
+    }
+
+    /// A whole head has arrived: note it, and whether it is refused.
+    fn on_head(&mut self, head: Head) {
+        let n = self.heads;
+        self.heads += 1;
+        self.head_deadline = None;
+        self.closes = head.closes;
+        match head.framing {
+            Ok(f) => self.framing = f,
+            Err(fault) => {
+                if self.state.refused.get().is_none() {
+                    self.state.refused.set(Some((n, fault)));
+                }
+                // The refusal closes the connection: nothing after matters.
+                self.framing = Framing::Off;
+            }
+        }
+    }
+
+    fn feed_chunked<'a>(&mut self, mut c: Chunk, mut data: &'a [u8]) -> &'a [u8] {
+        while let Some((&b, rest)) = data.split_first() {
+            match c {
+                Chunk::Data(left) => {
+                    let n = left.min(data.len() as u64);
+                    c = match left - n {
+                        0 => Chunk::DataEnd,
+                        more => Chunk::Data(more),
+                    };
+                    data = &data[n as usize..];
+                    continue;
+                }
+                Chunk::Size { size, ext } => {
+                    c = match (b, ext) {
+                        (b'\n', _) if size == 0 => Chunk::Trailer { empty: true },
+                        (b'\n', _) => Chunk::Data(size),
+                        (_, false) if b.is_ascii_hexdigit() => Chunk::Size {
+                            // hyper refuses sizes past u64: saturate, it closes.
+                            size: size
+                                .saturating_mul(16)
+                                .saturating_add((b as char).to_digit(16).unwrap_or(0) as u64),
+                            ext: false,
+                        },
+                        _ => Chunk::Size { size, ext: true },
+                    }
+                }
+                Chunk::DataEnd if b == b'\n' => c = Chunk::Size { size: 0, ext: false },
+                Chunk::DataEnd => {}
+                Chunk::Trailer { empty } => match b {
+                    b'\n' if empty => {
+                        self.framing = Framing::Head;
+                        return rest;
+                    }
+                    b'\n' => c = Chunk::Trailer { empty: true },
+                    b'\r' => {}
+                    _ => c = Chunk::Trailer { empty: false },
+                },
+            }
+            data = rest;
+        }
+        self.framing = Framing::Chunked(c);
+        data
+    }
+
+    /// What a read that would block now waits for.
+    fn wait(&self) -> Wait {
+        match self.framing {
+            Framing::Head if !self.partial.is_empty() => Wait::Head,
+            Framing::Head if self.heads == 0 => Wait::FirstHead,
+            Framing::Head if self.heads == self.state.answered.get() => Wait::Idle,
+            Framing::Head if !self.closes => Wait::InFlight,
+            _ => Wait::Unbounded,
+        }
+    }
+
+    /// A read would block: polls the timer for what it waits for. `Ready`
+    /// with the read's outcome when the wait is over.
+    fn poll_timeout(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let wait = self.wait();
+        if matches!(wait, Wait::Unbounded | Wait::InFlight) {
+            if wait == Wait::InFlight {
+                self.state.waiting.set(Some(cx.waker().clone()));
+            }
+            self.armed = None;
+            return Poll::Pending;
+        }
+        if self.armed != Some(wait) {
+            let deadline = match wait {
+                Wait::Head => self
+                    .head_deadline
+                    .unwrap_or_else(|| Instant::now() + self.header_timeout),
+                Wait::Idle => Instant::now() + self.keepalive_timeout,
+                _ => Instant::now() + self.header_timeout,
+            };
+            match &mut self.sleep {
+                Some(s) => s.as_mut().reset(deadline),
+                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+            self.armed = Some(wait);
+        }
+        let Some(sleep) = self.sleep.as_mut() else {
+            return Poll::Pending;
+        };
+        if sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.armed = None;
+        match wait {
+            // hyper reads an end of stream between requests as a clean close.
+            Wait::Idle => Poll::Ready(Ok(())),
+            _ => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                HeadTimeout(self.header_timeout),
+            ))),
+        }
+    }
+}
+
+/// A request head that took longer than the header timeout.
+#[derive(Debug)]
+pub struct HeadTimeout(pub Duration);
+
+impl fmt::Display for HeadTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the client took longer than {:?} to send a request head (--client-header-timeout)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for HeadTimeout {}
+
+/// What a whole head tells the reader.
+struct Head {
+    /// What follows the head, or why it is refused.
+    framing: Result<Framing, HeadFault>,
+    /// The connection closes after the answer (HTTP/1.0 without
+    /// `Connection: keep-alive`, or `Connection: close`).
+    closes: bool,
+}
+
+/// One parse of the bytes that should start with a head.
+enum Parsed {
+    /// The head is `n` bytes.
+    Complete(usize, Head),
+    Partial,
+    /// Not a head hyper would accept: it answers with an error itself.
+    Invalid,
+}
+
+fn parse_head(data: &[u8]) -> Parsed {
+    let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    match httparse::ParserConfig::default().parse_request_with_uninit_headers(
+        &mut req,
+        data,
+        &mut headers,
+    ) {
+        Ok(httparse::Status::Complete(n)) => match head_of(req.version, req.headers) {
+            Some(head) => Parsed::Complete(n, head),
+            None => Parsed::Invalid,
+        },
+        Ok(httparse::Status::Partial) => Parsed::Partial,
+        Err(_) => Parsed::Invalid,
+    }
+}
+
+/// The body framing a head declares, as hyper reads it, and whether the
+/// connection ends after it; `None` for heads hyper refuses itself.
+fn head_of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Head> {
+    let (mut lengths, mut encodings) = (0, 0);
+    let mut length = None;
+    let mut chunked = false;
+    // HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it.
+    let mut closes = version != Some(1);
+    for h in headers {
+        // The names looked for are rare among a request's headers; their
+        // lengths differ from most others', which skips the comparison.
+        if h.name.len() == 10 && h.name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    closes = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") && version != Some(1) {
+                    closes = false;
+                }
+            }
+        } else if h.name.len() == 14 && h.name.eq_ignore_ascii_case("content-length") {
+            lengths += 1;
+            length = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok());
+        } else if h.name.len() == 17 && h.name.eq_ignore_ascii_case("transfer-encoding") {
+            encodings += 1;
+            chunked = h
+                .value
+                .rsplit(|&b| b == b',')
+                .next()
+                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        }
+    }
+    let fault = match (lengths, encodings) {
+        (1.., 1..) => Some(HeadFault::LengthAndChunked),
+        (2.., _) => Some(HeadFault::Lengths(lengths)),
+        (_, 2..) => Some(HeadFault::Encodings(encodings)),
+        _ => None,
+    };
+    if let Some(fault) = fault {
+        return Some(Head {
+            framing: Err(fault),
+            closes: true,
+        });
+    }
+    let framing = match (lengths, chunked) {
+        (0, false) if encodings == 0 => Framing::Head,
+        (0, true) => Framing::Chunked(Chunk::Size {
+            size: 0,
+            ext: false,
+        }),
+        // Transfer-Encoding not ending in chunked: hyper refuses it.
+        (0, false) => return None,
+        _ => match length? {
+            0 => Framing::Head,
+            n => Framing::Sized(n),
+        },
+    };
+    Some(Head {
+        framing: Ok(framing),
+        closes,
+    })
+}
+
+impl AsyncRead for ClientIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let read = &buf.filled()[before..];
+                if !read.is_empty() {
+                    this.armed = None;
+                    this.feed(read);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => this.poll_timeout(cx),
+            failed => failed,
+        }
+    }
+}
+
+impl AsyncWrite for ClientIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framing(head: &str) -> Result<&'static str, HeadFault> {
+        match parse_head(head.as_bytes()) {
+            Parsed::Complete(n, h) => {
+                assert_eq!(n, head.len());
+                h.framing.map(|f| match f {
+                    Framing::Head => "none",
+                    Framing::Sized(_) => "sized",
+                    Framing::Chunked(_) => "chunked",
+                    Framing::Off => "off",
+                })
+            }
+            Parsed::Partial => Ok("partial"),
+            Parsed::Invalid => Ok("invalid"),
+        }
+    }
+
+    #[test]
+    fn heads_declare_their_framing_and_doubles_are_refused() {
+        let get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(framing(get), Ok("none"));
+        assert_eq!(
+            framing("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\n"),
+            Ok("sized")
+        );
+        assert_eq!(
+            framing("POST / HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\n\r\n"),
+            Ok("chunked")
+        );
+        assert_eq!(
+            framing("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
+            Ok("invalid")
+        );
+        assert_eq!(
+            framing("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"),
+            Err(HeadFault::Lengths(2))
+        );
+        assert_eq!(
+            framing("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Err(HeadFault::LengthAndChunked)
+        );
+        assert_eq!(
+            framing("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Err(HeadFault::Encodings(2))
+        );
+        assert_eq!(framing("GET / HTTP/1.1\r\nHost: a\r\n"), Ok("partial"));
+    }
+}

@@ -1,0 +1,299 @@
+//! More attacks on the network side (issue 11's remainder): request heads
+//! framed two ways, the keep-alive idle wait told apart from the head wait,
+//! and a loop through two gateways.
+//!
+//! Real sockets on loopback, raw `TcpStream`s where a client library would
+//! refuse to misbehave. No test asserts a timing: a bound is only how long a
+//! test waits before calling the behaviour missing.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use common::*;
+use gateway::server::GatewayConfig;
+use serde_json::Value;
+
+fn config(dir: &std::path::Path) -> GatewayConfig {
+    GatewayConfig {
+        apis_dir: dir.to_path_buf(),
+        threads: 1,
+        ..GatewayConfig::default()
+    }
+}
+
+fn plain_api(dir: &std::path::Path, target: SocketAddr) {
+    let api = api_json("plain", "/plain/", &format!("http://{target}"), true, Value::Null);
+    write_api(dir, "plain", &api);
+}
+
+/// Reads one response (head and Content-Length body) from a keep-alive
+/// connection: its status and body.
+fn read_response(s: &mut TcpStream) -> (u16, String) {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut b).expect("no whole response head");
+        assert_eq!(n, 1, "closed mid-head after {:?}", String::from_utf8_lossy(&head));
+        head.push(b[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = head[9..12].parse().unwrap();
+    let len = head
+        .lines()
+        .find_map(|l| {
+            let l = l.to_ascii_lowercase();
+            l.strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).unwrap();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// True when the peer closes `s` (EOF or reset) within `limit`.
+fn closed_by_peer(s: &mut TcpStream, limit: Duration) -> bool {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+fn status_of(response: &str) -> u16 {
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+}
+
+// ---------------------------------------------------------------- framing
+
+#[test]
+fn heads_framed_two_ways_get_400_and_never_reach_the_upstream() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), up);
+    let gw = start_gateway_with(config(dir.path()));
+    for (what, request) in [
+        (
+            "Content-Length then Transfer-Encoding",
+            "POST /plain/ HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ),
+        (
+            "Transfer-Encoding then Content-Length",
+            "POST /plain/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
+        ),
+        (
+            "two equal Content-Lengths",
+            "POST /plain/ HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nab",
+        ),
+        (
+            "two Transfer-Encodings",
+            "POST /plain/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ),
+    ] {
+        // `raw` reads to the end: the connection must close after the 400.
+        let resp = raw(gw.addr, request);
+        assert_eq!(status_of(&resp), 400, "{what}: {resp}");
+        assert!(resp.contains("\"error\""), "{what}: not Tyk's error body: {resp}");
+    }
+    assert_eq!(rec.count(), 0, "a refused request reached the upstream");
+    gw.stop();
+}
+
+#[test]
+fn framing_is_followed_across_bodies_on_one_keep_alive_connection() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), up);
+    let gw = start_gateway_with(config(dir.path()));
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    // Bodies that look like heads framed two ways: only a reader that
+    // follows the framing knows they are bodies.
+    let looks_bad = "Content-Length: 1\r\nContent-Length: 1\r\n\r\n";
+    let sized = format!(
+        "POST /plain/a HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n{looks_bad}",
+        looks_bad.len()
+    );
+    let chunked = format!(
+        "POST /plain/b HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n{:x};ext=1\r\n{looks_bad}\r\n0\r\nX-Trailer: t\r\n\r\n",
+        looks_bad.len()
+    );
+    // All written at once (pipelined), then a head with two lengths.
+    let smuggler = "POST /plain/c HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n";
+    let after = "GET /plain/d HTTP/1.1\r\nHost: a\r\n\r\n";
+    s.write_all(format!("{sized}{chunked}{smuggler}{after}").as_bytes())
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200, "the sized body's request");
+    assert_eq!(read_response(&mut s).0, 200, "the chunked body's request");
+    let (status, body) = read_response(&mut s);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        closed_by_peer(&mut s, Duration::from_secs(10)),
+        "the connection stayed open after a refused head"
+    );
+    let uris: Vec<String> = rec.requests().into_iter().map(|r| r.uri).collect();
+    assert_eq!(uris, ["/a", "/b"], "what reached the upstream");
+    assert_eq!(rec.requests()[0].body, looks_bad.as_bytes());
+
+    // A head that arrives a few bytes at a time is checked all the same.
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    for piece in smuggler.as_bytes().chunks(7) {
+        s.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(read_response(&mut s).0, 400);
+    assert_eq!(rec.count(), 2);
+    gw.stop();
+}
+
+// ---------------------------------------------------------------- timeouts
+
+#[test]
+fn an_idle_keep_alive_connection_closes_after_the_idle_timeout() {
+    let (up, _rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), up);
+    // A long head timeout: only the idle timeout can close this connection
+    // within the test's bound.
+    let gw = start_gateway_with(GatewayConfig {
+        client_header_timeout: Duration::from_secs(60),
+        client_keepalive_timeout: Duration::from_millis(300),
+        ..config(dir.path())
+    });
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    for _ in 0..3 {
+        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        assert_eq!(read_response(&mut s).0, 200);
+    }
+    assert!(
+        closed_by_peer(&mut s, Duration::from_secs(10)),
+        "the idle keep-alive connection was not closed by the idle timeout"
+    );
+    gw.stop();
+}
+
+#[test]
+fn the_idle_wait_is_not_the_head_wait_and_a_slow_head_is_still_cut() {
+    let (up, _rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), up);
+    let gw = start_gateway_with(GatewayConfig {
+        client_header_timeout: Duration::from_millis(300),
+        client_keepalive_timeout: Duration::from_secs(60),
+        ..config(dir.path())
+    });
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+    // Idle for longer than the head timeout: still open, and serving.
+    std::thread::sleep(Duration::from_millis(1200));
+    s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s).0, 200, "closed while idle");
+    // Now a head that trickles in: cut by the head timeout.
+    s.write_all(b"GET /plain/ HTTP/1.1\r\n").unwrap();
+    let mut cut = false;
+    for _ in 0..100 {
+        if s.write_all(b"X-Slow: 1\r\n").is_err() {
+            cut = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        cut || closed_by_peer(&mut s, Duration::from_secs(1)),
+        "a slow head on a keep-alive connection was not cut by the head timeout"
+    );
+    // A connection that never sends a byte: the head timeout from accept.
+    let mut silent = TcpStream::connect(gw.addr).unwrap();
+    assert!(closed_by_peer(&mut silent, Duration::from_secs(10)));
+    gw.stop();
+}
+
+#[test]
+fn a_request_in_flight_longer_than_the_idle_timeout_is_answered() {
+    let (up, _rec) = recorder_with_delay(Duration::from_millis(1500));
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), up);
+    let gw = start_gateway_with(GatewayConfig {
+        client_keepalive_timeout: Duration::from_millis(200),
+        client_header_timeout: Duration::from_millis(200),
+        ..config(dir.path())
+    });
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    for _ in 0..2 {
+        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        assert_eq!(read_response(&mut s).0, 200);
+    }
+    // And once answered, the idle timeout applies again.
+    assert!(closed_by_peer(&mut s, Duration::from_secs(10)));
+    gw.stop();
+}
+
+// ---------------------------------------------------------------- loops
+
+/// A port free now, for a definition that must name a gateway before it
+/// starts.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_loop_through_two_gateways_gets_508() {
+    let (p1, p2) = (free_port(), free_port());
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (up, rec) = recorder();
+    // gateway 1: /loop/ -> gateway 2, /chain/ -> gateway 2.
+    // gateway 2: /loop/ -> gateway 1, /chain/ -> the upstream.
+    for (dir, loop_to, chain_to) in [
+        (&d1, format!("127.0.0.1:{p2}"), format!("127.0.0.1:{p2}")),
+        (&d2, format!("127.0.0.1:{p1}"), up.to_string()),
+    ] {
+        for (name, to) in [("loop", &loop_to), ("chain", &chain_to)] {
+            let api = api_json(name, &format!("/{name}/"), &format!("http://{to}"), false, Value::Null);
+            write_api(dir.path(), name, &api);
+        }
+    }
+    // A bounded wait upstream: without loop detection the first request
+    // would end in a 504 (the hops wait on each other), not a 508.
+    let quick = |dir: &tempfile::TempDir| GatewayConfig {
+        upstream_timeout: Duration::from_secs(5),
+        ..config(dir.path())
+    };
+    let g1 = start_gateway_at(format!("127.0.0.1:{p1}").parse().unwrap(), quick(&d1));
+    let g2 = start_gateway_at(format!("127.0.0.1:{p2}").parse().unwrap(), quick(&d2));
+    for _ in 0..3 {
+        let got = get(g1.addr, "/loop/x");
+        assert_eq!(got.status, 508, "{}", got.text());
+        assert_eq!(got.json()["error"], "Loop Detected");
+    }
+    // Two gateways in a row without a loop: proxied, each named in Via.
+    let got = send(g1.addr, "GET", "/chain/y", &[("via", "1.0 client-proxy")], b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    let via = rec.last().headers["via"].to_str().unwrap().to_string();
+    let hops: Vec<&str> = via.split(", ").collect();
+    assert_eq!(hops.len(), 3, "{via}");
+    assert_eq!(hops[0], "1.0 client-proxy");
+    assert!(hops[1].starts_with("1.1 gw-") && hops[2].starts_with("1.1 gw-"), "{via}");
+    assert_ne!(hops[1], hops[2], "two gateways with one name: {via}");
+    assert_eq!(rec.count(), 1);
+    g1.stop();
+    g2.stop();
+}
