@@ -92,7 +92,9 @@ fn serve_upstream(mut s: TcpStream) {
         }
         // Requests here have no body: each ends at its blank line.
         while let Some(end) = buf[..have].windows(4).position(|w| w == b"\r\n\r\n") {
-            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .is_err()
+            {
                 return;
             }
             buf.copy_within(end + 4..have, 0);
@@ -183,10 +185,14 @@ fn main() {
         .unwrap_or(5000);
     let mut buf = vec![0u8; 1 << 16];
     println!("gateway, one worker, /plain/ (no middleware), {requests} requests each:");
-    measure("HTTP/1.0, new connection", requests, || http10(addr, &mut buf));
+    measure("HTTP/1.0, new connection", requests, || {
+        http10(addr, &mut buf)
+    });
     let mut kept = TcpStream::connect(addr).unwrap();
     kept.set_nodelay(true).unwrap();
-    measure("HTTP/1.1 keep-alive", requests, || http11(&mut kept, &mut buf));
+    measure("HTTP/1.1 keep-alive", requests, || {
+        http11(&mut kept, &mut buf)
+    });
     drop(kept);
     let _ = tx.send(());
     thread.join().unwrap().unwrap();

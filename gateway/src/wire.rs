@@ -305,7 +305,12 @@ impl ClientIo {
                         _ => Chunk::Size { size, ext: true },
                     }
                 }
-                Chunk::DataEnd if b == b'\n' => c = Chunk::Size { size: 0, ext: false },
+                Chunk::DataEnd if b == b'\n' => {
+                    c = Chunk::Size {
+                        size: 0,
+                        ext: false,
+                    }
+                }
                 Chunk::DataEnd => {}
                 Chunk::Trailer { empty } => match b {
                     b'\n' if empty => {

@@ -25,7 +25,13 @@ fn config(dir: &std::path::Path) -> GatewayConfig {
 }
 
 fn plain_api(dir: &std::path::Path, target: SocketAddr) {
-    let api = api_json("plain", "/plain/", &format!("http://{target}"), true, Value::Null);
+    let api = api_json(
+        "plain",
+        "/plain/",
+        &format!("http://{target}"),
+        true,
+        Value::Null,
+    );
     write_api(dir, "plain", &api);
 }
 
@@ -37,7 +43,12 @@ fn read_response(s: &mut TcpStream) -> (u16, String) {
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         let n = s.read(&mut b).expect("no whole response head");
-        assert_eq!(n, 1, "closed mid-head after {:?}", String::from_utf8_lossy(&head));
+        assert_eq!(
+            n,
+            1,
+            "closed mid-head after {:?}",
+            String::from_utf8_lossy(&head)
+        );
         head.push(b[0]);
     }
     let head = String::from_utf8_lossy(&head).into_owned();
@@ -133,7 +144,8 @@ fn framing_is_followed_across_bodies_on_one_keep_alive_connection() {
         looks_bad.len()
     );
     // All written at once (pipelined), then a head with two lengths.
-    let smuggler = "POST /plain/c HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n";
+    let smuggler =
+        "POST /plain/c HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n";
     let after = "GET /plain/d HTTP/1.1\r\nHost: a\r\n\r\n";
     s.write_all(format!("{sized}{chunked}{smuggler}{after}").as_bytes())
         .unwrap();
@@ -176,7 +188,8 @@ fn an_idle_keep_alive_connection_closes_after_the_idle_timeout() {
     });
     let mut s = TcpStream::connect(gw.addr).unwrap();
     for _ in 0..3 {
-        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
         assert_eq!(read_response(&mut s).0, 200);
     }
     assert!(
@@ -197,11 +210,13 @@ fn the_idle_wait_is_not_the_head_wait_and_a_slow_head_is_still_cut() {
         ..config(dir.path())
     });
     let mut s = TcpStream::connect(gw.addr).unwrap();
-    s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
     assert_eq!(read_response(&mut s).0, 200);
     // Idle for longer than the head timeout: still open, and serving.
     std::thread::sleep(Duration::from_millis(1200));
-    s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
     assert_eq!(read_response(&mut s).0, 200, "closed while idle");
     // Now a head that trickles in: cut by the head timeout.
     s.write_all(b"GET /plain/ HTTP/1.1\r\n").unwrap();
@@ -235,7 +250,8 @@ fn a_request_in_flight_longer_than_the_idle_timeout_is_answered() {
     });
     let mut s = TcpStream::connect(gw.addr).unwrap();
     for _ in 0..2 {
-        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
         assert_eq!(read_response(&mut s).0, 200);
     }
     // And once answered, the idle timeout applies again.
@@ -267,7 +283,13 @@ fn a_loop_through_two_gateways_gets_508() {
         (&d2, format!("127.0.0.1:{p1}"), up.to_string()),
     ] {
         for (name, to) in [("loop", &loop_to), ("chain", &chain_to)] {
-            let api = api_json(name, &format!("/{name}/"), &format!("http://{to}"), false, Value::Null);
+            let api = api_json(
+                name,
+                &format!("/{name}/"),
+                &format!("http://{to}"),
+                false,
+                Value::Null,
+            );
             write_api(dir.path(), name, &api);
         }
     }
@@ -285,13 +307,22 @@ fn a_loop_through_two_gateways_gets_508() {
         assert_eq!(got.json()["error"], "Loop Detected");
     }
     // Two gateways in a row without a loop: proxied, each named in Via.
-    let got = send(g1.addr, "GET", "/chain/y", &[("via", "1.0 client-proxy")], b"");
+    let got = send(
+        g1.addr,
+        "GET",
+        "/chain/y",
+        &[("via", "1.0 client-proxy")],
+        b"",
+    );
     assert_eq!(got.status, 200, "{}", got.text());
     let via = rec.last().headers["via"].to_str().unwrap().to_string();
     let hops: Vec<&str> = via.split(", ").collect();
     assert_eq!(hops.len(), 3, "{via}");
     assert_eq!(hops[0], "1.0 client-proxy");
-    assert!(hops[1].starts_with("1.1 gw-") && hops[2].starts_with("1.1 gw-"), "{via}");
+    assert!(
+        hops[1].starts_with("1.1 gw-") && hops[2].starts_with("1.1 gw-"),
+        "{via}"
+    );
     assert_ne!(hops[1], hops[2], "two gateways with one name: {via}");
     assert_eq!(rec.count(), 1);
     g1.stop();

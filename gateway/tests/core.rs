@@ -96,9 +96,18 @@ fn the_upstream_sees_what_the_client_sent_plus_proxy_headers() {
     expected["X-Forwarded-For"] = json!("127.0.0.1");
     // The client sent no User-Agent: Tyk's director sets its own.
     expected["User-Agent"] = json!(gateway::upstream::TYK_USER_AGENT);
+    // The gateway's name, by which it recognises a request that loops back
+    // (Tyk sends no Via: the one header we add beyond Tyk's).
+    let via = proxied["headers"]["Via"].as_str().unwrap_or_default();
+    let name = via.strip_prefix("1.1 gw-").unwrap_or_default();
+    assert!(
+        name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit()),
+        "Via: {via:?}"
+    );
+    expected["Via"] = json!(via);
     assert_eq!(
         proxied["headers"], expected,
-        "only X-Forwarded-For and Tyk's default User-Agent are added"
+        "only X-Forwarded-For, Tyk's default User-Agent and Via are added"
     );
     gw.stop();
 }
