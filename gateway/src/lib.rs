@@ -22,6 +22,7 @@
 //! - [`body`]: the client's request body with its timeout.
 //! - [`wasm`]: the WebAssembly host (wasmtime, the proxy-wasm ABI).
 //! - [`upstream`]: sending upstream (safe retry of stale connections), header hygiene.
+//! - [`hop`]: this gateway's name in `Via`, by which a request that loops back is known.
 //! - [`pool`]: the per-worker upstream connection pool, and the response body going back.
 //! - [`error`]: proxy errors and the one place they map to Tyk's answers.
 //! - [`stats`]: per-API, per-hook middleware call-time histograms.
@@ -32,6 +33,7 @@ pub mod conn;
 pub mod control;
 pub mod error;
 pub mod front;
+pub mod hop;
 pub mod js;
 mod loader;
 pub mod middleware;
