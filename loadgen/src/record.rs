@@ -254,7 +254,13 @@ mod tests {
         );
         a.failure(&Failure::Receive("closed".into()));
         let mut b = Recorder::default();
-        b.response(&timing(true, 3_000), &kept(200, 7), Some(5), Vec::new(), None);
+        b.response(
+            &timing(true, 3_000),
+            &kept(200, 7),
+            Some(5),
+            Vec::new(),
+            None,
+        );
         b.failure(&Failure::Exception("timeout".into()));
         b.failure(&Failure::Receive("closed".into()));
 

@@ -32,7 +32,9 @@ pub fn request_info(level: u8, request: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(request);
     let head = text.split("\r\n\r\n").next().unwrap_or("");
     let method = head.split(' ').next().unwrap_or("");
-    Some(format!("INFO: {method} header == \n---\n{head}\r\n\r\n\n---\n"))
+    Some(format!(
+        "INFO: {method} header == \n---\n{head}\r\n\r\n\n---\n"
+    ))
 }
 
 /// What ab prints for one response at `level`, empty when nothing.

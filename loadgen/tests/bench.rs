@@ -306,13 +306,19 @@ fn a_short_bench_has_spreads_intervals_an_aa_control_and_stamps() {
         );
         let ratio: loadgen::bench::stats::RatioCi =
             serde_json::from_value(c["gateway_cpu_ratio"].clone()).unwrap();
-        assert!(same(&ratio, &loadgen::bench::stats::paired_ratio(&o, &b).unwrap()));
+        assert!(same(
+            &ratio,
+            &loadgen::bench::stats::paired_ratio(&o, &b).unwrap()
+        ));
         // Both routes ran their middleware: both means are known.
         assert!(c["other_mw_mean_us"].as_f64().unwrap() > 0.0, "{c}");
     }
     // Every JS route that is not the seed's (another engine or strategy)
     // is priced against the route it differs from by one choice.
-    for r in routes.iter().filter(|r| r["target"] == "ours" && r["skipped"].is_null()) {
+    for r in routes
+        .iter()
+        .filter(|r| r["target"] == "ours" && r["skipped"].is_null())
+    {
         let kind = &r["route"]["kind"];
         let key = r["route"]["key"].as_str().unwrap();
         if kind["family"] == "js" && key != "js" {

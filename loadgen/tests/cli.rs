@@ -371,11 +371,21 @@ fn verbosity_levels_print_abs_lines() {
     };
     // Below 2: nothing beyond the report.
     let one = run("1", missing.url("/x"));
-    assert!(!one.contains("INFO:") && !one.contains("WARNING:") && !one.contains("LOG:"), "{one}");
+    assert!(
+        !one.contains("INFO:") && !one.contains("WARNING:") && !one.contains("LOG:"),
+        "{one}"
+    );
     // 2: the request sent, and a warning per non-2xx answer.
     let two = run("2", missing.url("/x"));
-    assert!(two.contains("INFO: GET header == \n---\nGET /x HTTP/1.0\r\n"), "{two}");
-    assert_eq!(count(&two, "WARNING: Response code not 2xx (404)"), 12, "{two}");
+    assert!(
+        two.contains("INFO: GET header == \n---\nGET /x HTTP/1.0\r\n"),
+        "{two}"
+    );
+    assert_eq!(
+        count(&two, "WARNING: Response code not 2xx (404)"),
+        12,
+        "{two}"
+    );
     assert_eq!(count(&two, "LOG:"), 0, "{two}");
     // 3: every response code.
     let three = run("3", ok.url("/"));
@@ -420,7 +430,11 @@ fn keep_alive_requests_are_counted_as_real_ab_counts_them() {
         let ours = loadgen(&args);
         let ours = String::from_utf8(ours.stdout).unwrap();
         assert_eq!(keep_alive_requests(&ab), want, "{mode:?}: ab says\n{ab}");
-        assert_eq!(keep_alive_requests(&ours), want, "{mode:?}: loadgen says\n{ours}");
+        assert_eq!(
+            keep_alive_requests(&ours),
+            want,
+            "{mode:?}: loadgen says\n{ours}"
+        );
         // -v 3 prints one line per response code in ab's words, as ab does.
         assert_eq!(
             count(&ours, "LOG: Response code = 200"),

@@ -349,12 +349,17 @@ mod tests {
             ("x-hello".into(), "JS QuickJS".into())
         );
         assert_eq!(
-            label(pre(json!({"driver": "otto", "engine": "quickjs", "strategy": "tyk-json"}))).1,
+            label(pre(
+                json!({"driver": "otto", "engine": "quickjs", "strategy": "tyk-json"})
+            ))
+            .1,
             "JS QuickJS tyk-json"
         );
         // Naming the defaults is the seed's JS route.
         assert_eq!(
-            label(pre(json!({"driver": "otto", "engine": "boa", "strategy": "persistent"}))),
+            label(pre(
+                json!({"driver": "otto", "engine": "boa", "strategy": "persistent"})
+            )),
             ("js".into(), "JS (VM)".into())
         );
         // A strategy or engine the bench does not know is labelled as written.
@@ -363,7 +368,10 @@ mod tests {
             ("x-hello".into(), "JS pooled".into())
         );
         assert_eq!(
-            label(pre(json!({"driver": "otto", "engine": "v8", "strategy": "fresh"}))).1,
+            label(pre(
+                json!({"driver": "otto", "engine": "v8", "strategy": "fresh"})
+            ))
+            .1,
             "JS v8 fresh"
         );
         assert_eq!(
@@ -387,17 +395,26 @@ mod tests {
         let js = |mw: Value| kind_of(&def(mw)).unwrap();
         let k = js(json!({"driver": "otto", "pre": [{"name": "f", "path": "p"}]}));
         assert_eq!(
-            (k.family.as_str(), k.engine.as_deref(), k.strategy.as_deref()),
+            (
+                k.family.as_str(),
+                k.engine.as_deref(),
+                k.strategy.as_deref()
+            ),
             ("js", Some("boa"), Some("persistent"))
         );
         // Engine and strategy may be given on the entry instead.
-        let k = js(json!({"driver": "goja", "pre": [{"name": "f", "path": "p", "engine": "QuickJS", "strategy": "tyk-json"}]}));
+        let k = js(
+            json!({"driver": "goja", "pre": [{"name": "f", "path": "p", "engine": "QuickJS", "strategy": "tyk-json"}]}),
+        );
         assert_eq!(
             (k.engine.as_deref(), k.strategy.as_deref()),
             (Some("quickjs"), Some("tyk-json"))
         );
         let k = js(json!({"driver": "wasm", "pre": [{"name": "f", "path": "p"}]}));
-        assert_eq!((k.family.as_str(), k.engine, k.strategy), ("wasm", None, None));
+        assert_eq!(
+            (k.family.as_str(), k.engine, k.strategy),
+            ("wasm", None, None)
+        );
         assert!(kind_of(&def(json!({}))).is_none());
     }
 

@@ -137,7 +137,11 @@ fn measured(r: &BenchReport) -> Vec<(&RouteResult, &MiddlewareKind)> {
 }
 
 /// Distinct values of `f` over the measured JS routes, the default first.
-fn distinct(routes: &[(&RouteResult, &MiddlewareKind)], f: impl Fn(&MiddlewareKind) -> Option<&String>, default: &str) -> Vec<String> {
+fn distinct(
+    routes: &[(&RouteResult, &MiddlewareKind)],
+    f: impl Fn(&MiddlewareKind) -> Option<&String>,
+    default: &str,
+) -> Vec<String> {
     let mut out = vec![default.to_string()];
     for (_, k) in routes.iter().filter(|(_, k)| k.family == "js") {
         if let Some(v) = f(k) {
@@ -163,7 +167,10 @@ pub fn design_choices(r: &BenchReport) -> Vec<DesignChoice> {
         let (Some(base), Some(other)) = (find(&*p.base), find(&*p.other)) else {
             continue;
         };
-        let (b, o) = (base.by_round(r.repeat, gateway), other.by_round(r.repeat, gateway));
+        let (b, o) = (
+            base.by_round(r.repeat, gateway),
+            other.by_round(r.repeat, gateway),
+        );
         let Some(diff) = paired_difference(&o, &b) else {
             continue;
         };
@@ -264,7 +271,13 @@ mod tests {
     use super::*;
     use crate::bench::apis::Route;
 
-    fn route(key: &str, family: &str, engine: Option<&str>, strategy: Option<&str>, cpu: &[f64]) -> RouteResult {
+    fn route(
+        key: &str,
+        family: &str,
+        engine: Option<&str>,
+        strategy: Option<&str>,
+        cpu: &[f64],
+    ) -> RouteResult {
         let mut route = Route::bare(key, key, &format!("/{key}/hello/"), family != "plain");
         route.kind = (family != "plain").then(|| MiddlewareKind {
             family: family.into(),
@@ -304,15 +317,47 @@ mod tests {
     fn rows_exist_only_for_pairs_that_were_both_measured() {
         let r = report(vec![
             route("native", "native", None, None, &[50.0, 52.0, 51.0]),
-            route("js", "js", Some("boa"), Some("persistent"), &[60.0, 63.0, 61.0]),
-            route("tj", "js", Some("boa"), Some("tyk-json"), &[250.0, 260.0, 255.0]),
-            route("qj", "js", Some("quickjs"), Some("persistent"), &[58.0, 60.0, 59.0]),
-            route("odd", "js", Some("quickjs"), Some("pooled"), &[70.0, 70.0, 70.0]),
+            route(
+                "js",
+                "js",
+                Some("boa"),
+                Some("persistent"),
+                &[60.0, 63.0, 61.0],
+            ),
+            route(
+                "tj",
+                "js",
+                Some("boa"),
+                Some("tyk-json"),
+                &[250.0, 260.0, 255.0],
+            ),
+            route(
+                "qj",
+                "js",
+                Some("quickjs"),
+                Some("persistent"),
+                &[58.0, 60.0, 59.0],
+            ),
+            route(
+                "odd",
+                "js",
+                Some("quickjs"),
+                Some("pooled"),
+                &[70.0, 70.0, 70.0],
+            ),
         ]);
         let names: Vec<String> = r
             .design_choices
             .iter()
-            .map(|d| format!("{} [{}] {} - {}", d.choice, d.within.as_deref().unwrap_or(""), d.other, d.base))
+            .map(|d| {
+                format!(
+                    "{} [{}] {} - {}",
+                    d.choice,
+                    d.within.as_deref().unwrap_or(""),
+                    d.other,
+                    d.base
+                )
+            })
             .collect();
         assert_eq!(
             names,
@@ -327,7 +372,10 @@ mod tests {
         // Per-round differences 10, 11, 10.
         assert!((vm.gateway_cpu_us.diff - 31.0 / 3.0).abs() < 1e-9);
         assert_eq!(vm.gateway_cpu_us.rounds, 3);
-        assert_eq!((vm.base_mw_mean_us, vm.other_mw_mean_us), (Some(5.2), Some(6.3)));
+        assert_eq!(
+            (vm.base_mw_mean_us, vm.other_mw_mean_us),
+            (Some(5.2), Some(6.3))
+        );
         let t = design_table(&r).unwrap();
         assert_eq!(t.rows.len(), 4);
         assert!(t.rows[1][0] == "Tyk's marshalling (boa)", "{:?}", t.rows[1]);
@@ -336,7 +384,13 @@ mod tests {
 
     #[test]
     fn no_measured_pair_means_no_table() {
-        let r = report(vec![route("native", "native", None, None, &[50.0, 52.0, 51.0])]);
+        let r = report(vec![route(
+            "native",
+            "native",
+            None,
+            None,
+            &[50.0, 52.0, 51.0],
+        )]);
         assert!(r.design_choices.is_empty());
         assert!(design_table(&r).is_none());
     }
