@@ -39,6 +39,9 @@ pub fn main(args: Args) -> i32 {
             "Benchmarking {} (be patient)",
             cfg.target.host
         );
+        if let Some(info) = crate::verbose::request_info(cfg.verbosity, &cfg.request) {
+            let _ = write!(std::io::stdout(), "{info}");
+        }
     }
     let bar = crate::progress::Bar::new(cfg.mode.max_requests(), quiet);
     let mut tick = |p: driver::Progress| bar.update(p);

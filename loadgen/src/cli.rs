@@ -95,6 +95,11 @@ pub struct Args {
     /// No progress bar.
     #[arg(short = 'q')]
     pub quiet: bool,
+    /// How much troubleshooting to print, as ab's levels: 2 and above the
+    /// request sent, warnings (non-2xx answers, failed requests); 3 and
+    /// above every response code; 4 and above every response head.
+    #[arg(short = 'v', value_name = "verbosity", default_value_t = 0)]
+    pub verbosity: u8,
     /// The URL to load: http://host[:port]/path.
     #[arg(value_name = "URL")]
     pub url: String,
@@ -291,6 +296,7 @@ impl Args {
                 variable_length: self.variable_length,
             },
             cpu_pids: self.cpu_pids.clone(),
+            verbosity: self.verbosity,
         })
     }
 }

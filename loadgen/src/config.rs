@@ -114,6 +114,9 @@ pub struct RunConfig {
     pub expect: Expect,
     /// Processes whose CPU time is measured over the run.
     pub cpu_pids: Vec<u32>,
+    /// ab's `-v`: 0-1 quiet, 2 warnings and the request, 3 response codes,
+    /// 4 response heads (see [`crate::verbose`]).
+    pub verbosity: u8,
 }
 
 /// The HTTP request written on each connection. ab 2.3 always speaks

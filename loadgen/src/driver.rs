@@ -352,8 +352,9 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
         match outcome {
             Err(_) => {
                 conn.reset();
-                let msg = format!("timeout after {:?}", cfg.timeout);
-                rec.borrow_mut().failure(&Failure::Exception(msg));
+                let f = Failure::Exception(format!("timeout after {:?}", cfg.timeout));
+                crate::verbose::failure(cfg.verbosity, &f);
+                rec.borrow_mut().failure(&f);
             }
             Ok(Err(Failure::Connect(e))) if !shared.ever_connected.load(Ordering::Relaxed) => {
                 shared.fail(format!("cannot connect to {}: {e}", cfg.target.addr));
@@ -363,10 +364,12 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
                 if !matches!(f, Failure::Connect(_)) {
                     shared.ever_connected.store(true, Ordering::Relaxed);
                 }
+                crate::verbose::failure(cfg.verbosity, &f);
                 rec.borrow_mut().failure(&f);
             }
             Ok(Ok((timing, resp))) => {
                 shared.ever_connected.store(true, Ordering::Relaxed);
+                crate::verbose::response(cfg.verbosity, &resp);
                 let (doc_len, _) = shared
                     .first
                     .get_or_init(|| (resp.body_len, resp.server.clone()));

@@ -46,6 +46,13 @@ pub struct Response {
     pub keep_alive: bool,
     /// The `Server` header, when asked for.
     pub server: Option<String>,
+    /// What ab counts as a "Keep-Alive request": keep-alive was asked for
+    /// (`-k`), the head announced it (`Connection: keep-alive` or a
+    /// `Keep-Alive` header) and the body was complete; the first response
+    /// on each connection included.
+    pub ab_keep_alive: bool,
+    /// The response head as received, kept only at `-v 4`.
+    pub head: Option<String>,
 }
 
 /// Why an exchange failed, in ab's failure classes.
@@ -191,6 +198,9 @@ async fn read_response(
         match parsed.parse(buf) {
             Ok(httparse::Status::Complete(len)) => {
                 let framing = head_info(&parsed, &mut resp, want_server)?;
+                if cfg.verbosity >= crate::verbose::HEADS {
+                    resp.head = Some(String::from_utf8_lossy(&buf[..len]).into_owned());
+                }
                 break (len, framing);
             }
             Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
@@ -261,6 +271,7 @@ async fn read_response(
     if resp.truncated {
         resp.keep_alive = false;
     }
+    resp.ab_keep_alive &= cfg.keepalive && !resp.truncated;
     Ok((first_byte, resp))
 }
 
@@ -295,11 +306,15 @@ fn head_info(
         } else if h.name.eq_ignore_ascii_case("connection") {
             close |= contains_token(h.value, "close");
             keepalive |= contains_token(h.value, "keep-alive");
+        } else if h.name.eq_ignore_ascii_case("keep-alive") {
+            // ab looks for "Keep-Alive" anywhere in the head.
+            resp.ab_keep_alive = true;
         } else if want_server && h.name.eq_ignore_ascii_case("server") {
             resp.server = Some(String::from_utf8_lossy(h.value).into_owned());
         }
     }
     resp.keep_alive = if http11 { !close } else { keepalive && !close };
+    resp.ab_keep_alive |= keepalive;
     Ok(framing)
 }
 

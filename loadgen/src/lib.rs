@@ -14,6 +14,7 @@
 //! - [`record`]: per-thread histograms and counters, and their merge.
 //! - [`cpu`]: CPU time of other processes and of loadgen itself.
 //! - [`progress`]: the live progress line on a terminal.
+//! - [`verbose`]: ab's `-v N` lines during the run.
 //! - [`report`]: the summary and its printers (text, JSON, CSV, .hgrm).
 //! - [`app`]: `loadgen URL` from arguments to exit code.
 //! - [`bench`]: `loadgen bench`, the seed's benchmark against the gateway.
@@ -31,6 +32,7 @@ pub mod mock;
 pub mod progress;
 pub mod record;
 pub mod report;
+pub mod verbose;
 
 pub use config::{RunConfig, WorkMode};
 pub use driver::{run, RunResult};

@@ -59,7 +59,8 @@ pub struct Recorder {
     pub failures: Failures,
     /// Responses with a status outside 200-299.
     pub non_2xx: u64,
-    /// Requests sent on a reused connection.
+    /// ab's "Keep-Alive requests": complete responses that announced
+    /// keep-alive on a `-k` run, the first on each connection included.
     pub keepalive_requests: u64,
     /// All bytes read for complete responses.
     pub wire_bytes: u64,
@@ -116,7 +117,7 @@ impl Recorder {
         intended: Option<Instant>,
     ) {
         self.complete += 1;
-        if t.reused {
+        if r.ab_keep_alive {
             self.keepalive_requests += 1;
         }
         *self.statuses.entry(r.status).or_default() += 1;
@@ -226,6 +227,14 @@ mod tests {
         }
     }
 
+    /// A response that announced keep-alive on a `-k` run.
+    fn kept(status: u16, body_len: u64) -> Response {
+        Response {
+            ab_keep_alive: true,
+            ..ok(status, body_len)
+        }
+    }
+
     #[test]
     fn merge_adds_every_counter_histogram_and_reason() {
         let mut a = Recorder::default();
@@ -238,14 +247,20 @@ mod tests {
         );
         a.response(
             &timing(true, 2_000),
-            &ok(503, 5),
+            &kept(503, 5),
             Some(5),
             vec!["status 503".into()],
             None,
         );
         a.failure(&Failure::Receive("closed".into()));
         let mut b = Recorder::default();
-        b.response(&timing(true, 3_000), &ok(200, 7), Some(5), Vec::new(), None);
+        b.response(
+            &timing(true, 3_000),
+            &kept(200, 7),
+            Some(5),
+            Vec::new(),
+            None,
+        );
         b.failure(&Failure::Exception("timeout".into()));
         b.failure(&Failure::Receive("closed".into()));
 

@@ -208,6 +208,8 @@ fn a_short_bench_has_spreads_intervals_an_aa_control_and_stamps() {
         // The gateway ran the middleware once per request (warm-up excluded).
         assert_eq!(m["mw_calls_per_req"], 1.0, "{key}");
         assert!(m["mw_p50_us"].as_f64().unwrap() > 0.0, "{key}");
+        // The mean as well as the percentiles (the median hides GC pauses).
+        assert!(m["mw_mean_us"].as_f64().unwrap() > 0.0, "{key}");
         assert!(
             r["route"]["marker"]
                 .as_str()
@@ -275,6 +277,61 @@ fn a_short_bench_has_spreads_intervals_an_aa_control_and_stamps() {
             "{base} vs {other} CPU: {got:?} != {want:?}"
         );
     }
+
+    // The design-choice rows: one for each pair of routes that ran and
+    // differ in one choice, computed by the same paired method over the
+    // same rounds, recomputed here from the runs.
+    let choices = v["design_choices"].as_array().unwrap();
+    let names: Vec<&str> = choices
+        .iter()
+        .map(|c| c["choice"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"VM vs native"), "{names:?}");
+    for c in choices {
+        let (base, other) = (c["base"].as_str().unwrap(), c["other"].as_str().unwrap());
+        let (o, b) = (
+            by_round(other, "server_cpu_us_per_req"),
+            by_round(base, "server_cpu_us_per_req"),
+        );
+        let want = loadgen::bench::stats::paired_difference(&o, &b).unwrap();
+        let got: loadgen::bench::stats::DiffCi =
+            serde_json::from_value(c["gateway_cpu_us"].clone()).unwrap();
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(1.0);
+        assert!(
+            got.rounds == want.rounds
+                && close(got.diff, want.diff)
+                && close(got.low.unwrap(), want.low.unwrap())
+                && close(got.high.unwrap(), want.high.unwrap()),
+            "{c}: {want:?}"
+        );
+        let ratio: loadgen::bench::stats::RatioCi =
+            serde_json::from_value(c["gateway_cpu_ratio"].clone()).unwrap();
+        assert!(same(
+            &ratio,
+            &loadgen::bench::stats::paired_ratio(&o, &b).unwrap()
+        ));
+        // Both routes ran their middleware: both means are known.
+        assert!(c["other_mw_mean_us"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    // Every JS route that is not the seed's (another engine or strategy)
+    // is priced against the route it differs from by one choice.
+    for r in routes
+        .iter()
+        .filter(|r| r["target"] == "ours" && r["skipped"].is_null())
+    {
+        let kind = &r["route"]["kind"];
+        let key = r["route"]["key"].as_str().unwrap();
+        if kind["family"] == "js" && key != "js" {
+            assert!(
+                choices.iter().any(|c| c["other"] == key),
+                "{key} ({kind}) has no design-choice row: {names:?}"
+            );
+        }
+    }
+    assert!(
+        text.contains("What each design choice costs") && text.contains("middleware mean"),
+        "{text}"
+    );
 
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(

@@ -351,3 +351,95 @@ fn a_closed_stdout_is_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(0), "{err}");
 }
+
+/// Lines of `text` that start with `prefix`.
+fn count(text: &str, prefix: &str) -> usize {
+    text.lines().filter(|l| l.starts_with(prefix)).count()
+}
+
+#[test]
+fn verbosity_levels_print_abs_lines() {
+    let ok = Server::start(HELLO);
+    let missing = Server::start(Mode::Ok {
+        status: 404,
+        body: "nope",
+    });
+    let run = |level: &str, url: String| {
+        let out = loadgen(&["-n", "12", "-c", "3", "-q", "-v", level, &url]);
+        assert_eq!(out.status.code(), Some(0), "-v {level}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // Below 2: nothing beyond the report.
+    let one = run("1", missing.url("/x"));
+    assert!(
+        !one.contains("INFO:") && !one.contains("WARNING:") && !one.contains("LOG:"),
+        "{one}"
+    );
+    // 2: the request sent, and a warning per non-2xx answer.
+    let two = run("2", missing.url("/x"));
+    assert!(
+        two.contains("INFO: GET header == \n---\nGET /x HTTP/1.0\r\n"),
+        "{two}"
+    );
+    assert_eq!(
+        count(&two, "WARNING: Response code not 2xx (404)"),
+        12,
+        "{two}"
+    );
+    assert_eq!(count(&two, "LOG:"), 0, "{two}");
+    // 3: every response code.
+    let three = run("3", ok.url("/"));
+    assert_eq!(count(&three, "LOG: Response code = 200"), 12, "{three}");
+    assert_eq!(count(&three, "LOG: header received:"), 0, "{three}");
+    // 4: every response head.
+    let four = run("4", ok.url("/"));
+    assert_eq!(count(&four, "LOG: header received:"), 12, "{four}");
+    assert_eq!(count(&four, "Server: testsrv"), 12, "{four}");
+    // The report still follows, whole.
+    assert!(four.contains("Complete requests:      12"), "{four}");
+    let bad = loadgen(&["-v", "loud", &ok.url("/")]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+/// `Keep-Alive requests:` of a text report.
+fn keep_alive_requests(text: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Keep-Alive requests:"))
+        .unwrap_or_else(|| panic!("no Keep-Alive requests line:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn keep_alive_requests_are_counted_as_real_ab_counts_them() {
+    let ab = Command::new("ab").arg("-V").output();
+    if !ab.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: ab is not installed (Debian: apt-get install apache2-utils)");
+        return;
+    }
+    // A server that keeps every connection alive, and one that closes each
+    // connection after its 5th response (which then says Connection: close).
+    // One connection at a time, so that both clients see the same closes.
+    for (mode, c, want) in [(HELLO, "4", 200), (Mode::CloseEvery(5), "1", 160)] {
+        let srv = Server::start(mode);
+        let url = srv.url("/");
+        let args = ["-k", "-n", "200", "-c", c, "-v", "3", url.as_str()];
+        let ab = Command::new("ab").args(args).output().unwrap();
+        let ab = String::from_utf8_lossy(&ab.stdout).into_owned();
+        let ours = loadgen(&args);
+        let ours = String::from_utf8(ours.stdout).unwrap();
+        assert_eq!(keep_alive_requests(&ab), want, "{mode:?}: ab says\n{ab}");
+        assert_eq!(
+            keep_alive_requests(&ours),
+            want,
+            "{mode:?}: loadgen says\n{ours}"
+        );
+        // -v 3 prints one line per response code in ab's words, as ab does.
+        assert_eq!(
+            count(&ours, "LOG: Response code = 200"),
+            count(&ab, "LOG: Response code = 200"),
+            "{mode:?}"
+        );
+    }
+}

@@ -34,7 +34,59 @@ pub struct Route {
     /// The header (Go-canonical, as the echo prints it) that proves the
     /// middleware ran; found by the bench's check before the runs.
     pub marker: Option<String>,
+    /// What the definition's middleware is (driver, JS engine, strategy):
+    /// the design-choice table pairs routes by it. `None` without a
+    /// definition (the upstream, peers) or without middleware.
+    #[serde(default)]
+    pub kind: Option<MiddlewareKind>,
 }
+
+/// A definition's middleware, normalised: JS routes always name their
+/// engine and strategy (the gateway's defaults when the definition does not).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MiddlewareKind {
+    /// `native` (a C-ABI plugin), `go` (the seed's main.go through the Go
+    /// adapter), `js`, `wasm`, or the driver as written when unknown.
+    pub family: String,
+    /// The driver as the definition spells it (lowercase).
+    pub driver: String,
+    /// JS only: `boa` (the default) or `quickjs`, or as written.
+    pub engine: Option<String>,
+    /// JS only: `persistent` (the default), `tyk-json`, `fresh`, or as written.
+    pub strategy: Option<String>,
+}
+
+impl MiddlewareKind {
+    /// A JS route on the gateway's default engine with its default strategy.
+    pub fn is_default_js(&self) -> bool {
+        self.family == "js"
+            && self.engine.as_deref() == Some(DEFAULT_ENGINE)
+            && self.strategy.as_deref() == Some(DEFAULT_STRATEGY)
+    }
+
+    /// The column title: "native plugin", "JS (VM)", "JS QuickJS tyk-json", ...
+    pub fn label(&self, api_id: &str) -> String {
+        match self.family.as_str() {
+            "native" => "native plugin".into(),
+            "go" => "Go plugin (the seed's main.go)".into(),
+            "wasm" => "WebAssembly plugin".into(),
+            "js" if self.is_default_js() => "JS (VM)".into(),
+            "js" => {
+                let engine = self.engine.as_deref().filter(|e| *e != DEFAULT_ENGINE);
+                let engine = engine.map(|e| if e == "quickjs" { "QuickJS" } else { e });
+                let strategy = self.strategy.as_deref().filter(|s| *s != DEFAULT_STRATEGY);
+                let parts: Vec<&str> = ["JS"].into_iter().chain(engine).chain(strategy).collect();
+                parts.join(" ")
+            }
+            _ => api_id.into(),
+        }
+    }
+}
+
+/// The gateway's JS engine when a definition names none (`--jsvm-engine`'s default).
+pub const DEFAULT_ENGINE: &str = "boa";
+/// The gateway's JS strategy when a definition names none (`--jsvm-strategy`'s default).
+pub const DEFAULT_STRATEGY: &str = "persistent";
 
 impl Route {
     /// A route with no definition behind it (the upstream, a peer's routes).
@@ -47,6 +99,7 @@ impl Route {
             source: None,
             has_middleware,
             marker: None,
+            kind: None,
         }
     }
 
@@ -84,35 +137,45 @@ fn setting<'a>(def: &'a Value, name: &str) -> Option<&'a str> {
         .or_else(|| entries(def).iter().find_map(|mw| mw[name].as_str()))
 }
 
+/// What a definition's middleware is, or `None` when it runs none.
+pub fn kind_of(def: &Value) -> Option<MiddlewareKind> {
+    if entries(def).is_empty() {
+        return None;
+    }
+    let id = def["api_id"].as_str().unwrap_or("");
+    let listen = def["proxy"]["listen_path"].as_str().unwrap_or("");
+    let driver = setting(def, "driver").unwrap_or("").to_ascii_lowercase();
+    let lower = |name| setting(def, name).map(str::to_ascii_lowercase);
+    let family = match driver.as_str() {
+        "goplugin" | "native" if id.starts_with("gopl-go") || listen.starts_with("/gopl-go/") => {
+            "go"
+        }
+        "goplugin" | "native" => "native",
+        "otto" | "goja" | "javascript" => "js",
+        "wasm" | "proxy-wasm" => "wasm",
+        other => other,
+    };
+    let js = family == "js";
+    Some(MiddlewareKind {
+        family: family.to_string(),
+        engine: js.then(|| lower("engine").unwrap_or_else(|| DEFAULT_ENGINE.into())),
+        strategy: js.then(|| lower("strategy").unwrap_or_else(|| DEFAULT_STRATEGY.into())),
+        driver,
+    })
+}
+
 /// The route's key and label from its middleware: the seed's pair keeps
 /// the keys `native` and `js`; other kinds are keyed by their API id.
 pub fn classify(def: &Value) -> (String, String) {
     let id = def["api_id"].as_str().unwrap_or("unnamed").to_string();
-    let listen = def["proxy"]["listen_path"].as_str().unwrap_or("");
-    if entries(def).is_empty() {
+    let Some(kind) = kind_of(def) else {
         return ("plain".into(), "no middleware".into());
-    }
-    let driver = setting(def, "driver").unwrap_or("").to_ascii_lowercase();
-    let engine = setting(def, "engine").map(str::to_ascii_lowercase);
-    let strategy = setting(def, "strategy").map(str::to_ascii_lowercase);
-    match driver.as_str() {
-        "goplugin" | "native" if id.starts_with("gopl-go") || listen.starts_with("/gopl-go/") => {
-            (id, "Go plugin (the seed's main.go)".into())
-        }
-        "goplugin" | "native" => ("native".into(), "native plugin".into()),
-        "otto" | "goja" | "javascript" => {
-            let engine = engine.filter(|e| e != "boa");
-            let strategy = strategy.filter(|s| s != "persistent");
-            match (engine.as_deref(), strategy.as_deref()) {
-                (None, None) => ("js".into(), "JS (VM)".into()),
-                (Some("quickjs"), None) => (id, "JS QuickJS".into()),
-                (Some("quickjs"), Some(s)) => (id, format!("JS QuickJS {s}")),
-                (None, Some(s)) => (id, format!("JS {s}")),
-                (Some(e), s) => (id, format!("JS {e} {}", s.unwrap_or("")).trim().to_string()),
-            }
-        }
-        "wasm" | "proxy-wasm" => (id, "WebAssembly plugin".into()),
-        _ => (id.clone(), id),
+    };
+    let label = kind.label(&id);
+    match kind.family.as_str() {
+        "native" => ("native".into(), label),
+        "js" if kind.is_default_js() => ("js".into(), label),
+        _ => (id, label),
     }
 }
 
@@ -200,6 +263,7 @@ pub fn prepare(
                 source: Some(source),
                 has_middleware: !entries(&def).is_empty(),
                 marker: None,
+                kind: kind_of(&def),
                 label,
             },
         });
@@ -285,6 +349,32 @@ mod tests {
             ("x-hello".into(), "JS QuickJS".into())
         );
         assert_eq!(
+            label(pre(
+                json!({"driver": "otto", "engine": "quickjs", "strategy": "tyk-json"})
+            ))
+            .1,
+            "JS QuickJS tyk-json"
+        );
+        // Naming the defaults is the seed's JS route.
+        assert_eq!(
+            label(pre(
+                json!({"driver": "otto", "engine": "boa", "strategy": "persistent"})
+            )),
+            ("js".into(), "JS (VM)".into())
+        );
+        // A strategy or engine the bench does not know is labelled as written.
+        assert_eq!(
+            label(pre(json!({"driver": "otto", "strategy": "Pooled"}))),
+            ("x-hello".into(), "JS pooled".into())
+        );
+        assert_eq!(
+            label(pre(
+                json!({"driver": "otto", "engine": "v8", "strategy": "fresh"})
+            ))
+            .1,
+            "JS v8 fresh"
+        );
+        assert_eq!(
             label(pre(json!({"driver": "wasm"}))).1,
             "WebAssembly plugin"
         );
@@ -298,6 +388,34 @@ mod tests {
         // A disabled entry is no middleware.
         let off = def(json!({"driver": "otto", "pre": [{"name": "f", "disabled": true}]}));
         assert_eq!(label(off).0, "plain");
+    }
+
+    #[test]
+    fn kinds_name_engine_and_strategy_with_the_gateways_defaults() {
+        let js = |mw: Value| kind_of(&def(mw)).unwrap();
+        let k = js(json!({"driver": "otto", "pre": [{"name": "f", "path": "p"}]}));
+        assert_eq!(
+            (
+                k.family.as_str(),
+                k.engine.as_deref(),
+                k.strategy.as_deref()
+            ),
+            ("js", Some("boa"), Some("persistent"))
+        );
+        // Engine and strategy may be given on the entry instead.
+        let k = js(
+            json!({"driver": "goja", "pre": [{"name": "f", "path": "p", "engine": "QuickJS", "strategy": "tyk-json"}]}),
+        );
+        assert_eq!(
+            (k.engine.as_deref(), k.strategy.as_deref()),
+            (Some("quickjs"), Some("tyk-json"))
+        );
+        let k = js(json!({"driver": "wasm", "pre": [{"name": "f", "path": "p"}]}));
+        assert_eq!(
+            (k.family.as_str(), k.engine, k.strategy),
+            ("wasm", None, None)
+        );
+        assert!(kind_of(&def(json!({}))).is_none());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Table 4, "plugin vs VM across gateways": Tyk's two published results,
+//! Table 5, "plugin vs VM across gateways": Tyk's two published results,
 //! then the native/VM ratio and the VM's µs per request on every gateway
 //! measured in the run (ours and the peers), and why our ratio is what it is.
 
@@ -7,11 +7,11 @@ use super::tables::{
     cell, ratio_cell, thousands, us, Table, SATURATED, SEED_OTTO, SEED_REQUESTS, TYK_GOJA,
 };
 
-/// Table 4: Tyk's two published results, then plugin-vs-VM on every
+/// Table 5: Tyk's two published results, then plugin-vs-VM on every
 /// gateway measured in this run (ours and the peers).
 pub fn gateways_table(r: &BenchReport) -> Table {
     let mut t = Table::new(
-        "4. Plugin vs VM across gateways (Tyk's published numbers; the others measured in this run)",
+        "5. Plugin vs VM across gateways (Tyk's published numbers; the others measured in this run)",
         &[
             "Gateway: VM",
             "native req/s",

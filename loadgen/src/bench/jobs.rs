@@ -124,6 +124,7 @@ pub fn config(args: &BenchArgs, job: &Job, n: u64) -> RunConfig {
             variable_length: false,
         },
         cpu_pids,
+        verbosity: 0,
     }
 }
 

@@ -15,7 +15,7 @@
 //! - [`procs`]: child processes, always stopped; [`pin`]: `--cpus`.
 //! - [`probe`]: single requests and the gateway's `/tyk/stats`.
 //! - [`model`]: the report's data; [`stats`]: medians and intervals; [`stamp`]: provenance.
-//! - [`tables`], [`gateways`], [`render`], [`charts`]: the report as text, Markdown, JSON and SVG.
+//! - [`tables`], [`design`], [`gateways`], [`render`], [`charts`]: the report as text, Markdown, JSON and SVG.
 //!
 //! Processes: children get their own process group, so a terminal Ctrl-C
 //! reaches only loadgen, which stops the run and then its children (in
@@ -23,6 +23,7 @@
 
 pub mod apis;
 pub mod charts;
+pub mod design;
 pub mod gateways;
 pub mod jobs;
 pub mod model;

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::apis::Route;
+use super::design::{design_choices, DesignChoice};
 use super::probe::CallStats;
 use super::stamp::Stamps;
 use super::stats::{median_index, paired_ratio, RatioCi, Spread};
@@ -255,6 +256,10 @@ pub struct BenchReport {
     pub routes: Vec<RouteResult>,
     /// Paired ratios with intervals.
     pub comparisons: Vec<Comparison>,
+    /// What each design choice costs: paired differences in gateway CPU
+    /// per request between routes that differ in one choice.
+    #[serde(default)]
+    pub design_choices: Vec<DesignChoice>,
     /// One line per reason the exit status is not 0.
     pub problems: Vec<String>,
 }
@@ -330,6 +335,7 @@ impl BenchReport {
             }
         }
         self.comparisons = out;
+        self.design_choices = design_choices(self);
     }
 
     fn paired(&self, target: &str, base: &str, other: &str, metric: Metric) -> Option<RatioCi> {

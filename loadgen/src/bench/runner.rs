@@ -507,6 +507,7 @@ impl Bench<'_> {
             peers: self.peers,
             routes,
             comparisons: Vec::new(),
+            design_choices: Vec::new(),
             problems,
         };
         report.compare();

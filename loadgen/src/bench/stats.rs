@@ -98,26 +98,64 @@ pub fn paired_ratio(a: &[Option<f64>], b: &[Option<f64>]) -> Option<RatioCi> {
             _ => None,
         })
         .collect();
-    let n = logs.len();
+    let (mean, half) = t_interval(&logs)?;
+    Some(RatioCi {
+        ratio: mean.exp(),
+        low: half.map(|h| (mean - h).exp()),
+        high: half.map(|h| (mean + h).exp()),
+        rounds: logs.len(),
+    })
+}
+
+/// A difference between two routes over paired rounds, with its 95% interval.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct DiffCi {
+    /// Mean of the per-round differences.
+    pub diff: f64,
+    /// Lower end of the 95% confidence interval (`None` with one round).
+    pub low: Option<f64>,
+    /// Upper end of the 95% confidence interval.
+    pub high: Option<f64>,
+    /// Rounds the difference is computed from.
+    pub rounds: usize,
+}
+
+impl DiffCi {
+    /// Whether the interval excludes 0 (no interval: not significant).
+    pub fn significant(&self) -> bool {
+        matches!((self.low, self.high), (Some(l), Some(h)) if l > 0.0 || h < 0.0)
+    }
+}
+
+/// Mean and the half-width of its 95% t interval (`None` for one value).
+fn t_interval(v: &[f64]) -> Option<(f64, Option<f64>)> {
+    let n = v.len();
     if n == 0 {
         return None;
     }
-    let mean = logs.iter().sum::<f64>() / n as f64;
+    let mean = v.iter().sum::<f64>() / n as f64;
     if n == 1 {
-        return Some(RatioCi {
-            ratio: mean.exp(),
-            low: None,
-            high: None,
-            rounds: 1,
-        });
+        return Some((mean, None));
     }
-    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let half = t975(n - 1) * (var / n as f64).sqrt();
-    Some(RatioCi {
-        ratio: mean.exp(),
-        low: Some((mean - half).exp()),
-        high: Some((mean + half).exp()),
-        rounds: n,
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((mean, Some(t975(n - 1) * (var / n as f64).sqrt())))
+}
+
+/// The paired difference `a - b` over rounds where both have a value
+/// (pairs are matched by index: round k with round k).
+pub fn paired_difference(a: &[Option<f64>], b: &[Option<f64>]) -> Option<DiffCi> {
+    let diffs: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter_map(|(x, y)| Some((*x)? - (*y)?))
+        .filter(|d| d.is_finite())
+        .collect();
+    let (diff, half) = t_interval(&diffs)?;
+    Some(DiffCi {
+        diff,
+        low: half.map(|h| diff - h),
+        high: half.map(|h| diff + h),
+        rounds: diffs.len(),
     })
 }
 
@@ -183,5 +221,26 @@ mod tests {
         assert_eq!((r.ratio, r.low, r.rounds), (2.0, None, 1));
         assert!(!r.significant());
         assert!(paired_ratio(&[None], &[Some(1.0)]).is_none());
+    }
+
+    #[test]
+    fn the_difference_interval_is_the_t_interval_on_per_round_differences() {
+        // Differences 10, 14, 12 (a missing round is left out): mean 12,
+        // sd 2, t(0.975, 2) = 4.303, half-width 4.303 * 2 / sqrt(3).
+        let a = [Some(110.0), Some(114.0), None, Some(112.0)];
+        let b = [Some(100.0), Some(100.0), Some(100.0), Some(100.0)];
+        let d = paired_difference(&a, &b).unwrap();
+        let half = 4.303 * 2.0 / 3f64.sqrt();
+        assert_eq!(d.rounds, 3);
+        assert!((d.diff - 12.0).abs() < 1e-12);
+        assert!((d.low.unwrap() - (12.0 - half)).abs() < 1e-12);
+        assert!((d.high.unwrap() - (12.0 + half)).abs() < 1e-12);
+        assert!(d.significant());
+        // Noise around zero is not significant; one round has no interval.
+        let d = paired_difference(&[Some(1.0), Some(-1.0)], &[Some(0.0), Some(0.0)]).unwrap();
+        assert!(!d.significant());
+        let one = paired_difference(&[Some(5.0)], &[Some(2.0)]).unwrap();
+        assert_eq!((one.diff, one.low, one.rounds), (3.0, None, 1));
+        assert!(paired_difference(&[None], &[Some(1.0)]).is_none());
     }
 }

@@ -136,6 +136,7 @@ pub fn tables(r: &BenchReport) -> Vec<Table> {
     if let Some(t) = others_table(r) {
         out.push(t);
     }
+    out.extend(super::design::design_table(r));
     out.push(super::gateways::gateways_table(r));
     if r.targets().len() > 1 {
         out.push(targets_table(r));
@@ -280,6 +281,7 @@ fn time_table(r: &BenchReport) -> Table {
         "2. Where the time goes (the median run)",
         &[
             "Route",
+            "middleware mean",
             "middleware p50",
             "middleware p99",
             "calls/request",
@@ -295,6 +297,7 @@ fn time_table(r: &BenchReport) -> Table {
         let f = rr.median();
         t.rows.push(vec![
             rr.route.title(),
+            cell(f, |f| f.mw_mean_us.map(|v| format!("{v:.2} µs"))),
             cell(f, |f| f.mw_p50_us.map(|v| format!("{v:.2} µs"))),
             cell(f, |f| f.mw_p99_us.map(|v| format!("{v:.2} µs"))),
             cell(f, |f| f.mw_calls_per_req.map(|v| format!("{v:.2}"))),
@@ -307,7 +310,8 @@ fn time_table(r: &BenchReport) -> Table {
         ]);
     }
     t.notes = vec![
-        "middleware = time inside the middleware call, from the gateway's own histograms (GET /tyk/stats);".into(),
+        "middleware = time inside the middleware call, from the gateway's own histograms (GET /tyk/stats); the mean \
+         includes what the median hides (GC pauses, spare-object batches);".into(),
         "gateway CPU/request above the no-middleware route's is what the middleware costs in all (call + marshalling);".into(),
         "for \"upstream direct\" the gateway column is mock-upstream's own CPU.".into(),
     ];
@@ -330,7 +334,16 @@ fn others_table(r: &BenchReport) -> Option<Table> {
     }
     let mut t = Table::new(
         "3. Every middleware kind against the native plugin (the median run; ratios with 95% intervals)",
-        &["Route", "req/s", "throughput vs native", "all CPU/request", "CPU vs native", "extra µs/request"],
+        &[
+            "Route",
+            "req/s",
+            "throughput vs native",
+            "all CPU/request",
+            "CPU vs native",
+            "extra µs/request",
+            "gateway CPU/request",
+            "gateway CPU vs native",
+        ],
     );
     let native = r.get("ours", "native");
     for rr in others {
@@ -358,6 +371,13 @@ fn others_table(r: &BenchReport) -> Option<Table> {
             ),
             difference(cmp(Metric::AllCpuPerRequest), "native", "it", "less CPU"),
             extra,
+            with_spread(
+                f.and_then(|f| f.server_cpu_us_per_req),
+                rr.spread.server_cpu_us_per_req,
+                &one_decimal,
+                " µs",
+            ),
+            ratio_cell(cmp(Metric::ServerCpuPerRequest)),
         ]);
         if let Some(why) = &rr.skipped {
             t.notes
@@ -367,10 +387,10 @@ fn others_table(r: &BenchReport) -> Option<Table> {
     Some(t)
 }
 
-/// Table 5: every route of every target.
+/// Table 6: every route of every target.
 fn targets_table(r: &BenchReport) -> Table {
     let mut t = Table::new(
-        "5. Every target and route (the median run)",
+        "6. Every target and route (the median run)",
         &[
             "Target",
             "Route",

@@ -150,7 +150,9 @@ pub struct Summary {
     pub non_2xx_responses: u64,
     /// Responses per status code.
     pub status_codes: BTreeMap<u16, u64>,
-    /// Requests sent on a reused connection.
+    /// ab's "Keep-Alive requests": with `-k`, complete responses that
+    /// announced keep-alive (`Connection: keep-alive`), the first on each
+    /// connection included, as ab counts them.
     pub keepalive_requests: u64,
     /// All bytes received for complete responses.
     pub total_transferred_bytes: u64,

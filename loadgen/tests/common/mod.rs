@@ -22,6 +22,9 @@ pub enum Mode {
     Varying,
     /// A chunked HTTP/1.1 response in three chunks.
     Chunked,
+    /// `200 hello`, but every `n`th response on a connection says
+    /// `Connection: close` and closes it.
+    CloseEvery(u64),
 }
 
 /// A running test server; stops when dropped.
@@ -140,14 +143,20 @@ fn serve(
         }
         requests.fetch_add(1, Ordering::SeqCst);
         bodies.lock().unwrap().push(body);
-        let keep_alive = if http11 { !close } else { keep };
+        let mut keep_alive = if http11 { !close } else { keep };
         served += 1;
+        if let Mode::CloseEvery(n) = mode {
+            keep_alive &= !served.is_multiple_of(n);
+        }
         let conn_hdr = if keep_alive {
             "Connection: keep-alive\r\n"
         } else {
             "Connection: close\r\n"
         };
         let resp = match mode {
+            Mode::CloseEvery(_) => format!(
+                "HTTP/1.1 200 OK\r\nServer: testsrv\r\nContent-Length: 5\r\n{conn_hdr}\r\nhello"
+            ),
             Mode::Ok { status, body } => format!(
                 "HTTP/1.1 {status} X\r\nServer: testsrv\r\nContent-Length: {}\r\n{conn_hdr}\r\n{body}",
                 body.len()

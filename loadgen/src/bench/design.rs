@@ -1,0 +1,397 @@
+//! "What each design choice costs": every choice this gateway makes a
+//! switch of (issue 12), priced from routes measured in the same run.
+//!
+//! A choice is a pair of routes that differ in that one respect: the seed's
+//! JS route against the native plugin ("VM vs native"), Tyk's JSON
+//! marshalling against the persistent strategy on the same engine, fresh
+//! state against persistent, QuickJS against boa with the same strategy,
+//! WebAssembly and the Go adapter against the native plugin. Its cost is
+//! the paired difference of the two routes' gateway CPU per request over
+//! the rounds, with the same paired 95% t interval as every ratio of the
+//! report ([`super::stats::paired_difference`]); the ratio beside it is
+//! [`super::stats::paired_ratio`] on the same figures. Gateway CPU, not all
+//! processes': the upstream and loadgen do the same work on both routes.
+//!
+//! Routes are paired by what their definitions say ([`MiddlewareKind`]), so
+//! a user's own definitions get rows too; a row exists only when both of its
+//! routes were measured.
+
+use serde::{Deserialize, Serialize};
+
+use super::apis::{MiddlewareKind, DEFAULT_ENGINE, DEFAULT_STRATEGY};
+use super::model::{BenchReport, RouteResult, RunFigures};
+use super::stats::{paired_difference, paired_ratio, DiffCi, RatioCi};
+use super::tables::{ratio_cell, Table};
+
+/// The cost of one design choice, measured in this run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DesignChoice {
+    /// What is chosen: `VM vs native`, `Tyk's marshalling`, `fresh state`,
+    /// `engine`, `wasm vs native`, `Go adapter vs Rust native`, or
+    /// `strategy NAME` for a strategy the bench does not know.
+    pub choice: String,
+    /// The condition held equal ("boa", "persistent"), if any.
+    pub within: Option<String>,
+    /// The reference route's key (what the choice is measured against).
+    pub base: String,
+    /// The key of the route that makes the choice.
+    pub other: String,
+    /// `other - base`: gateway CPU µs per request, paired over the rounds.
+    pub gateway_cpu_us: DiffCi,
+    /// `other / base` gateway CPU per request, paired over the rounds.
+    pub gateway_cpu_ratio: Option<RatioCi>,
+    /// Mean middleware call time of the base route's median run, µs.
+    pub base_mw_mean_us: Option<f64>,
+    /// Mean middleware call time of the other route's median run, µs.
+    pub other_mw_mean_us: Option<f64>,
+}
+
+/// A choice to look for: its name, what is held equal, and the two kinds.
+struct Pair {
+    choice: String,
+    within: Option<String>,
+    base: Box<dyn Fn(&MiddlewareKind) -> bool>,
+    other: Box<dyn Fn(&MiddlewareKind) -> bool>,
+}
+
+fn family(f: &'static str) -> Box<dyn Fn(&MiddlewareKind) -> bool> {
+    Box::new(move |k| k.family == f)
+}
+
+fn js(engine: String, strategy: String) -> Box<dyn Fn(&MiddlewareKind) -> bool> {
+    Box::new(move |k| {
+        k.family == "js"
+            && k.engine.as_deref() == Some(engine.as_str())
+            && k.strategy.as_deref() == Some(strategy.as_str())
+    })
+}
+
+/// What a strategy other than the default buys, by name.
+fn strategy_choice(s: &str) -> String {
+    match s {
+        "tyk-json" => "Tyk's marshalling".into(),
+        "fresh" => "fresh state".into(),
+        other => format!("strategy {other}"),
+    }
+}
+
+/// Every pair worth a row, given the JS engines and strategies measured.
+fn pairs(engines: &[String], strategies: &[String]) -> Vec<Pair> {
+    let (boa, persistent) = (DEFAULT_ENGINE.to_string(), DEFAULT_STRATEGY.to_string());
+    let mut out = vec![Pair {
+        choice: "VM vs native".into(),
+        within: None,
+        base: family("native"),
+        other: js(boa.clone(), persistent.clone()),
+    }];
+    for e in engines {
+        for s in strategies.iter().filter(|s| **s != persistent) {
+            out.push(Pair {
+                choice: strategy_choice(s),
+                within: Some(e.clone()),
+                base: js(e.clone(), persistent.clone()),
+                other: js(e.clone(), s.clone()),
+            });
+        }
+    }
+    for s in strategies {
+        for e in engines.iter().filter(|e| **e != boa) {
+            out.push(Pair {
+                choice: format!("engine: {} vs {boa}", engine_name(e)),
+                within: Some(s.clone()),
+                base: js(boa.clone(), s.clone()),
+                other: js(e.clone(), s.clone()),
+            });
+        }
+    }
+    out.push(Pair {
+        choice: "wasm vs native".into(),
+        within: None,
+        base: family("native"),
+        other: family("wasm"),
+    });
+    out.push(Pair {
+        choice: "Go adapter vs Rust native".into(),
+        within: None,
+        base: family("native"),
+        other: family("go"),
+    });
+    out
+}
+
+fn engine_name(e: &str) -> &str {
+    if e == "quickjs" {
+        "QuickJS"
+    } else {
+        e
+    }
+}
+
+/// Our measured routes with a middleware kind.
+fn measured(r: &BenchReport) -> Vec<(&RouteResult, &MiddlewareKind)> {
+    r.routes
+        .iter()
+        .filter(|rr| rr.target == "ours" && rr.median().is_some())
+        .filter_map(|rr| rr.route.kind.as_ref().map(|k| (rr, k)))
+        .collect()
+}
+
+/// Distinct values of `f` over the measured JS routes, the default first.
+fn distinct(
+    routes: &[(&RouteResult, &MiddlewareKind)],
+    f: impl Fn(&MiddlewareKind) -> Option<&String>,
+    default: &str,
+) -> Vec<String> {
+    let mut out = vec![default.to_string()];
+    for (_, k) in routes.iter().filter(|(_, k)| k.family == "js") {
+        if let Some(v) = f(k) {
+            if !out.contains(v) {
+                out.push(v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Every design choice both of whose routes were measured on our gateway.
+pub fn design_choices(r: &BenchReport) -> Vec<DesignChoice> {
+    let routes = measured(r);
+    let engines = distinct(&routes, |k| k.engine.as_ref(), DEFAULT_ENGINE);
+    let strategies = distinct(&routes, |k| k.strategy.as_ref(), DEFAULT_STRATEGY);
+    let find = |pred: &dyn Fn(&MiddlewareKind) -> bool| {
+        routes.iter().find(|(_, k)| pred(k)).map(|(rr, _)| *rr)
+    };
+    let gateway = |f: &RunFigures| f.server_cpu_us_per_req;
+    let mut out = Vec::new();
+    for p in pairs(&engines, &strategies) {
+        let (Some(base), Some(other)) = (find(&*p.base), find(&*p.other)) else {
+            continue;
+        };
+        let (b, o) = (
+            base.by_round(r.repeat, gateway),
+            other.by_round(r.repeat, gateway),
+        );
+        let Some(diff) = paired_difference(&o, &b) else {
+            continue;
+        };
+        out.push(DesignChoice {
+            choice: p.choice,
+            within: p.within,
+            base: base.route.key.clone(),
+            other: other.route.key.clone(),
+            gateway_cpu_us: diff,
+            gateway_cpu_ratio: paired_ratio(&o, &b),
+            base_mw_mean_us: base.median().and_then(|f| f.mw_mean_us),
+            other_mw_mean_us: other.median().and_then(|f| f.mw_mean_us),
+        });
+    }
+    out
+}
+
+/// "+31.0 µs (24.1 to 37.9)", with "not significant" when the interval
+/// contains 0.
+pub fn diff_cell(d: &DiffCi) -> String {
+    match (d.low, d.high) {
+        (Some(l), Some(h)) if d.significant() => format!("{:+.1} µs ({l:.1} to {h:.1})", d.diff),
+        (Some(l), Some(h)) => format!("{:+.1} µs ({l:.1} to {h:.1}), not significant", d.diff),
+        _ => format!("{:+.1} µs (1 round: no interval)", d.diff),
+    }
+}
+
+fn mean_cell(v: Option<f64>) -> String {
+    v.map_or("n/a".into(), |v| format!("{v:.2} µs"))
+}
+
+/// The table: one row per design choice measured in this run.
+pub fn design_table(r: &BenchReport) -> Option<Table> {
+    if r.design_choices.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(
+        "4. What each design choice costs (gateway CPU per request, paired over the rounds; 95% intervals)",
+        &[
+            "Design choice",
+            "route",
+            "against",
+            "gateway CPU µs/request",
+            "gateway CPU ratio",
+            "middleware mean",
+        ],
+    );
+    let title = |key: &str| {
+        r.route("ours", key)
+            .map_or(key.to_string(), |rr| rr.route.title())
+    };
+    for d in &r.design_choices {
+        let choice = match &d.within {
+            Some(w) => format!("{} ({w})", d.choice),
+            None => d.choice.clone(),
+        };
+        t.rows.push(vec![
+            choice,
+            title(&d.other),
+            title(&d.base),
+            diff_cell(&d.gateway_cpu_us),
+            ratio_cell(d.gateway_cpu_ratio.as_ref()),
+            format!(
+                "{} vs {}",
+                mean_cell(d.other_mw_mean_us),
+                mean_cell(d.base_mw_mean_us)
+            ),
+        ]);
+    }
+    t.notes.push(
+        "gateway CPU µs/request = the route's minus the one it is against, per round, averaged, with a 95% t interval \
+         over the rounds (\"not significant\" when it contains 0); the ratio is the same pairing as the other ratios."
+            .into(),
+    );
+    t.notes.push(
+        "middleware mean = the mean call time from the gateway's own histograms (the median hides GC pauses and \
+         spare-object batches); the rest of a difference is marshalling, GC and caches left cold outside the call."
+            .into(),
+    );
+    if let Some(aa) = control_difference(r) {
+        t.notes.push(format!(
+            "A/A control, the same figure for no middleware measured twice: {}.",
+            diff_cell(&aa)
+        ));
+    }
+    Some(t)
+}
+
+/// The A/A control's gateway CPU difference: the noise floor of the table.
+fn control_difference(r: &BenchReport) -> Option<DiffCi> {
+    let (a, b) = (r.route("ours", "plain")?, r.route("ours", "plain-again")?);
+    let g = |f: &RunFigures| f.server_cpu_us_per_req;
+    paired_difference(&b.by_round(r.repeat, g), &a.by_round(r.repeat, g))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::apis::Route;
+
+    fn route(
+        key: &str,
+        family: &str,
+        engine: Option<&str>,
+        strategy: Option<&str>,
+        cpu: &[f64],
+    ) -> RouteResult {
+        let mut route = Route::bare(key, key, &format!("/{key}/hello/"), family != "plain");
+        route.kind = (family != "plain").then(|| MiddlewareKind {
+            family: family.into(),
+            driver: family.into(),
+            engine: engine.map(str::to_string),
+            strategy: strategy.map(str::to_string),
+        });
+        let mut rr = RouteResult::new("ours", route);
+        rr.runs = cpu
+            .iter()
+            .enumerate()
+            .map(|(round, c)| RunFigures {
+                round,
+                rps: 1000.0 + round as f64,
+                server_cpu_us_per_req: Some(*c),
+                mw_mean_us: (family != "plain").then_some(*c / 10.0),
+                ..RunFigures::default()
+            })
+            .collect();
+        rr.finish();
+        rr
+    }
+
+    fn report(routes: Vec<RouteResult>) -> BenchReport {
+        let mut r: BenchReport = serde_json::from_value(serde_json::json!({
+            "schema": "x", "requests": 1, "concurrency": 1, "keepalive": false, "repeat": 3,
+            "stamps": {"version": "0", "date": "d", "cores": 2, "command": "c"},
+            "processes": [], "peers": [], "routes": [], "comparisons": [], "problems": []
+        }))
+        .unwrap();
+        r.routes = routes;
+        r.design_choices = design_choices(&r);
+        r
+    }
+
+    #[test]
+    fn rows_exist_only_for_pairs_that_were_both_measured() {
+        let r = report(vec![
+            route("native", "native", None, None, &[50.0, 52.0, 51.0]),
+            route(
+                "js",
+                "js",
+                Some("boa"),
+                Some("persistent"),
+                &[60.0, 63.0, 61.0],
+            ),
+            route(
+                "tj",
+                "js",
+                Some("boa"),
+                Some("tyk-json"),
+                &[250.0, 260.0, 255.0],
+            ),
+            route(
+                "qj",
+                "js",
+                Some("quickjs"),
+                Some("persistent"),
+                &[58.0, 60.0, 59.0],
+            ),
+            route(
+                "odd",
+                "js",
+                Some("quickjs"),
+                Some("pooled"),
+                &[70.0, 70.0, 70.0],
+            ),
+        ]);
+        let names: Vec<String> = r
+            .design_choices
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} [{}] {} - {}",
+                    d.choice,
+                    d.within.as_deref().unwrap_or(""),
+                    d.other,
+                    d.base
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                "VM vs native [] js - native",
+                "Tyk's marshalling [boa] tj - js",
+                "strategy pooled [quickjs] odd - qj",
+                "engine: QuickJS vs boa [persistent] qj - js",
+            ]
+        );
+        let vm = &r.design_choices[0];
+        // Per-round differences 10, 11, 10.
+        assert!((vm.gateway_cpu_us.diff - 31.0 / 3.0).abs() < 1e-9);
+        assert_eq!(vm.gateway_cpu_us.rounds, 3);
+        assert_eq!(
+            (vm.base_mw_mean_us, vm.other_mw_mean_us),
+            (Some(5.2), Some(6.3))
+        );
+        let t = design_table(&r).unwrap();
+        assert_eq!(t.rows.len(), 4);
+        assert!(t.rows[1][0] == "Tyk's marshalling (boa)", "{:?}", t.rows[1]);
+        assert!(t.rows[0][3].starts_with("+10.3 µs ("), "{:?}", t.rows[0]);
+    }
+
+    #[test]
+    fn no_measured_pair_means_no_table() {
+        let r = report(vec![route(
+            "native",
+            "native",
+            None,
+            None,
+            &[50.0, 52.0, 51.0],
+        )]);
+        assert!(r.design_choices.is_empty());
+        assert!(design_table(&r).is_none());
+    }
+}
