@@ -40,6 +40,7 @@ fn spec(api_id: &str, pre: Vec<MiddlewareEntry>, config_data: serde_json::Value)
         post: Vec::new(),
         config_data,
         strategy: String::new(),
+        ..Default::default()
     }
 }
 

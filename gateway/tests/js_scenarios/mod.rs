@@ -60,6 +60,7 @@ pub fn spec(
         }],
         post: Vec::new(),
         config_data: config,
+        ..Default::default()
     }
 }
 
