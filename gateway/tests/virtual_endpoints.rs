@@ -186,7 +186,8 @@ fn virtual_answers_pass_the_response_chain_and_serve_beside_a_native_driver() {
         assert_eq!(r.headers["x-stamped"], "200", "{engine}");
     }
     let r = get(gw.addr, "/mixed/v");
-    assert_eq!((r.status.as_u16(), &r.headers["data-foo"]), (202, "n"));
+    assert_eq!(r.status, 202);
+    assert_eq!(r.headers["data-foo"], "n");
     assert_eq!(get(gw.addr, "/mixed/other").status, 200);
     assert_eq!(rec.last().headers["x-set"], "replaced", "the native pre ran");
     assert_eq!(rec.count(), 3);
