@@ -288,7 +288,11 @@ impl ApiChain {
 
     /// Runs every response middleware in order on `resp`, timing each call;
     /// stops at the first error, logged here naming the API and middleware.
-    pub async fn run_response(&self, req: &MwRequest, resp: &mut MwResponse) -> Result<(), MwError> {
+    pub async fn run_response(
+        &self,
+        req: &MwRequest,
+        resp: &mut MwResponse,
+    ) -> Result<(), MwError> {
         for (mw, rec) in &self.response {
             let start = Instant::now();
             let result = mw.call(req, resp).await;

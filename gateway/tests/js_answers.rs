@@ -91,22 +91,39 @@ fn return_overrides_answer_as_tyk_does_on_both_engines() {
             b"",
         );
         assert_eq!(r.headers["content-type"], "text/xml", "{engine}");
-        assert!(r.text().contains("<error>go away</error>"), "{engine}: {}", r.text());
+        assert!(
+            r.text().contains("<error>go away</error>"),
+            "{engine}: {}",
+            r.text()
+        );
         // Forced responses: Server: tyk, and Go's sniffed type when the
         // script set none.
         let r = mode(gw.addr, &path, "sniffed");
-        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, r#"{"ok":true}"#));
+        assert_eq!(
+            (r.status.as_u16(), r.text().as_str()),
+            (200, r#"{"ok":true}"#)
+        );
         assert_eq!(r.headers["server"], "tyk", "{engine}");
-        assert_eq!(r.headers["content-type"], "text/plain; charset=utf-8", "{engine}");
+        assert_eq!(
+            r.headers["content-type"], "text/plain; charset=utf-8",
+            "{engine}"
+        );
         assert!(r.headers.get("x-generator").is_none(), "{engine}");
         let r = mode(gw.addr, &path, "html");
-        assert_eq!(r.headers["content-type"], "text/html; charset=utf-8", "{engine}");
+        assert_eq!(
+            r.headers["content-type"], "text/html; charset=utf-8",
+            "{engine}"
+        );
         let r = mode(gw.addr, &path, "typed");
         assert_eq!(r.status, 201, "{engine}");
         assert_eq!(r.headers["content-type"], "application/json", "{engine}");
         // OverrideError: forced even at 418, ResponseError as its body.
         let r = mode(gw.addr, &path, "override");
-        assert_eq!((r.status.as_u16(), r.text().as_str()), (418, "short"), "{engine}");
+        assert_eq!(
+            (r.status.as_u16(), r.text().as_str()),
+            (418, "short"),
+            "{engine}"
+        );
         assert_eq!(r.headers["server"], "tyk", "{engine}");
         let r = mode(gw.addr, &path, "empty");
         assert_eq!(r.status, 204, "{engine}");
@@ -162,14 +179,26 @@ fn config_data_disabled_leaves_the_key_out_on_both_engines() {
             (v("x-has-key"), v("x-config"), v("x-spec"))
         };
         let (has, config, _) = seen("shown");
-        assert_eq!((has.as_str(), config.as_str()), ("true", r#"{"foo":"bar"}"#), "{engine}");
+        assert_eq!(
+            (has.as_str(), config.as_str()),
+            ("true", r#"{"foo":"bar"}"#),
+            "{engine}"
+        );
         // Tyk's specToJson leaves the key out: `undefined`, not `null`.
         let (has, config, spec) = seen("hidden");
-        assert_eq!((has.as_str(), config.as_str()), ("false", "undefined"), "{engine}");
+        assert_eq!(
+            (has.as_str(), config.as_str()),
+            ("false", "undefined"),
+            "{engine}"
+        );
         assert!(!spec.contains("bar"), "{engine}: {spec}");
         // No config_data at all: Go marshals the nil map as null.
         let (has, config, _) = seen("absent");
-        assert_eq!((has.as_str(), config.as_str()), ("true", "null"), "{engine}");
+        assert_eq!(
+            (has.as_str(), config.as_str()),
+            ("true", "null"),
+            "{engine}"
+        );
     }
     gw.stop();
 }

@@ -68,7 +68,11 @@ fn response_hooks_change_status_headers_and_body_on_both_engines() {
     for engine in ENGINES {
         let path = format!("/{engine}/x?q=1");
         let r = mode(gw.addr, &path, "none");
-        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "recorded"), "{engine}");
+        assert_eq!(
+            (r.status.as_u16(), r.text().as_str()),
+            (200, "recorded"),
+            "{engine}"
+        );
         assert_eq!(r.headers["x-response-modified"], "true", "{engine}");
         // The request is the one that went upstream; its Body is null, as
         // Tyk hands response hooks none.
@@ -95,7 +99,11 @@ fn response_hooks_change_status_headers_and_body_on_both_engines() {
 
 fn assert_middleware_error(r: &Got, what: &str) {
     assert_eq!(r.status, 500, "{what}: {}", r.text());
-    assert_eq!(r.text(), "{\n    \"error\": \"Middleware error\"\n}", "{what}");
+    assert_eq!(
+        r.text(),
+        "{\n    \"error\": \"Middleware error\"\n}",
+        "{what}"
+    );
     assert_eq!(r.headers["x-generator"], "tyk.io", "{what}");
 }
 
@@ -113,7 +121,11 @@ fn failing_hooks_answer_tyks_500_and_the_next_request_works() {
         for _ in 0..300 {
             assert_eq!(mode(gw.addr, &path, "throw").status, 500);
         }
-        assert_eq!(mode(gw.addr, &path, "body").text(), "custom:recorded", "{engine}");
+        assert_eq!(
+            mode(gw.addr, &path, "body").text(),
+            "custom:recorded",
+            "{engine}"
+        );
     }
     gw.stop();
 }
@@ -192,7 +204,11 @@ fn a_response_entry_without_process_response_fails_its_api_closed() {
     let js = script(dir.path(), "none.js", "var nothing = 1;");
     for engine in ENGINES {
         let mw = json!({"response": [{"name": "missingHook", "path": js}]});
-        write_api(dir.path(), engine, &js_api(engine, &format!("http://{up}"), engine, mw));
+        write_api(
+            dir.path(),
+            engine,
+            &js_api(engine, &format!("http://{up}"), engine, mw),
+        );
     }
     let gw = start_gateway(dir.path());
     for engine in ENGINES {

@@ -35,7 +35,10 @@ fn a_native_response_entry_edits_status_headers_and_body() {
     assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
 
     let r = get(gw.addr, "/nresp/a");
-    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "native saw: recorded"));
+    assert_eq!(
+        (r.status.as_u16(), r.text().as_str()),
+        (200, "native saw: recorded")
+    );
     assert_eq!(
         r.headers["x-native-response"],
         "status=200 upstream=recorder path=/nresp/a lines>0=true"
@@ -66,7 +69,13 @@ fn a_library_built_before_abi_1_2_cannot_be_a_response_entry() {
         json!([{"name": "OldHook", "path": p.pre_1_2.to_str().unwrap()}]);
     write_api(dir.path(), "old", &def);
     // The same library still serves the request phase.
-    let pre = native_api("oldpre", "/oldpre/", &up.to_string(), &[(&p.pre_1_2, "OldHook")], &[]);
+    let pre = native_api(
+        "oldpre",
+        "/oldpre/",
+        &up.to_string(),
+        &[(&p.pre_1_2, "OldHook")],
+        &[],
+    );
     write_api(dir.path(), "oldpre", &pre);
     let gw = start_gateway(dir.path());
     let e = gw

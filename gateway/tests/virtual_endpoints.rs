@@ -94,7 +94,10 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
         assert_eq!(r.headers["data-foo"], "x", "{engine}");
         assert_eq!(r.headers["data-bar-y"], "3", "{engine}");
         assert_eq!(r.headers["server"], "tyk", "{engine}");
-        assert_eq!(r.headers["content-type"], "text/plain; charset=utf-8", "{engine}");
+        assert_eq!(
+            r.headers["content-type"], "text/plain; charset=utf-8",
+            "{engine}"
+        );
         assert_eq!(
             r.json(),
             json!({"url": format!("/{engine}/users/42?a=1&a=2"),
@@ -114,7 +117,10 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
         assert_eq!(r.json()["params"], json!({"a": ["1", "2"]}), "{engine}");
         // No match (method, path): proxied.
         assert_eq!(get(gw.addr, &format!("/{engine}/blob")).text(), "recorded");
-        assert_eq!(get(gw.addr, &format!("/{engine}/users/")).text(), "recorded");
+        assert_eq!(
+            get(gw.addr, &format!("/{engine}/users/")).text(),
+            "recorded"
+        );
         // A failing function: Tyk's 500, or the upstream with proxy_on_error.
         for path in ["broken", "object"] {
             let r = get(gw.addr, &format!("/{engine}/{path}"));
@@ -125,7 +131,10 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
                 "{engine} {path}"
             );
         }
-        assert_eq!(get(gw.addr, &format!("/{engine}/fallback")).text(), "recorded");
+        assert_eq!(
+            get(gw.addr, &format!("/{engine}/fallback")).text(),
+            "recorded"
+        );
     }
     // Proxied: 2 misses and 1 proxy_on_error per engine.
     assert_eq!(rec.count(), 6);
@@ -189,7 +198,11 @@ fn virtual_answers_pass_the_response_chain_and_serve_beside_a_native_driver() {
     assert_eq!(r.status, 202);
     assert_eq!(r.headers["data-foo"], "n");
     assert_eq!(get(gw.addr, "/mixed/other").status, 200);
-    assert_eq!(rec.last().headers["x-set"], "replaced", "the native pre ran");
+    assert_eq!(
+        rec.last().headers["x-set"],
+        "replaced",
+        "the native pre ran"
+    );
     assert_eq!(rec.count(), 3);
     gw.stop();
 }
@@ -202,11 +215,31 @@ fn broken_virtual_endpoints_fail_their_api_closed_naming_the_field() {
     let t = format!("http://{up}");
     let at = "version_data.versions.Default.extended_paths.virtual[0]";
     let cases = [
-        ("nofn", endpoint("missingFn", "/v", "GET", ("file", &file)), "response_function_name"),
-        ("nofile", endpoint("f", "/v", "GET", ("file", "/no/such.js")), "function_source_uri"),
-        ("badblob", endpoint("f", "/v", "GET", ("blob", "%%%")), "function_source_uri"),
-        ("badtype", endpoint("f", "/v", "GET", ("url", "x")), "function_source_type"),
-        ("badpath", endpoint("f", "/(v", "GET", ("file", &file)), "path"),
+        (
+            "nofn",
+            endpoint("missingFn", "/v", "GET", ("file", &file)),
+            "response_function_name",
+        ),
+        (
+            "nofile",
+            endpoint("f", "/v", "GET", ("file", "/no/such.js")),
+            "function_source_uri",
+        ),
+        (
+            "badblob",
+            endpoint("f", "/v", "GET", ("blob", "%%%")),
+            "function_source_uri",
+        ),
+        (
+            "badtype",
+            endpoint("f", "/v", "GET", ("url", "x")),
+            "function_source_type",
+        ),
+        (
+            "badpath",
+            endpoint("f", "/(v", "GET", ("file", &file)),
+            "path",
+        ),
     ];
     for (id, e, _) in &cases {
         write_api(dir.path(), id, &api(id, &t, "boa", json!([e])));

@@ -158,7 +158,9 @@ fn served_version(vd: &Value) -> Option<(&str, &Value)> {
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .unwrap_or("Default");
-    versions.get_key_value(default).map(|(k, v)| (k.as_str(), v))
+    versions
+        .get_key_value(default)
+        .map(|(k, v)| (k.as_str(), v))
 }
 
 fn endpoint(file: &Path, field: String, e: &Value) -> Result<VirtualEndpoint, LoadError> {
@@ -231,10 +233,7 @@ mod tests {
     #[test]
     fn paths_compile_as_tyks_prepare_path_regexp() {
         assert_eq!(tyk_path_regex("/users/{id}"), "/users/([^/]+)");
-        assert_eq!(
-            tyk_path_regex("/a/{x}/b/{y}"),
-            "/a/([^/]+)/b/([^/]+)"
-        );
+        assert_eq!(tyk_path_regex("/a/{x}/b/{y}"), "/a/([^/]+)/b/([^/]+)");
         assert_eq!(tyk_path_regex("/files/*"), "/files/.*");
         assert_eq!(tyk_path_regex("/a/*/b"), "/a/[^/]+/b");
         assert_eq!(tyk_path_regex("^/exact$"), "^/exact$");

@@ -120,20 +120,26 @@ mod tests {
     #[test]
     fn overrides_follow_tyks_rules() {
         // ResponseError wins over ResponseBody, in the template.
-        let r = o(403, "go away", "ignored", false).respond(ErrorFormat::Json).unwrap();
+        let r = o(403, "go away", "ignored", false)
+            .respond(ErrorFormat::Json)
+            .unwrap();
         assert_eq!(&r.body[..], b"{\n    \"error\": \"go away\"\n}");
         assert_eq!(r.headers["content-type"], "application/json");
         assert_eq!(r.headers["x-generator"], "tyk.io");
         assert_eq!(r.headers["x-why"], "policy");
         // No ResponseError: the body is the message.
-        let r = o(401, "", "who are you", false).respond(ErrorFormat::Json).unwrap();
+        let r = o(401, "", "who are you", false)
+            .respond(ErrorFormat::Json)
+            .unwrap();
         assert_eq!(&r.body[..], b"{\n    \"error\": \"who are you\"\n}");
         let r = o(401, "", "who", false)
             .respond(ErrorFormat::Xml("text/xml"))
             .unwrap();
         assert_eq!(r.headers["content-type"], "text/xml");
         // OverrideError: forced, ResponseError still replacing the body.
-        let r = o(418, "short", "teapot body", true).respond(ErrorFormat::Json).unwrap();
+        let r = o(418, "short", "teapot body", true)
+            .respond(ErrorFormat::Json)
+            .unwrap();
         assert_eq!((r.status.as_u16(), &r.body[..]), (418, &b"short"[..]));
         assert_eq!(r.headers["server"], "tyk");
         assert_eq!(r.headers["content-type"], "text/plain; charset=utf-8");

@@ -77,9 +77,9 @@ mod budget;
 mod depth;
 mod forced;
 mod jobs;
+mod phase;
 mod prelude;
 pub mod quickjs;
-mod phase;
 mod request;
 mod sniff;
 mod sources;
@@ -279,7 +279,9 @@ impl ApiVm {
         }
         match done? {
             Done::Flow(flow) => Ok(flow),
-            _ => Err(MwError(format!("{name}: the JS host answered the wrong phase"))),
+            _ => Err(MwError(format!(
+                "{name}: the JS host answered the wrong phase"
+            ))),
         }
     }
 }

@@ -62,8 +62,9 @@ impl ResponseEdits {
             resp.body = Bytes::from(body);
         }
         if let Some(code) = self.status {
-            resp.status = StatusCode::from_u16(code)
-                .map_err(|_| MwError(format!("Response.StatusCode {code} is not an HTTP status")))?;
+            resp.status = StatusCode::from_u16(code).map_err(|_| {
+                MwError(format!("Response.StatusCode {code} is not an HTTP status"))
+            })?;
         }
         Ok(())
     }
@@ -141,7 +142,9 @@ pub(crate) fn endpoint_answer(text: &str) -> Result<MwResponse, MwError> {
         ))
     })?;
     let empty = Map::new();
-    let top = v.as_object().ok_or_else(|| bad("is not a JSON object".into()))?;
+    let top = v
+        .as_object()
+        .ok_or_else(|| bad("is not a JSON object".into()))?;
     let resp = match field(top, "Response") {
         None | Some(Value::Null) => &empty,
         Some(Value::Object(o)) => o,

@@ -185,7 +185,10 @@ impl Sig {
             Sig::Mp4 => is_mp4(data).then_some("video/mp4"),
             Sig::Text => {
                 let binary = data[ws..].iter().any(|&b| {
-                    b <= 0x08 || b == 0x0B || (0x0E..=0x1A).contains(&b) || (0x1C..=0x1F).contains(&b)
+                    b <= 0x08
+                        || b == 0x0B
+                        || (0x0E..=0x1A).contains(&b)
+                        || (0x1C..=0x1F).contains(&b)
                 });
                 (!binary).then_some(TEXT)
             }
@@ -222,7 +225,10 @@ mod tests {
             (b"\x01\x02\x03", "application/octet-stream"),
             (b"Hello, world!", "text/plain; charset=utf-8"),
             (b"{\"ok\":true}", "text/plain; charset=utf-8"),
-            (b"<HtMl><bOdY>blah blah blah</body></html>", "text/html; charset=utf-8"),
+            (
+                b"<HtMl><bOdY>blah blah blah</body></html>",
+                "text/html; charset=utf-8",
+            ),
             (b"\n<html>blah", "text/html; charset=utf-8"),
             (b"<html", "text/plain; charset=utf-8"),
             (b"<html>", "text/html; charset=utf-8"),
@@ -233,7 +239,10 @@ mod tests {
             (b"\x89PNG\x0D\x0A\x1A\x0A", "image/png"),
             (b"\xFF\xD8\xFF", "image/jpeg"),
             (b"\x1F\x8B\x08", "application/x-gzip"),
-            (b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom", "video/mp4"),
+            (
+                b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom",
+                "video/mp4",
+            ),
             (b"\xEF\xBB\xBF\x00", "text/plain; charset=utf-8"),
         ] {
             assert_eq!(detect(data), want, "{:?}", String::from_utf8_lossy(data));

@@ -69,7 +69,11 @@ pub(crate) fn read(spec: &ApiSpec) -> Result<ApiScripts, LoadError> {
             }
             VirtualSource::Blob(b64) => {
                 let bytes = STANDARD.decode(b64.trim()).map_err(|e| {
-                    LoadError::new(&spec.file, &field, format!("is not base64 (a \"blob\"): {e}"))
+                    LoadError::new(
+                        &spec.file,
+                        &field,
+                        format!("is not base64 (a \"blob\"): {e}"),
+                    )
                 })?;
                 let text = String::from_utf8(bytes).map_err(|_| {
                     LoadError::new(&spec.file, &field, "decodes to text that is not UTF-8")
@@ -84,8 +88,10 @@ pub(crate) fn read(spec: &ApiSpec) -> Result<ApiScripts, LoadError> {
                 text,
             });
         }
-        out.endpoints
-            .push((v.function.clone(), format!("{}.response_function_name", v.field)));
+        out.endpoints.push((
+            v.function.clone(),
+            format!("{}.response_function_name", v.field),
+        ));
     }
     Ok(out)
 }

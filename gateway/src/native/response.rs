@@ -37,7 +37,9 @@ fn edit(req: *mut GwRequest, f: impl FnOnce(&mut MwResponse) -> Result<(), Strin
 
 pub(super) unsafe extern "C" fn response_status(req: *const GwRequest) -> u16 {
     // SAFETY (all callbacks): the plugin passes back the handle it was given.
-    guard(0, || unsafe { answer(req) }.map_or(0, |r| r.status.as_u16()))
+    guard(0, || {
+        unsafe { answer(req) }.map_or(0, |r| r.status.as_u16())
+    })
 }
 
 pub(super) unsafe extern "C" fn set_response_status(req: *mut GwRequest, status: u16) -> i32 {

@@ -34,6 +34,10 @@ pub struct Route {
     /// The header (Go-canonical, as the echo prints it) that proves the
     /// middleware ran; found by the bench's check before the runs.
     pub marker: Option<String>,
+    /// A virtual endpoint answers the route itself: the upstream is never
+    /// reached, so its answer is checked for status 200 only.
+    #[serde(default)]
+    pub answers_itself: bool,
 }
 
 impl Route {
@@ -47,6 +51,7 @@ impl Route {
             source: None,
             has_middleware,
             marker: None,
+            answers_itself: false,
         }
     }
 
@@ -77,6 +82,18 @@ fn entries(def: &Value) -> Vec<&Value> {
         .collect()
 }
 
+/// True when a version of the definition has enabled virtual endpoints
+/// (`extended_paths.virtual`): a JS function answers, not the upstream.
+fn has_virtual(def: &Value) -> bool {
+    def["version_data"]["versions"]
+        .as_object()
+        .into_iter()
+        .flat_map(|v| v.values())
+        .filter_map(|v| v["extended_paths"]["virtual"].as_array())
+        .flatten()
+        .any(|e| !e["disabled"].as_bool().unwrap_or(false))
+}
+
 /// A setting that may be given for the whole `custom_middleware` or on an entry.
 fn setting<'a>(def: &'a Value, name: &str) -> Option<&'a str> {
     def["custom_middleware"][name]
@@ -89,6 +106,9 @@ fn setting<'a>(def: &'a Value, name: &str) -> Option<&'a str> {
 pub fn classify(def: &Value) -> (String, String) {
     let id = def["api_id"].as_str().unwrap_or("unnamed").to_string();
     let listen = def["proxy"]["listen_path"].as_str().unwrap_or("");
+    if has_virtual(def) {
+        return (id, "JS virtual endpoint".into());
+    }
     if entries(def).is_empty() {
         return ("plain".into(), "no middleware".into());
     }
@@ -100,6 +120,17 @@ pub fn classify(def: &Value) -> (String, String) {
             (id, "Go plugin (the seed's main.go)".into())
         }
         "goplugin" | "native" => ("native".into(), "native plugin".into()),
+        "otto" | "goja" | "javascript"
+            if def["custom_middleware"]["response"].is_array()
+                && def["custom_middleware"]["pre"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
+                && def["custom_middleware"]["post"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty) =>
+        {
+            (id, "JS response hook".into())
+        }
         "otto" | "goja" | "javascript" => {
             let engine = engine.filter(|e| e != "boa");
             let strategy = strategy.filter(|s| s != "persistent");
@@ -198,8 +229,9 @@ pub fn prepare(
                 path: format!("{}/hello/", listen.trim_end_matches('/')),
                 api_id: def["api_id"].as_str().map(str::to_string),
                 source: Some(source),
-                has_middleware: !entries(&def).is_empty(),
+                has_middleware: !entries(&def).is_empty() || has_virtual(&def),
                 marker: None,
+                answers_itself: has_virtual(&def),
                 label,
             },
         });
@@ -214,6 +246,26 @@ pub fn prepare(
 /// middleware paths absolute against `root`.
 fn rewrite(def: &mut Value, root: &Path, upstream_port: u16) {
     def["proxy"]["target_url"] = Value::String(format!("http://127.0.0.1:{upstream_port}"));
+    let versions = def
+        .get_mut("version_data")
+        .and_then(|v| v.get_mut("versions"))
+        .and_then(Value::as_object_mut);
+    for version in versions.into_iter().flat_map(|v| v.values_mut()) {
+        let list = version
+            .get_mut("extended_paths")
+            .and_then(|e| e.get_mut("virtual"))
+            .and_then(Value::as_array_mut);
+        for e in list.into_iter().flatten() {
+            let file = e["function_source_type"] == "file";
+            if let Some(p) = e["function_source_uri"]
+                .as_str()
+                .filter(|p| file && Path::new(p).is_relative())
+            {
+                e["function_source_uri"] =
+                    Value::String(root.join(p).to_string_lossy().into_owned());
+            }
+        }
+    }
     for hook in HOOKS {
         // `get_mut`, not indexing: indexing would insert null fields.
         let list = def

@@ -158,7 +158,10 @@ fn stamp_response(req: &mut Request<'_>) -> Result<(), PluginError> {
         req.path(),
         lines > 0
     );
-    let body = format!("native saw: {}", String::from_utf8_lossy(req.response_body()));
+    let body = format!(
+        "native saw: {}",
+        String::from_utf8_lossy(req.response_body())
+    );
     let want = req
         .header("x-want-status")
         .and_then(|v| std::str::from_utf8(v).ok())

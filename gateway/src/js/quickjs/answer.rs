@@ -37,8 +37,8 @@ pub(crate) fn call<'js>(
     index: usize,
     req: &MwRequest,
 ) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
-    let body = rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&req.body))?
-        .into_value();
+    let body =
+        rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&req.body))?.into_value();
     let (args, url) = request_args(ctx, index, req, body.clone())?;
     let ret = host.call_arg(args)?;
     Ok((ret, Sent { body, url }))
@@ -91,8 +91,8 @@ pub(crate) fn call_response<'js>(
 ) -> rquickjs::Result<(Value<'js>, Value<'js>)> {
     let empty = rquickjs::String::from_str(ctx.clone(), "")?.into_value();
     let (mut args, _) = request_args(ctx, index, req, empty)?;
-    let body = rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&resp.body))?
-        .into_value();
+    let body =
+        rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&resp.body))?.into_value();
     let extra = Array::new(ctx.clone())?;
     extra.set(0, resp.status.as_u16())?;
     extra.set(1, body.clone())?;
@@ -145,7 +145,11 @@ pub(crate) fn apply_response<'js>(
     };
     if out.len() == 1 {
         let ret = at(0)?;
-        return Err(shape("Response", "an object (use ReturnResponseData)", &ret));
+        return Err(shape(
+            "Response",
+            "an object (use ReturnResponseData)",
+            &ret,
+        ));
     }
     let code = at(1)?;
     let status = match code.as_number() {

@@ -244,13 +244,18 @@ impl QjsApi {
         resp: &mut MwResponse,
     ) -> Result<(), MwError> {
         self.with(|ctx, host| {
-            let out = answer::call_response(ctx, host, index, req, resp).map_err(|e| failure(ctx, e))?;
+            let out =
+                answer::call_response(ctx, host, index, req, resp).map_err(|e| failure(ctx, e))?;
             answer::apply_response(ctx, out, resp).map_err(Fail::Script)
         })
     }
 
     /// Calls virtual endpoint `index` (its place in `entries`) on `req`.
-    pub(crate) fn call_endpoint(&mut self, index: usize, req: &MwRequest) -> Result<MwResponse, MwError> {
+    pub(crate) fn call_endpoint(
+        &mut self,
+        index: usize,
+        req: &MwRequest,
+    ) -> Result<MwResponse, MwError> {
         self.with(|ctx, host| {
             let ret = answer::call_endpoint(ctx, host, index, req).map_err(|e| failure(ctx, e))?;
             answer::endpoint(ret).map_err(Fail::Script)

@@ -20,7 +20,9 @@ use super::super::prelude::HOST_GLOBAL;
 use super::super::request::{
     self, canonical, get, opt_object, plain, shape, string_array, string_map, strings,
 };
-use super::{collect_large_body, error_text, is_identifier, BuildError, CallError, Sources, Vm, LARGE_BODY};
+use super::{
+    collect_large_body, error_text, is_identifier, BuildError, CallError, Sources, Vm, LARGE_BODY,
+};
 use crate::middleware::{MwError, MwRequest, MwResponse};
 
 /// The compiled dispatch of each response entry and virtual endpoint.
@@ -106,8 +108,11 @@ impl Vm {
     ) -> Result<(), CallError> {
         let failed = |e: String| CallError::Failed(MwError(e));
         let ctx = &mut self.ctx;
-        let built = request::build(req, &mut self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
-        let _ = built.object.set(js_string!("Body"), JsValue::null(), false, ctx);
+        let built =
+            request::build(req, &mut self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
+        let _ = built
+            .object
+            .set(js_string!("Body"), JsValue::null(), false, ctx);
         let (object, body) = response_object(resp, ctx).map_err(|e| failed(e.to_string()))?;
         let set = |h: &JsObject, k: JsString, v: JsValue, ctx: &mut Context| {
             h.set(k, v, false, ctx).map_err(|e| failed(e.to_string()))
@@ -117,10 +122,14 @@ impl Vm {
         let script = self.phases.response[index].clone();
         let ret = self.run(&script, deadline).await;
         // The response (and its body) is garbage after the call.
-        let _ = self.host.set(js_string!("response"), JsValue::undefined(), false, &mut self.ctx);
-        let edits = ret.and_then(|ret| {
-            response_edits(&ret, &body, &mut self.ctx).map_err(CallError::Failed)
-        });
+        let _ = self.host.set(
+            js_string!("response"),
+            JsValue::undefined(),
+            false,
+            &mut self.ctx,
+        );
+        let edits = ret
+            .and_then(|ret| response_edits(&ret, &body, &mut self.ctx).map_err(CallError::Failed));
         if resp.body.len() >= LARGE_BODY {
             collect_large_body();
         }
@@ -160,12 +169,21 @@ impl Vm {
         )
         .await
         .map_err(CallError::Stopped)?;
-        let ret = run.map_err(|e| CallError::Failed(MwError(format!("JS error: {}", error_text(&e)))))?;
-        if ret.as_object().is_some_and(|o| JsObject::equals(&o, &self.host)) {
+        let ret =
+            run.map_err(|e| CallError::Failed(MwError(format!("JS error: {}", error_text(&e)))))?;
+        if ret
+            .as_object()
+            .is_some_and(|o| JsObject::equals(&o, &self.host))
+        {
             let thrown = self.host.get(js_string!("thrown"), ctx).unwrap_or_default();
-            let _ = self.host.set(js_string!("thrown"), JsValue::undefined(), false, ctx);
+            let _ = self
+                .host
+                .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
             let e = boa_engine::JsError::from_opaque(thrown);
-            return Err(CallError::Failed(MwError(format!("JS error: {}", error_text(&e)))));
+            return Err(CallError::Failed(MwError(format!(
+                "JS error: {}",
+                error_text(&e)
+            ))));
         }
         Ok(ret)
     }
@@ -173,7 +191,10 @@ impl Vm {
 
 /// Tyk's `MiniResponseObject` for `resp`, and the body string it carries
 /// (to tell "unchanged" from a rewrite).
-fn response_object(resp: &MwResponse, ctx: &mut Context) -> boa_engine::JsResult<(JsObject, JsString)> {
+fn response_object(
+    resp: &MwResponse,
+    ctx: &mut Context,
+) -> boa_engine::JsResult<(JsObject, JsString)> {
     let headers = plain(ctx);
     for name in resp.headers.keys() {
         let values = resp
@@ -182,7 +203,11 @@ fn response_object(resp: &MwResponse, ctx: &mut Context) -> boa_engine::JsResult
             .iter()
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
         let arr = string_array(values, ctx);
-        headers.create_data_property_or_throw(JsString::from(canonical(name.as_str())), arr, ctx)?;
+        headers.create_data_property_or_throw(
+            JsString::from(canonical(name.as_str())),
+            arr,
+            ctx,
+        )?;
     }
     let body = JsString::from(String::from_utf8_lossy(&resp.body).as_ref());
     let object = plain(ctx);
@@ -197,10 +222,18 @@ fn response_object(resp: &MwResponse, ctx: &mut Context) -> boa_engine::JsResult
 }
 
 /// Reads the script's `{Response: ...}` answer with Go's type rules.
-fn response_edits(ret: &JsValue, sent: &JsString, ctx: &mut Context) -> Result<ResponseEdits, MwError> {
-    let ret = ret
-        .as_object()
-        .ok_or_else(|| shape("the return value", "an object (use ReturnResponseData)", ret))?;
+fn response_edits(
+    ret: &JsValue,
+    sent: &JsString,
+    ctx: &mut Context,
+) -> Result<ResponseEdits, MwError> {
+    let ret = ret.as_object().ok_or_else(|| {
+        shape(
+            "the return value",
+            "an object (use ReturnResponseData)",
+            ret,
+        )
+    })?;
     let r = get(&ret, js_string!("Response"), ctx)?;
     let r = opt_object(&r, "Response")?
         .ok_or_else(|| shape("Response", "an object (use ReturnResponseData)", &r))?;
@@ -217,8 +250,16 @@ fn response_edits(ret: &JsValue, sent: &JsString, ctx: &mut Context) -> Result<R
         None if body.is_null_or_undefined() => Some(String::new()),
         None => return Err(shape("Response.Body", "a string", &body)),
     };
-    let delete = strings(&get(&r, js_string!("DeleteHeaders"), ctx)?, "Response.DeleteHeaders", ctx)?;
-    let set = string_map(&get(&r, js_string!("SetHeaders"), ctx)?, "Response.SetHeaders", ctx)?;
+    let delete = strings(
+        &get(&r, js_string!("DeleteHeaders"), ctx)?,
+        "Response.DeleteHeaders",
+        ctx,
+    )?;
+    let set = string_map(
+        &get(&r, js_string!("SetHeaders"), ctx)?,
+        "Response.SetHeaders",
+        ctx,
+    )?;
     Ok(ResponseEdits {
         status,
         body,
