@@ -203,7 +203,7 @@ fn is_mp4(data: &[u8]) -> bool {
         return false;
     }
     let size = u32::from_be_bytes([data[0], data[1], data[2], data[3]]) as usize;
-    if data.len() < size || size % 4 != 0 || &data[4..8] != b"ftyp" {
+    if data.len() < size || !size.is_multiple_of(4) || &data[4..8] != b"ftyp" {
         return false;
     }
     // Brands from byte 8, skipping the minor version at 12.
