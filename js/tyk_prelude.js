@@ -30,6 +30,24 @@ var TykJS = (function () {
         return JSON.stringify(processed);
     };
 
+    // Response middleware (Tyk master's mw_js_plugin_response.go): the host
+    // calls `<name>.ProcessResponse(response, request, session, spec)` and
+    // applies the returned `{Response: ...}`. The default, as in Tyk, logs
+    // and hands back the bare response, which the host rejects (500).
+    MiddlewareComponentMeta.prototype.ProcessResponse = function (response, request, session, config) {
+        log("Process Response Not Implemented");
+        return response;
+    };
+
+    MiddlewareComponentMeta.prototype.DoProcessResponse = function (response, request, session, config) {
+        var processed = this.ProcessResponse(response, request, session, config);
+        if (!processed) {
+            log("Middleware didn't return response object!");
+            return;
+        }
+        return JSON.stringify(processed);
+    };
+
     function NewMiddleware(configuration) {
         MiddlewareComponentMeta.call(this, configuration);
     }
@@ -38,6 +56,14 @@ var TykJS = (function () {
 
     NewMiddleware.prototype.NewProcessRequest = function (callback) {
         this.ProcessRequest = callback;
+    };
+
+    NewMiddleware.prototype.NewProcessResponse = function (callback) {
+        this.ProcessResponse = callback;
+    };
+
+    NewMiddleware.prototype.ReturnResponseData = function (response, sessionMeta) {
+        return { Response: response, SessionMeta: sessionMeta };
     };
 
     NewMiddleware.prototype.ReturnData = function (request, sessionMeta) {
@@ -73,3 +99,9 @@ var TykJS = (function () {
         }
     };
 })();
+
+// What a virtual endpoint's function returns, as Tyk defines it: the JSON
+// text the gateway decodes into the answer (Body, Code, Headers).
+function TykJsResponse(response, session_meta) {
+    return JSON.stringify({ Response: response, SessionMeta: session_meta });
+}

@@ -87,6 +87,7 @@ fn spec() -> ApiSpec {
         post: Vec::new(),
         config_data: serde_json::Value::Null,
         strategy: std::env::var("STRATEGY").unwrap_or_default(),
+        ..Default::default()
     }
 }
 

@@ -78,6 +78,7 @@ fn spec(strategy: &str) -> ApiSpec {
         }],
         post: Vec::new(),
         config_data: serde_json::Value::Null,
+        ..Default::default()
     }
 }
 

@@ -21,6 +21,9 @@
 
 mod lint;
 mod tyk_keys;
+mod virtuals;
+
+pub use virtuals::{VirtualEndpoint, VirtualSource};
 
 use std::collections::HashSet;
 use std::fmt;
@@ -108,8 +111,8 @@ pub struct CustomMiddleware {
     /// Run after the listen path is stripped, just before proxying.
     #[serde(default)]
     pub post: Vec<MiddlewareEntry>,
-    /// Response middleware: parsed; an enabled entry makes the API fail
-    /// closed, since the response phase is not implemented.
+    /// Run on the upstream's response before it goes to the client (JS
+    /// and native drivers; the wasm driver refuses them: fail closed).
     #[serde(default)]
     pub response: Vec<MiddlewareEntry>,
     /// JS only: how scripts keep state across requests (`persistent`,
@@ -208,6 +211,10 @@ pub enum Hook {
     Pre,
     /// After the listen path is stripped.
     Post,
+    /// On the upstream's answer, before it goes to the client.
+    Response,
+    /// A virtual endpoint (`extended_paths.virtual`): answers in place of the upstream.
+    Virtual,
 }
 
 impl Hook {
@@ -216,12 +223,17 @@ impl Hook {
         match self {
             Hook::Pre => "pre",
             Hook::Post => "post",
+            Hook::Response => "response",
+            Hook::Virtual => "virtual",
         }
     }
 }
 
 /// A validated, loadable API: what the router and the middleware hosts use.
-#[derive(Debug, Clone)]
+///
+/// `Default` is for tests and benches that build one by hand
+/// (`..Default::default()` keeps them compiling as fields are added).
+#[derive(Debug, Clone, Default)]
 pub struct ApiSpec {
     /// The file it came from, for error messages and logs.
     pub file: PathBuf,
@@ -247,10 +259,17 @@ pub struct ApiSpec {
     pub pre: Vec<MiddlewareEntry>,
     /// Enabled `post` entries, in order.
     pub post: Vec<MiddlewareEntry>,
-    /// `config_data`.
+    /// `config_data` (`null` when `config_data_disabled`).
     pub config_data: Value,
+    /// `config_data_disabled`: Tyk then leaves the `config_data` key out of
+    /// the `spec` a script sees (`spec.config_data` is `undefined`).
+    pub config_data_disabled: bool,
     /// `custom_middleware.strategy` as written (checked by the JS host).
     pub strategy: String,
+    /// Enabled `response` entries, in order.
+    pub response: Vec<MiddlewareEntry>,
+    /// The served version's enabled `extended_paths.virtual` entries.
+    pub virtual_endpoints: Vec<VirtualEndpoint>,
 }
 
 impl ApiSpec {
@@ -259,12 +278,22 @@ impl ApiSpec {
         match hook {
             Hook::Pre => &self.pre,
             Hook::Post => &self.post,
+            Hook::Response => &self.response,
+            Hook::Virtual => &[],
         }
+    }
+
+    /// True when the API runs any middleware or virtual endpoint.
+    pub fn has_middleware(&self) -> bool {
+        !(self.pre.is_empty()
+            && self.post.is_empty()
+            && self.response.is_empty()
+            && self.virtual_endpoints.is_empty())
     }
 }
 
 /// An upstream `http://host[:port][/base]` URL, split once at load.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Target {
     /// Host as written (name or address), without brackets.
     pub host: String,
@@ -404,13 +433,21 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
             loaded.inactive.push(file);
             continue;
         }
-        let spec = match validate(&file, def) {
+        let version_data = def.version_data.clone();
+        let mut spec = match validate(&file, def) {
             Ok(spec) => spec,
             Err(e) => {
                 loaded.errors.push(e);
                 continue;
             }
         };
+        // A broken virtual endpoint fails its API closed (below), as a
+        // broken middleware does: its path must never reach the upstream.
+        let mut findings = findings;
+        match virtuals::parse(&file, &version_data) {
+            Ok(list) => spec.virtual_endpoints = list,
+            Err(e) => findings.refuse(e),
+        }
         loaded.warnings.extend(findings.warnings);
         if findings.internal {
             // Never routed, so it cannot clash with a public listen path.
@@ -542,7 +579,8 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
             )
         })?),
     };
-    let (pre, post, driver) = validate_middleware(file, def.custom_middleware)?;
+    let config_data_disabled = def.config_data_disabled;
+    let (pre, post, response, driver) = validate_middleware(file, def.custom_middleware)?;
     Ok(ApiSpec {
         file: file.to_path_buf(),
         api_id: def.api_id,
@@ -555,26 +593,28 @@ fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
         driver,
         pre,
         post,
+        response,
         // Tyk leaves `config_data` out of what middleware sees when disabled.
-        config_data: if def.config_data_disabled {
+        config_data: if config_data_disabled {
             Value::Null
         } else {
             def.config_data
         },
+        config_data_disabled,
         engine,
         strategy,
+        virtual_endpoints: Vec::new(),
     })
 }
 
 type Entries = Vec<MiddlewareEntry>;
 
-/// The enabled `pre`/`post` entries and their driver; every entry must name
-/// its object and file. (Response entries are the lint's business: they make
-/// the API fail closed.)
+/// The enabled `pre`/`post`/`response` entries and their driver; every entry
+/// must name its object and file.
 fn validate_middleware(
     file: &Path,
     mw: CustomMiddleware,
-) -> Result<(Entries, Entries, Option<Driver>), LoadError> {
+) -> Result<(Entries, Entries, Entries, Option<Driver>), LoadError> {
     let err = |field: &str, msg: String| LoadError::new(file, field, msg);
     let enabled = |v: Vec<MiddlewareEntry>| -> Vec<MiddlewareEntry> {
         v.into_iter()
@@ -583,9 +623,9 @@ fn validate_middleware(
             .filter(|e| !e.disabled)
             .collect()
     };
-    let (pre, post) = (enabled(mw.pre), enabled(mw.post));
-    if pre.is_empty() && post.is_empty() {
-        return Ok((pre, post, None));
+    let (pre, post, response) = (enabled(mw.pre), enabled(mw.post), enabled(mw.response));
+    if pre.is_empty() && post.is_empty() && response.is_empty() {
+        return Ok((pre, post, response, None));
     }
     let driver = Driver::parse(&mw.driver).ok_or_else(|| {
         err(
@@ -596,7 +636,7 @@ fn validate_middleware(
             ),
         )
     })?;
-    for (hook, list) in [("pre", &pre), ("post", &post)] {
+    for (hook, list) in [("pre", &pre), ("post", &post), ("response", &response)] {
         for e in list.iter() {
             let i = e.index;
             if e.name.is_empty() {
@@ -613,7 +653,7 @@ fn validate_middleware(
             }
         }
     }
-    Ok((pre, post, Some(driver)))
+    Ok((pre, post, response, Some(driver)))
 }
 
 #[cfg(test)]

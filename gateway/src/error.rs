@@ -68,6 +68,12 @@ pub enum Kind {
     RequestTimeout,
     /// The API's target is this gateway itself: 508.
     LoopDetected,
+    /// A response middleware failed, or the upstream's body could not be
+    /// buffered for it: 500 `Middleware error` (Tyk's words for it).
+    ResponseMiddlewareFailed,
+    /// A virtual endpoint's function failed (without `proxy_on_error`):
+    /// 500 with Tyk's message for it.
+    VirtualEndpointFailed,
 }
 
 impl Kind {
@@ -82,6 +88,8 @@ impl Kind {
             Kind::BadRequest => "the request body could not be read",
             Kind::RequestTimeout => "the client stopped sending its request body",
             Kind::LoopDetected => "the request would loop back to this gateway",
+            Kind::ResponseMiddlewareFailed => "the response middleware failed",
+            Kind::VirtualEndpointFailed => "a virtual endpoint failed",
         }
     }
 }
@@ -168,7 +176,10 @@ impl ProxyError {
     pub fn status(&self) -> StatusCode {
         match self.kind {
             Kind::NoRoute => StatusCode::NOT_FOUND,
-            Kind::UpstreamFailed | Kind::MiddlewareFailed => StatusCode::INTERNAL_SERVER_ERROR,
+            Kind::UpstreamFailed
+            | Kind::MiddlewareFailed
+            | Kind::ResponseMiddlewareFailed
+            | Kind::VirtualEndpointFailed => StatusCode::INTERNAL_SERVER_ERROR,
             Kind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Kind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Kind::BadRequest => StatusCode::BAD_REQUEST,
@@ -188,6 +199,10 @@ impl ProxyError {
             Kind::BadRequest => "Bad Request",
             Kind::RequestTimeout => "Request Timeout",
             Kind::LoopDetected => "Loop Detected",
+            Kind::ResponseMiddlewareFailed => "Middleware error",
+            Kind::VirtualEndpointFailed => {
+                "Error during virtual endpoint execution. Contact Administrator for more details."
+            }
         }
     }
 

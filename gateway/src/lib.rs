@@ -21,6 +21,7 @@
 //! - [`js`]: the JS host (boa_engine with Tyk's JSVM API).
 //! - [`body`]: the client's request body with its timeout.
 //! - [`wasm`]: the WebAssembly host (wasmtime, the proxy-wasm ABI).
+//! - [`response`]: virtual endpoints and response middleware: the phases that answer.
 //! - [`upstream`]: sending upstream (safe retry of stale connections), header hygiene.
 //! - [`hop`]: this gateway's name in `Via`, by which a request that loops back is known.
 //! - [`pool`]: the per-worker upstream connection pool, and the response body going back.
@@ -41,6 +42,7 @@ pub mod native;
 pub mod path;
 pub mod pool;
 pub mod proxy;
+pub mod response;
 pub mod router;
 pub mod server;
 pub mod stats;

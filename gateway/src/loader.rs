@@ -117,12 +117,7 @@ pub(crate) fn load(dir: &Path, opts: &HostOptions, resolver: &Resolver) -> anyho
             // the connector retries on each new connection.
             tracing::warn!("{}: proxy.target_url: {m}", spec.file.display());
         }
-        let factory = match spec.driver {
-            None => Ok(None),
-            Some(Driver::Native) => native::load(&spec, opts).map(Some),
-            Some(Driver::Js) => js::load(&spec, opts).map(Some),
-            Some(Driver::Wasm) => crate::wasm::load(&spec, &opts.wasm).map(Some),
-        };
+        let factory = load_middleware(&spec, opts);
         let spec = Arc::new(spec);
         match factory {
             Ok(factory) => out.serve(spec, factory),
@@ -138,12 +133,55 @@ pub(crate) fn load(dir: &Path, opts: &HostOptions, resolver: &Resolver) -> anyho
     Ok(out)
 }
 
+/// The API's middleware factory: its driver's, and, for virtual endpoints
+/// of an API whose driver is not JS (or that has none), the JS host's
+/// beside it (Tyk runs virtual endpoints in its JSVM whatever the driver).
+fn load_middleware(
+    spec: &ApiSpec,
+    opts: &HostOptions,
+) -> Result<Option<Arc<dyn ChainFactory>>, LoadError> {
+    let driver = match spec.driver {
+        None => None,
+        Some(Driver::Native) => Some(native::load(spec, opts)?),
+        Some(Driver::Js) => return js::load(spec, opts).map(Some),
+        Some(Driver::Wasm) => Some(crate::wasm::load(spec, &opts.wasm)?),
+    };
+    if spec.virtual_endpoints.is_empty() {
+        return Ok(driver);
+    }
+    let endpoints = js::load(spec, opts)?;
+    Ok(Some(match driver {
+        None => endpoints,
+        Some(d) => Arc::new(Merged(vec![d, endpoints])),
+    }))
+}
+
+/// Several drivers' factories for one API: each worker's chain is theirs
+/// appended, list by list.
+struct Merged(Vec<Arc<dyn ChainFactory>>);
+
+impl ChainFactory for Merged {
+    fn instantiate(&self) -> Result<crate::middleware::Chain, crate::middleware::MwError> {
+        let mut chain = crate::middleware::Chain::default();
+        for f in &self.0 {
+            chain = chain.merge(f.instantiate()?);
+        }
+        Ok(chain)
+    }
+}
+
 impl Load {
     fn serve(&mut self, spec: Arc<ApiSpec>, factory: Option<Arc<dyn ChainFactory>>) {
-        let how = match spec.driver {
+        let mut how = match spec.driver {
             None => "no middleware".to_string(),
             Some(d) => format!("{} middleware", d.as_str()),
         };
+        if !spec.virtual_endpoints.is_empty() {
+            how.push_str(&format!(
+                ", {} virtual endpoint(s) in JS",
+                spec.virtual_endpoints.len()
+            ));
+        }
         tracing::info!(
             "API loaded: {} ({}) serves {} -> {}, {how}",
             spec.file.display(),

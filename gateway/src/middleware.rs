@@ -1,11 +1,17 @@
 //! The middleware contract: one interface, implemented by two drivers.
 //!
-//! A request passes two middleware phases, as in Tyk:
+//! A request passes these middleware phases, in Tyk's order:
 //!
-//! - **pre**: in this phase the request is exactly as the client sent it; the
-//!   listen path has not been stripped yet.
-//! - **post**: in this phase the listen path has been stripped (when the API
-//!   says so); the request is about to go upstream.
+//! - **pre**: in this phase the request is exactly as the client sent it.
+//! - **virtual** ([`Endpoint`]): in this phase a virtual endpoint whose path
+//!   and method match answers the request itself; nothing is proxied.
+//! - **post**: in this phase the request is about to go upstream. Both `pre`
+//!   and `post` see the path the client sent: the listen path is stripped
+//!   by the proxying step itself, as in Tyk.
+//! - **response** ([`ResponseMiddleware`]): in this phase the upstream has
+//!   answered; its status, headers and buffered body may be edited before
+//!   they go to the client. Only APIs with response middleware buffer the
+//!   upstream's body.
 //!
 //! In either phase a middleware gets the whole request as an [`MwRequest`]
 //! (method, path, query, headers, and the buffered body) and may edit any of
@@ -115,6 +121,35 @@ pub trait Middleware {
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a>;
 }
 
+/// The future of a response middleware or virtual endpoint call.
+pub type MwFutureOf<'a, T> = Pin<Box<dyn Future<Output = Result<T, MwError>> + 'a>>;
+
+/// One response middleware instance (`custom_middleware.response`), owned
+/// by one worker thread.
+pub trait ResponseMiddleware {
+    /// The entry's `name`, for logs and stats.
+    fn name(&self) -> &str;
+
+    /// In this phase the upstream has answered: `resp` holds its status,
+    /// headers (hop-by-hop ones removed) and whole body, and the middleware
+    /// may edit any of them in place. `req` is the request as it went
+    /// upstream, without its body (Tyk hands response hooks no request
+    /// body). An error answers the client 500 `Middleware error`, as Tyk.
+    fn call<'a>(&'a self, req: &'a MwRequest, resp: &'a mut MwResponse) -> MwFutureOf<'a, ()>;
+}
+
+/// One virtual endpoint instance (`extended_paths.virtual`), owned by one
+/// worker thread.
+pub trait Endpoint {
+    /// The endpoint's `response_function_name`, for logs and stats.
+    fn name(&self) -> &str;
+
+    /// In this phase the request matched the endpoint's path and method
+    /// (after `pre`): the endpoint answers it. An error answers 500, or
+    /// proxies the request when the endpoint says `proxy_on_error`.
+    fn call<'a>(&'a self, req: &'a MwRequest) -> MwFutureOf<'a, MwResponse>;
+}
+
 /// One worker thread's middleware for one API.
 #[derive(Default)]
 pub struct Chain {
@@ -122,6 +157,22 @@ pub struct Chain {
     pub pre: Vec<Box<dyn Middleware>>,
     /// `post` entries in order.
     pub post: Vec<Box<dyn Middleware>>,
+    /// `response` entries in order.
+    pub response: Vec<Box<dyn ResponseMiddleware>>,
+    /// One per entry of the API's `virtual_endpoints`, in the same order.
+    pub endpoints: Vec<Box<dyn Endpoint>>,
+}
+
+impl Chain {
+    /// Appends `other`'s entries to each list: an API whose middleware
+    /// comes from one driver and whose virtual endpoints from the JS host.
+    pub fn merge(mut self, other: Chain) -> Chain {
+        self.pre.extend(other.pre);
+        self.post.extend(other.post);
+        self.response.extend(other.response);
+        self.endpoints.extend(other.endpoints);
+        self
+    }
 }
 
 /// Builds per-thread [`Chain`]s for one API. Made once at load.
@@ -176,6 +227,8 @@ pub struct ApiChain {
     api_id: Arc<str>,
     pre: Vec<(Box<dyn Middleware>, CallRecorder)>,
     post: Vec<(Box<dyn Middleware>, CallRecorder)>,
+    response: Vec<(Box<dyn ResponseMiddleware>, CallRecorder)>,
+    endpoints: Vec<(Box<dyn Endpoint>, CallRecorder)>,
 }
 
 impl ApiChain {
@@ -189,23 +242,90 @@ impl ApiChain {
                 })
                 .collect()
         };
+        let response = chain
+            .response
+            .into_iter()
+            .map(|m| {
+                let rec = stats.recorder(&spec.api_id, Hook::Response, m.name());
+                (m, rec)
+            })
+            .collect();
+        let endpoints = chain
+            .endpoints
+            .into_iter()
+            .map(|m| {
+                let rec = stats.recorder(&spec.api_id, Hook::Virtual, m.name());
+                (m, rec)
+            })
+            .collect();
         ApiChain {
             api_id: spec.api_id.as_str().into(),
             pre: wrap(Hook::Pre, chain.pre),
             post: wrap(Hook::Post, chain.post),
+            response,
+            endpoints,
         }
     }
 
-    /// True when the hook has at least one middleware.
+    /// True when the hook has at least one middleware (or endpoint).
     pub fn has(&self, hook: Hook) -> bool {
-        !self.list(hook).is_empty()
+        match hook {
+            Hook::Pre | Hook::Post => !self.list(hook).is_empty(),
+            Hook::Response => !self.response.is_empty(),
+            Hook::Virtual => !self.endpoints.is_empty(),
+        }
     }
 
+    /// The request-phase list of `hook` (empty for the other phases, which
+    /// have their own runners).
     fn list(&self, hook: Hook) -> &[(Box<dyn Middleware>, CallRecorder)] {
         match hook {
             Hook::Pre => &self.pre,
             Hook::Post => &self.post,
+            Hook::Response | Hook::Virtual => &[],
         }
+    }
+
+    /// Runs every response middleware in order on `resp`, timing each call;
+    /// stops at the first error, logged here naming the API and middleware.
+    pub async fn run_response(
+        &self,
+        req: &MwRequest,
+        resp: &mut MwResponse,
+    ) -> Result<(), MwError> {
+        for (mw, rec) in &self.response {
+            let start = Instant::now();
+            let result = mw.call(req, resp).await;
+            rec.record(start.elapsed());
+            if let Err(e) = result {
+                tracing::error!(
+                    "API {}: response middleware {} failed: {e}",
+                    self.api_id,
+                    mw.name()
+                );
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs virtual endpoint `index` (its place in the API's
+    /// `virtual_endpoints`), timing the call. A failure is logged here.
+    pub async fn run_endpoint(&self, index: usize, req: &MwRequest) -> Result<MwResponse, MwError> {
+        let Some((ep, rec)) = self.endpoints.get(index) else {
+            return Err(MwError(format!("virtual endpoint {index} is not loaded")));
+        };
+        let start = Instant::now();
+        let result = ep.call(req).await;
+        rec.record(start.elapsed());
+        if let Err(e) = &result {
+            tracing::error!(
+                "API {}: virtual endpoint {} failed: {e}",
+                self.api_id,
+                ep.name()
+            );
+        }
+        result
     }
 
     /// Runs every middleware of `hook` in order, timing each call.

@@ -171,6 +171,9 @@ impl Proxy {
         if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
             return Ok(resp);
         }
+        if let Some(resp) = crate::response::virtual_endpoint(route, chain, &mw).await? {
+            return Ok(resp);
+        }
         if let Some(resp) = run_hook(chain, Hook::Post, &mut mw).await? {
             return Ok(resp);
         }
@@ -179,6 +182,10 @@ impl Proxy {
         if let Some(clean) = crate::path::clean_rewritten(&mw.path) {
             mw.path = clean;
         }
+        // Response middleware sees the request as it went upstream, no body.
+        let head = chain
+            .has(Hook::Response)
+            .then(|| crate::response::head_of(&mw));
         let uri = upstream_uri(spec, &mw.path, mw.query.as_deref())?;
         let mut headers = mw.headers;
         self.prepare_headers(route, &mut headers, remote);
@@ -191,7 +198,11 @@ impl Proxy {
         *up.method_mut() = mw.method;
         *up.uri_mut() = uri;
         *up.headers_mut() = headers;
-        self.forward(route, up).await
+        let resp = self.forward(route, up).await?;
+        match head {
+            Some(head) => crate::response::upstream_answer(chain, &head, resp).await,
+            None => Ok(resp),
+        }
     }
 
     async fn forward(

@@ -40,6 +40,7 @@ fn spec(api_id: &str, pre: Vec<MiddlewareEntry>, config_data: serde_json::Value)
         post: Vec::new(),
         config_data,
         strategy: String::new(),
+        ..Default::default()
     }
 }
 
@@ -270,7 +271,9 @@ fn return_overrides_answer_without_proxying() {
 
     let r = respond("override");
     assert_eq!(r.status, 418);
-    assert_eq!(&r.body[..], b"teapot body");
+    // Tyk: a non-empty ResponseError replaces ResponseBody, also with
+    // OverrideError (mw_js_plugin.go).
+    assert_eq!(&r.body[..], b"unused");
 
     h.ok(&mut get("/ro/", &[]));
 }

@@ -37,6 +37,18 @@ pub(crate) struct Findings {
     pub(crate) internal: bool,
 }
 
+impl Findings {
+    /// Adds a reason to fail closed found outside the lint (a broken
+    /// virtual endpoint); the first reason stays the one requests name.
+    pub(crate) fn refuse(&mut self, e: LoadError) {
+        if self.refusal.is_none() {
+            self.refusal = Some(e);
+        } else {
+            self.warnings.push(e);
+        }
+    }
+}
+
 const NOT_IMPLEMENTED: &str = "not implemented: requests are served without it";
 
 /// Lints one parsed definition.
@@ -205,13 +217,19 @@ impl Lint<'_> {
         }
     }
 
+    /// Response middleware runs on the JS and native drivers; a driver
+    /// without a response phase (wasm here) must not serve the upstream's
+    /// answer unchecked: it may redact or check what the upstream says.
     fn middleware(&mut self, def: &Value) {
         let mw = def.get("custom_middleware");
         let response = mw.and_then(|m| m.get("response"));
-        if response.is_some_and(any_enabled) {
+        let driver = mw.and_then(|m| m.get("driver")).and_then(Value::as_str);
+        let has_phase = !matches!(driver, Some("wasm" | "proxy-wasm"));
+        if response.is_some_and(any_enabled) && !has_phase {
             self.refuse_unsafe(
                 "custom_middleware.response",
-                "response middleware (it may redact or check what the upstream answers)",
+                "response middleware on the wasm driver (it may redact or check what the \
+                 upstream answers; the JS and native drivers run it)",
             );
         }
     }
@@ -260,6 +278,8 @@ impl Lint<'_> {
                 let what = format!("per-endpoint {kind}");
                 match kind.as_str() {
                     "white_list" | "black_list" | "internal" => self.refuse_unsafe(&f, &what),
+                    // Served: JS virtual endpoints (`virtuals.rs`).
+                    "virtual" => {}
                     _ => self.not_implemented(&f, &what),
                 }
             }

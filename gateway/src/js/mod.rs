@@ -75,9 +75,14 @@
 
 mod budget;
 mod depth;
+mod forced;
+mod jobs;
+mod phase;
 mod prelude;
 pub mod quickjs;
 mod request;
+mod sniff;
+mod sources;
 mod vm;
 mod vmthread;
 
@@ -123,7 +128,8 @@ use crate::middleware::{
     Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
 
-use vm::{CallError, ScriptFile, Sources, Vm};
+use jobs::{Done, Job};
+use vm::{CallError, Sources, Vm};
 use vmthread::{RunError, Slot, VmPool};
 
 /// Loads an API's JS middleware: reads the scripts and builds one context to
@@ -132,42 +138,16 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     if spec.engine.unwrap_or(opts.jsvm_engine) == JsEngine::QuickJs {
         return quickjs::load(spec, opts);
     }
-    let mut scripts: Vec<ScriptFile> = Vec::new();
-    let mut entries = Vec::new();
-    let mut hooks = Vec::new();
-    for hook in [Hook::Pre, Hook::Post] {
-        for e in spec.entries(hook) {
-            // `e.index` counts disabled entries too: the entry the user wrote.
-            let field = format!("custom_middleware.{}[{}]", hook.as_str(), e.index);
-            let file = PathBuf::from(&e.path);
-            if !scripts.iter().any(|s| s.file == file) {
-                let text = std::fs::read_to_string(&file).map_err(|err| {
-                    LoadError::new(
-                        &spec.file,
-                        format!("{field}.path"),
-                        format!(
-                            "cannot read {}{}: {err}",
-                            file.display(),
-                            crate::native::library::resolved_against(&file)
-                        ),
-                    )
-                })?;
-                scripts.push(ScriptFile {
-                    file,
-                    field: format!("{field}.path"),
-                    text,
-                });
-            }
-            entries.push((e.name.clone(), format!("{field}.name")));
-            hooks.push(hook);
-        }
-    }
+    let read = sources::read(spec)?;
+    let hooks = read.hooks;
     let sources = Arc::new(Sources {
         api_id: spec.api_id.clone(),
         org_id: spec.org_id.clone(),
-        config_data: spec.config_data.clone(),
-        scripts,
-        entries,
+        config_data: (!spec.config_data_disabled).then(|| spec.config_data.clone()),
+        scripts: read.scripts,
+        entries: read.entries,
+        response: read.response,
+        endpoints: read.endpoints,
         timeout: opts.jsvm_timeout,
     });
     let strategy = match spec.strategy.as_str() {
@@ -244,8 +224,22 @@ impl ChainFactory for JsFactory {
             });
             match hook {
                 Hook::Pre => chain.pre.push(mw),
-                Hook::Post => chain.post.push(mw),
+                _ => chain.post.push(mw),
             }
+        }
+        for (index, (name, _)) in self.sources.response.iter().enumerate() {
+            chain.response.push(Box::new(jobs::JsResponse {
+                name: name.clone(),
+                index,
+                api: api.clone(),
+            }));
+        }
+        for (index, (name, _)) in self.sources.endpoints.iter().enumerate() {
+            chain.endpoints.push(Box::new(jobs::JsEndpoint {
+                name: name.clone(),
+                index,
+                api: api.clone(),
+            }));
         }
         Ok(chain)
     }
@@ -265,10 +259,29 @@ enum ApiVm {
 }
 
 impl ApiVm {
-    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+    /// Runs `job` where this API's context lives; hands the job back (its
+    /// request and response, edited) with the outcome.
+    async fn run(&self, name: &str, job: Job) -> (Job, Result<Done, MwError>) {
         match self {
-            ApiVm::Inline(vm) => vm.call(index, name, req).await,
-            ApiVm::Threads(vm) => vm.call(index, name, req).await,
+            ApiVm::Inline(vm) => vm.run(name, job).await,
+            ApiVm::Threads(vm) => vm.run(name, job).await,
+        }
+    }
+
+    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+        let job = Job::Request {
+            index,
+            req: take_request(req),
+        };
+        let (back, done) = self.run(name, job).await;
+        if let Job::Request { req: back, .. } = back {
+            *req = back;
+        }
+        match done? {
+            Done::Flow(flow) => Ok(flow),
+            _ => Err(MwError(format!(
+                "{name}: the JS host answered the wrong phase"
+            ))),
         }
     }
 }
@@ -282,9 +295,9 @@ fn timed_out(name: &str, timeout: Duration) -> MwError {
 
 /// A call's result as the chain sees it. A stopped VM must be discarded by
 /// the caller.
-fn outcome(name: &str, timeout: Duration, r: Result<Flow, CallError>) -> Result<Flow, MwError> {
+fn outcome<T>(name: &str, timeout: Duration, r: Result<T, CallError>) -> Result<T, MwError> {
     match r {
-        Ok(flow) => Ok(flow),
+        Ok(v) => Ok(v),
         Err(CallError::Failed(e)) => Err(MwError(format!("{name}: {e}"))),
         Err(CallError::Stopped(budget::Stop::Timeout)) => Err(timed_out(name, timeout)),
         Err(CallError::Stopped(budget::Stop::Memory)) => Err(MwError(format!(
@@ -315,26 +328,27 @@ struct InlineVm {
 }
 
 impl InlineVm {
-    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+    async fn run(&self, name: &str, mut job: Job) -> (Job, Result<Done, MwError>) {
         let deadline = Instant::now() + self.timeout;
         let mut slot = self.vm.lock().await;
         if Instant::now() >= deadline {
-            return Err(timed_out(name, self.timeout));
+            return (job, Err(timed_out(name, self.timeout)));
         }
         let vm = match &mut *slot {
             Some(vm) => vm,
-            empty => {
-                empty.insert(build_vm(&self.sources).map_err(|e| MwError(format!("{name}: {e}")))?)
-            }
+            empty => match build_vm(&self.sources) {
+                Ok(vm) => empty.insert(vm),
+                Err(e) => return (job, Err(MwError(format!("{name}: {e}")))),
+            },
         };
-        let r = vm.call(index, req, deadline).await;
+        let r = job.run(vm, deadline).await;
         if self.fresh || matches!(r, Err(CallError::Stopped(_))) {
             // Fresh: no later call may see this one's state. Stopped: the
             // VM stopped mid-frame and cannot be resumed safely. Either
             // way the next call builds a new context.
             *slot = None;
         }
-        outcome(name, self.timeout, r)
+        (job, outcome(name, self.timeout, r))
     }
 }
 
@@ -348,28 +362,28 @@ struct ThreadedVm {
 }
 
 impl ThreadedVm {
-    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+    async fn run(&self, name: &str, job: Job) -> (Job, Result<Done, MwError>) {
         let deadline = Instant::now() + self.timeout;
-        let owned = take_request(req);
         let fresh = self.fresh;
-        let job = move |slot: &mut Slot<Vm>| {
-            let mut req = owned;
+        // What the caller gets back when the job never returns (timeout):
+        // the phase's data is lost with the abandoned thread, and the
+        // request fails anyway.
+        let placeholder = job.placeholder();
+        let work = move |slot: &mut Slot<Vm>| {
+            let mut job = job;
             let r = match slot.get() {
-                Ok(vm) => budget::block_on(vm.call(index, &mut req, deadline)),
+                Ok(vm) => budget::block_on(job.run(vm, deadline)),
                 Err(e) => Err(CallError::Failed(e)),
             };
             if fresh || matches!(r, Err(CallError::Stopped(_))) {
                 slot.discard();
             }
-            (req, r)
+            (job, r)
         };
-        match self.pool.run(deadline, job).await {
-            Ok((back, r)) => {
-                *req = back;
-                outcome(name, self.timeout, r)
-            }
-            Err(RunError::Timeout) => Err(timed_out(name, self.timeout)),
-            Err(RunError::Unavailable(m)) => Err(MwError(format!("{name}: {m}"))),
+        match self.pool.run(deadline, work).await {
+            Ok((back, r)) => (back, outcome(name, self.timeout, r)),
+            Err(RunError::Timeout) => (placeholder, Err(timed_out(name, self.timeout))),
+            Err(RunError::Unavailable(m)) => (placeholder, Err(MwError(format!("{name}: {m}")))),
         }
     }
 }
@@ -377,16 +391,20 @@ impl ThreadedVm {
 /// Moves the request out for a VM thread, leaving an empty one (no
 /// allocation) that is overwritten when the answer comes back.
 fn take_request(req: &mut MwRequest) -> MwRequest {
-    let empty = MwRequest {
+    std::mem::replace(req, empty_request(req.remote_addr))
+}
+
+/// A request with nothing in it (no allocation).
+fn empty_request(remote_addr: std::net::SocketAddr) -> MwRequest {
+    MwRequest {
         method: http::Method::GET,
         path: String::new(),
         query: None,
         headers: http::HeaderMap::new(),
         body: bytes::Bytes::new(),
-        remote_addr: req.remote_addr,
+        remote_addr,
         request_uri: http::Uri::default(),
-    };
-    std::mem::replace(req, empty)
+    }
 }
 
 /// One middleware entry on one worker.

@@ -16,9 +16,11 @@ use boa_engine::{
     js_string, Context, JsData, JsObject, JsResult, JsString, JsValue, NativeFunction,
 };
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderMap, Method, StatusCode};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use http::{HeaderMap, Method};
 
+use super::forced::Overrides;
+use crate::error::ErrorFormat;
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
 
 /// The object-valued fields of `request`, built on first access.
@@ -349,7 +351,7 @@ pub(crate) fn canonical(name: &str) -> String {
         .collect()
 }
 
-fn string_array<I: IntoIterator<Item = String>>(items: I, ctx: &mut Context) -> JsArray {
+pub(crate) fn string_array<I: IntoIterator<Item = String>>(items: I, ctx: &mut Context) -> JsArray {
     JsArray::from_iter(items.into_iter().map(|s| JsString::from(s).into()), ctx)
 }
 
@@ -465,9 +467,9 @@ fn request_uri(req: &MwRequest, url: &JsString) -> JsString {
 }
 
 /// A script's answer broke a type rule: names the field, as Go's decoder would.
-fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
+pub(crate) fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
     MwError(format!(
-        "ProcessRequest result: {field} must be {want}, got {}",
+        "the script's answer: {field} must be {want}, got {}",
         got.type_of()
     ))
 }
@@ -475,7 +477,7 @@ fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
 /// Reads field `key` of `obj`; a JS exception (a throwing getter) is an error.
 /// `key` is a `js_string!` literal: static, so the hot path allocates nothing
 /// to name a field.
-fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwError> {
+pub(crate) fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwError> {
     let key = PropertyKey::from(key);
     if let Some(v) = own_data(obj, &key) {
         return Ok(v);
@@ -496,7 +498,7 @@ fn own_data(obj: &JsObject, key: &PropertyKey) -> Option<JsValue> {
         .then(|| desc.expect_value().clone())
 }
 
-fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
+pub(crate) fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
     match v {
         v if v.is_null_or_undefined() => Ok(None),
         v => v
@@ -506,7 +508,7 @@ fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
     }
 }
 
-fn string(v: &JsValue, field: &str) -> Result<String, MwError> {
+pub(crate) fn string(v: &JsValue, field: &str) -> Result<String, MwError> {
     v.as_string()
         .map(|s| s.to_std_string_lossy())
         .ok_or_else(|| shape(field, "a string", v))
@@ -540,7 +542,7 @@ fn entries(
 }
 
 /// Strings of an array-like (`DeleteHeaders`, `DeleteParams`, ...).
-fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec<String>, MwError> {
+pub(crate) fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec<String>, MwError> {
     let Some(obj) = opt_object(v, field)? else {
         return Ok(Vec::new());
     };
@@ -575,7 +577,7 @@ pub(crate) fn header(
     Ok((n, v))
 }
 
-fn string_map(
+pub(crate) fn string_map(
     v: &JsValue,
     field: &str,
     ctx: &mut Context,
@@ -626,7 +628,8 @@ pub(crate) fn apply(
         get(&r, f.key(), ctx)
     };
 
-    if let Some(resp) = overrides(&field(Lazy::ReturnOverrides, ctx)?, ctx)? {
+    let format = ErrorFormat::of(&req.headers);
+    if let Some(resp) = overrides(&field(Lazy::ReturnOverrides, ctx)?, format, ctx)? {
         return Ok(Flow::Respond(resp));
     }
 
@@ -695,9 +698,13 @@ fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<St
         .collect()
 }
 
-/// `ReturnOverrides`: a `ResponseCode` >= 400 without `OverrideError` is
-/// answered with Tyk's error body; any other non-zero code with `ResponseBody`.
-fn overrides(v: &JsValue, ctx: &mut Context) -> Result<Option<MwResponse>, MwError> {
+/// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the
+/// answer Tyk gives ([`Overrides::respond`]), in the request's error format.
+fn overrides(
+    v: &JsValue,
+    format: ErrorFormat,
+    ctx: &mut Context,
+) -> Result<Option<MwResponse>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);
@@ -721,41 +728,31 @@ fn overrides(v: &JsValue, ctx: &mut Context) -> Result<Option<MwResponse>, MwErr
             ))
         }
     };
-    let status = StatusCode::from_u16(code)
-        .map_err(|_| MwError(format!("{field}.ResponseCode {code} is not an HTTP status")))?;
-    let mut headers = HeaderMap::new();
-    let hdrs = string_map(
+    let headers = string_map(
         &get(&ro, js_string!("ResponseHeaders"), ctx)?,
         "Request.ReturnOverrides.ResponseHeaders",
         ctx,
     )?;
-    for (name, value) in hdrs {
-        let (n, v) = header(&name, &value, "Request.ReturnOverrides.ResponseHeaders")?;
-        headers.insert(n, v);
-    }
     let override_error = get(&ro, js_string!("OverrideError"), ctx)?.to_boolean();
-    let body = if code >= 400 && !override_error {
-        let msg = get(&ro, js_string!("ResponseError"), ctx)?;
-        let msg = if msg.is_null_or_undefined() {
-            String::new()
+    let mut text = |key: JsString, name: &str| -> Result<String, MwError> {
+        let v = get(&ro, key, ctx)?;
+        if v.is_null_or_undefined() {
+            Ok(String::new())
         } else {
-            string(&msg, "Request.ReturnOverrides.ResponseError")?
-        };
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        Bytes::from(serde_json::json!({ "error": msg }).to_string())
-    } else {
-        let b = get(&ro, js_string!("ResponseBody"), ctx)?;
-        if b.is_null_or_undefined() {
-            Bytes::new()
-        } else {
-            Bytes::from(string(&b, "Request.ReturnOverrides.ResponseBody")?)
+            string(&v, &format!("{field}.{name}"))
         }
     };
-    Ok(Some(MwResponse {
-        status,
-        headers,
+    let error = text(js_string!("ResponseError"), "ResponseError")?;
+    let body = text(js_string!("ResponseBody"), "ResponseBody")?;
+    Overrides {
+        code,
+        error,
         body,
-    }))
+        headers,
+        override_error,
+    }
+    .respond(format)
+    .map(Some)
 }
 
 /// `URL` replaces path and query: an origin-form `/path?query`, or an absolute

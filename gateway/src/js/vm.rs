@@ -14,6 +14,8 @@ use boa_engine::property::Attribute;
 use boa_engine::vm::RuntimeLimits;
 use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source};
 
+mod phases;
+
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
 use super::{depth, prelude, request};
 use crate::middleware::{Flow, MwError, MwRequest};
@@ -44,11 +46,16 @@ pub(crate) struct ScriptFile {
 pub(crate) struct Sources {
     pub(crate) api_id: String,
     pub(crate) org_id: String,
-    pub(crate) config_data: serde_json::Value,
+    /// `None` when `config_data_disabled`: Tyk then leaves the key out.
+    pub(crate) config_data: Option<serde_json::Value>,
     /// Each distinct script once, in the order the entries name them.
     pub(crate) scripts: Vec<ScriptFile>,
     /// `(name, field)` per middleware entry, pre then post.
     pub(crate) entries: Vec<(String, String)>,
+    /// `(name, field)` per response entry.
+    pub(crate) response: Vec<(String, String)>,
+    /// `(response_function_name, field)` per virtual endpoint.
+    pub(crate) endpoints: Vec<(String, String)>,
     /// Time allowed to a script's top-level code at build.
     pub(crate) timeout: std::time::Duration,
 }
@@ -78,6 +85,8 @@ pub(crate) struct Vm {
     dispatch: Vec<Script>,
     /// The lazy request fields' getters and setters.
     accessors: request::Accessors,
+    /// The response entries' and virtual endpoints' dispatch.
+    phases: phases::Phases,
     /// Top-level throws the build survived, for the loader to log once.
     pub(crate) thrown: Vec<String>,
 }
@@ -195,31 +204,37 @@ impl Vm {
                 field: "custom_middleware".into(),
                 message: "JS host setup failed: host global missing".into(),
             })?;
-        let config = JsValue::from_json(&src.config_data, &mut ctx).map_err(|e| BuildError {
-            field: "config_data".into(),
-            message: format!("cannot be given to JS: {e}"),
-        })?;
-        let spec = ObjectInitializer::new(&mut ctx)
-            .property(
-                js_string!("APIID"),
-                JsString::from(src.api_id.as_str()),
-                Attribute::all(),
-            )
-            .property(
-                js_string!("OrgID"),
-                JsString::from(src.org_id.as_str()),
-                Attribute::all(),
-            )
-            .property(js_string!("config_data"), config, Attribute::all())
-            .build();
+        let mut spec = ObjectInitializer::new(&mut ctx);
+        spec.property(
+            js_string!("APIID"),
+            JsString::from(src.api_id.as_str()),
+            Attribute::all(),
+        )
+        .property(
+            js_string!("OrgID"),
+            JsString::from(src.org_id.as_str()),
+            Attribute::all(),
+        );
+        let spec = spec.build();
+        // Tyk's `specToJson` omits the key when `config_data_disabled`.
+        if let Some(data) = &src.config_data {
+            let config = JsValue::from_json(data, &mut ctx).map_err(|e| BuildError {
+                field: "config_data".into(),
+                message: format!("cannot be given to JS: {e}"),
+            })?;
+            spec.set(js_string!("config_data"), config, false, &mut ctx)
+                .map_err(internal)?;
+        }
         host.set(js_string!("spec"), spec, false, &mut ctx)
             .map_err(internal)?;
         let accessors = request::Accessors::new(&mut ctx);
+        let phases = phases::compile(src, &mut ctx)?;
         Ok(Vm {
             ctx,
             host,
             dispatch,
             accessors,
+            phases,
             thrown,
         })
     }
@@ -235,24 +250,7 @@ impl Vm {
         let body_len = req.body.len();
         let result = self.call_once(index, req, deadline).await;
         if body_len >= LARGE_BODY {
-            // boa's collector runs on its own allocation count, and a body
-            // string is one allocation however large (strings are reference
-            // counted, outside that count): without this, a 1 MiB body stays
-            // alive until hundreds of ordinary calls later trigger a
-            // collection (300 POSTs of 1 MiB grew RSS 14 -> 479 MB). The
-            // request object that holds it is garbage now; collect it, on
-            // success and on failure alike.
-            boa_engine::gc::force_collect();
-            // What a large body's parse freed (`JSON.parse` of 8 MiB makes
-            // a serde_json tree, an AST and bytecode) sits in this thread's
-            // malloc arena; glibc returns an arena's free pages to the
-            // kernel only on a trim. Only after large bodies: it walks the
-            // heap.
-            #[cfg(all(target_os = "linux", target_env = "gnu"))]
-            // SAFETY: malloc_trim has no preconditions.
-            unsafe {
-                libc::malloc_trim(0);
-            }
+            collect_large_body();
         }
         result
     }
@@ -298,6 +296,25 @@ impl Vm {
             return Err(failed(format!("JS error: {}", error_text(&e))));
         }
         request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
+    }
+}
+
+/// After a call with a large body: boa's collector runs on its own
+/// allocation count, and a body string is one allocation however large
+/// (strings are reference counted, outside that count): without this, a
+/// 1 MiB body stays alive until hundreds of ordinary calls later trigger a
+/// collection (300 POSTs of 1 MiB grew RSS 14 -> 479 MB). The objects that
+/// held it are garbage now; collect them, on success and on failure alike.
+fn collect_large_body() {
+    boa_engine::gc::force_collect();
+    // What a large body's parse freed (`JSON.parse` of 8 MiB makes a
+    // serde_json tree, an AST and bytecode) sits in this thread's malloc
+    // arena; glibc returns an arena's free pages to the kernel only on a
+    // trim. Only after large bodies: it walks the heap.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -47,6 +47,9 @@ pub(crate) struct Ctx<'a> {
     pub fault: Option<String>,
     /// Set by `set_error`: the plugin's own explanation of a `GW_ERROR`.
     pub error: Option<String>,
+    /// In a response entry: the upstream's answer, which the `response_*`
+    /// callbacks edit (and the request is then read-only).
+    pub resp: Option<&'a mut MwResponse>,
 }
 
 /// The one callback table, shared by every call on every thread (it is all
@@ -74,21 +77,32 @@ pub(crate) static HOST: GwHost = GwHost {
     config_data,
     log,
     call_budget_us,
+    response_status: super::response::response_status,
+    set_response_status: super::response::set_response_status,
+    response_header_count: super::response::response_header_count,
+    response_header_get: super::response::response_header_get,
+    response_header_lines: super::response::response_header_lines,
+    response_header_line: super::response::response_header_line,
+    set_response_header: super::response::set_response_header,
+    append_response_header: super::response::append_response_header,
+    delete_response_header: super::response::delete_response_header,
+    response_body: super::response::response_body,
+    set_response_body: super::response::set_response_body,
 };
 
-fn s(bytes: &[u8]) -> GwStr {
+pub(super) fn s(bytes: &[u8]) -> GwStr {
     GwStr::new(bytes)
 }
 
 /// Runs a callback body, turning a panic into `on_panic` (and, for editing
 /// callbacks, a fault) instead of unwinding into C.
-fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+pub(super) fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
 }
 
 /// # Safety
 /// `req` must be the handle of a live call (see `Ctx`).
-unsafe fn ctx<'a>(req: *const GwRequest) -> &'a Ctx<'a> {
+pub(super) unsafe fn ctx<'a>(req: *const GwRequest) -> &'a Ctx<'a> {
     // SAFETY: per the function's contract.
     unsafe { &*(req as *const Ctx<'a>) }
 }
@@ -102,7 +116,7 @@ unsafe fn ctx_mut<'a>(req: *mut GwRequest) -> &'a mut Ctx<'a> {
 
 /// # Safety
 /// `g` must describe readable memory for the duration of the callback.
-unsafe fn bytes<'a>(g: GwStr) -> &'a [u8] {
+pub(super) unsafe fn bytes<'a>(g: GwStr) -> &'a [u8] {
     // SAFETY: per the function's contract (the plugin's own buffer).
     unsafe { g.as_bytes() }
 }
@@ -131,7 +145,7 @@ unsafe extern "C" fn query(req: *const GwRequest, out: *mut GwStr) -> i32 {
 
 /// Header lookups by a name that is not valid UTF-8 or not a valid header
 /// name simply find nothing: a read never fails the request.
-fn lookup<'h>(
+pub(super) fn lookup<'h>(
     headers: &'h HeaderMap,
     name: GwStr,
 ) -> Option<http::header::GetAll<'h, HeaderValue>> {
@@ -190,9 +204,26 @@ unsafe extern "C" fn body(req: *const GwRequest) -> GwStr {
     guard(GwStr::EMPTY, || s(&unsafe { ctx(req) }.req.body))
 }
 
+/// An edit of the request: refused in the response phase, when the request
+/// has already gone upstream.
+fn edit(req: *mut GwRequest, f: impl FnOnce(&mut Ctx<'_>) -> Result<(), String>) -> i32 {
+    any_edit(req, |c| {
+        if c.resp.is_some() {
+            return Err(
+                "a response entry cannot edit the request: it was already sent upstream (use the response_* callbacks)"
+                    .to_string(),
+            );
+        }
+        f(c)
+    })
+}
+
 /// Runs an edit; a refusal (or a panic) records a fault that fails the
 /// request. Only the first fault is kept: it is the one to fix.
-fn edit(req: *mut GwRequest, f: impl FnOnce(&mut Ctx<'_>) -> Result<(), String>) -> i32 {
+pub(super) fn any_edit(
+    req: *mut GwRequest,
+    f: impl FnOnce(&mut Ctx<'_>) -> Result<(), String>,
+) -> i32 {
     // SAFETY: the plugin passes back its handle; no read borrow outlives a
     // callback, so this is the only reference.
     let ctx = unsafe { ctx_mut(req) };
@@ -207,7 +238,7 @@ fn edit(req: *mut GwRequest, f: impl FnOnce(&mut Ctx<'_>) -> Result<(), String>)
     }
 }
 
-fn header_pair(name: GwStr, value: GwStr) -> Result<(HeaderName, HeaderValue), String> {
+pub(super) fn header_pair(name: GwStr, value: GwStr) -> Result<(HeaderName, HeaderValue), String> {
     // SAFETY: the plugin's buffers, alive during the callback.
     let (name, value) = unsafe { (bytes(name), bytes(value)) };
     let n = HeaderName::from_bytes(name)

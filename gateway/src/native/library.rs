@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
-use plugin_sdk::abi::{GwAbiVersionFn, GwPluginFn, ABI_VERSION, ABI_VERSION_SYMBOL};
+use plugin_sdk::abi::{
+    GwAbiVersionFn, GwPluginFn, ABI_MINOR_SYMBOL, ABI_VERSION, ABI_VERSION_SYMBOL,
+};
 
 /// The Go adapter's marker: `const char *gw_go_adapter_handlers(void)`
 /// returns the handler names, comma-separated ("Go adapter, these handlers").
@@ -37,6 +39,16 @@ pub(crate) struct Plugin {
     file: PathBuf,
     /// `Some(handlers)` when the library is a Go adapter.
     go_handlers: Option<Vec<String>>,
+    /// Its [`ABI_MINOR_SYMBOL`]'s answer; 0 when it exports none (built
+    /// before ABI 1.2).
+    minor: u32,
+}
+
+impl Plugin {
+    /// The ABI minor version the library was built against (0: before 1.2).
+    pub(crate) fn minor(&self) -> u32 {
+        self.minor
+    }
 }
 
 pub(crate) type Lib = &'static Plugin;
@@ -105,10 +117,15 @@ pub(crate) fn open(path: &str) -> Result<Lib, OpenError> {
         .map_err(|e| OpenError::Path(format!("cannot load library {path:?}: {e}")))?;
     check_version(path, &lib)?;
     let go_handlers = go_handlers(&lib);
+    // SAFETY: the ABI defines this symbol's type (that of the version one).
+    let minor = unsafe { lib.get::<GwAbiVersionFn>(ABI_MINOR_SYMBOL) }
+        .map(|f| unsafe { f() })
+        .unwrap_or(0);
     let lib: Lib = Box::leak(Box::new(Plugin {
         lib,
         file: canonical.clone(),
         go_handlers,
+        minor,
     }));
     cache.insert(canonical, lib);
     Ok(lib)

@@ -17,6 +17,7 @@
 
 mod host;
 pub mod library;
+mod response;
 mod symbols;
 
 use std::future::ready;
@@ -44,6 +45,7 @@ struct Entry {
 struct NativeFactory {
     pre: Vec<Entry>,
     post: Vec<Entry>,
+    response: Vec<Entry>,
 }
 
 /// Loads an API's native middleware: opens each library, checks its ABI
@@ -65,8 +67,19 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         let mut out = Vec::new();
         for e in spec.entries(hook) {
             let field = |f: &str| format!("custom_middleware.{}[{}].{f}", hook.as_str(), e.index);
-            let resolved =
-                library::open(&e.path).and_then(|lib| library::symbol(lib, &e.path, &e.name));
+            let resolved = library::open(&e.path).and_then(|lib| {
+                if hook == Hook::Response && lib.minor() < plugin_sdk::abi::ABI_MINOR {
+                    return Err(OpenError::Path(format!(
+                        "library {:?} was built for ABI 1.{} and has no response phase; a response \
+                         entry needs a plugin built against ABI 1.{} or later (this gateway's \
+                         plugin-sdk, or gw_plugin.h's GW_PLUGIN_EXPORT_ABI_VERSION())",
+                        e.path,
+                        lib.minor().max(1),
+                        plugin_sdk::abi::ABI_MINOR
+                    )));
+                }
+                library::symbol(lib, &e.path, &e.name)
+            });
             let func = resolved.map_err(|err| match err {
                 OpenError::Path(m) => LoadError::new(
                     &spec.file,
@@ -86,6 +99,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     Ok(Arc::new(NativeFactory {
         pre: resolve(Hook::Pre)?,
         post: resolve(Hook::Post)?,
+        response: resolve(Hook::Response)?,
     }))
 }
 
@@ -99,6 +113,15 @@ impl ChainFactory for NativeFactory {
         Ok(Chain {
             pre: boxed(&self.pre),
             post: boxed(&self.post),
+            response: self
+                .response
+                .iter()
+                .map(|e| {
+                    Box::new(response::NativeResponse(e.clone()))
+                        as Box<dyn crate::middleware::ResponseMiddleware>
+                })
+                .collect(),
+            endpoints: Vec::new(),
         })
     }
 }
@@ -115,6 +138,7 @@ impl NativeMiddleware {
             response: None,
             fault: None,
             error: None,
+            resp: None,
         };
         let handle = &mut ctx as *mut Ctx<'_> as *mut GwRequest;
         // SAFETY: `func` was resolved from a version-checked library that is

@@ -23,6 +23,8 @@ pub struct Plugins {
     pub wrong_abi: PathBuf,
     /// A C library without the ABI version symbol.
     pub no_version: PathBuf,
+    /// A C library built before ABI 1.2 (no minor version symbol).
+    pub pre_1_2: PathBuf,
 }
 
 pub fn workspace() -> PathBuf {
@@ -72,6 +74,11 @@ pub fn plugins() -> &'static Plugins {
             ),
             no_version: cc(
                 &ws.join("gateway/tests/fixtures/no_version.c"),
+                &include,
+                &c_dir,
+            ),
+            pre_1_2: cc(
+                &ws.join("gateway/tests/fixtures/pre_1_2.c"),
                 &include,
                 &c_dir,
             ),

@@ -39,6 +39,10 @@ pub struct Route {
     /// definition (the upstream, peers) or without middleware.
     #[serde(default)]
     pub kind: Option<MiddlewareKind>,
+    /// A virtual endpoint answers the route itself: the upstream is never
+    /// reached, so its answer is checked for status 200 only.
+    #[serde(default)]
+    pub answers_itself: bool,
 }
 
 /// A definition's middleware, normalised: JS routes always name their
@@ -100,6 +104,7 @@ impl Route {
             has_middleware,
             marker: None,
             kind: None,
+            answers_itself: false,
         }
     }
 
@@ -128,6 +133,25 @@ fn entries(def: &Value) -> Vec<&Value> {
         .flatten()
         .filter(|mw| !mw["disabled"].as_bool().unwrap_or(false))
         .collect()
+}
+
+/// True when a version of the definition has enabled virtual endpoints
+/// (`extended_paths.virtual`): a JS function answers, not the upstream.
+fn has_virtual(def: &Value) -> bool {
+    def["version_data"]["versions"]
+        .as_object()
+        .into_iter()
+        .flat_map(|v| v.values())
+        .filter_map(|v| v["extended_paths"]["virtual"].as_array())
+        .flatten()
+        .any(|e| !e["disabled"].as_bool().unwrap_or(false))
+}
+
+/// True when the definition's only middleware is in the response phase.
+fn response_only(def: &Value) -> bool {
+    let cm = &def["custom_middleware"];
+    let none = |h: &str| cm[h].as_array().is_none_or(Vec::is_empty);
+    cm["response"].as_array().is_some_and(|r| !r.is_empty()) && none("pre") && none("post")
 }
 
 /// A setting that may be given for the whole `custom_middleware` or on an entry.
@@ -168,6 +192,12 @@ pub fn kind_of(def: &Value) -> Option<MiddlewareKind> {
 /// the keys `native` and `js`; other kinds are keyed by their API id.
 pub fn classify(def: &Value) -> (String, String) {
     let id = def["api_id"].as_str().unwrap_or("unnamed").to_string();
+    if has_virtual(def) {
+        return (id, "JS virtual endpoint".into());
+    }
+    if response_only(def) {
+        return (id, "JS response hook".into());
+    }
     let Some(kind) = kind_of(def) else {
         return ("plain".into(), "no middleware".into());
     };
@@ -261,9 +291,16 @@ pub fn prepare(
                 path: format!("{}/hello/", listen.trim_end_matches('/')),
                 api_id: def["api_id"].as_str().map(str::to_string),
                 source: Some(source),
-                has_middleware: !entries(&def).is_empty(),
+                has_middleware: !entries(&def).is_empty() || has_virtual(&def),
                 marker: None,
-                kind: kind_of(&def),
+                // Virtual endpoints and response hooks are not request
+                // middleware: the design-choice table leaves them out.
+                kind: if has_virtual(&def) || response_only(&def) {
+                    None
+                } else {
+                    kind_of(&def)
+                },
+                answers_itself: has_virtual(&def),
                 label,
             },
         });
@@ -278,6 +315,26 @@ pub fn prepare(
 /// middleware paths absolute against `root`.
 fn rewrite(def: &mut Value, root: &Path, upstream_port: u16) {
     def["proxy"]["target_url"] = Value::String(format!("http://127.0.0.1:{upstream_port}"));
+    let versions = def
+        .get_mut("version_data")
+        .and_then(|v| v.get_mut("versions"))
+        .and_then(Value::as_object_mut);
+    for version in versions.into_iter().flat_map(|v| v.values_mut()) {
+        let list = version
+            .get_mut("extended_paths")
+            .and_then(|e| e.get_mut("virtual"))
+            .and_then(Value::as_array_mut);
+        for e in list.into_iter().flatten() {
+            let file = e["function_source_type"] == "file";
+            if let Some(p) = e["function_source_uri"]
+                .as_str()
+                .filter(|p| file && Path::new(p).is_relative())
+            {
+                e["function_source_uri"] =
+                    Value::String(root.join(p).to_string_lossy().into_owned());
+            }
+        }
+    }
     for hook in HOOKS {
         // `get_mut`, not indexing: indexing would insert null fields.
         let list = def

@@ -1,5 +1,5 @@
 /*
- * gw_plugin.h: the gateway's native plugin ABI, version 1 (1.1), for C and C++.
+ * gw_plugin.h: the gateway's native plugin ABI, version 1 (1.2), for C and C++.
  *
  * This declares exactly what plugins/sdk/src/abi.rs declares for Rust; the
  * two change together, and GW_PLUGIN_ABI_VERSION with them.
@@ -23,7 +23,8 @@
  *
  * Versions: GW_PLUGIN_ABI_VERSION changes only on incompatible changes.
  * Callbacks added later are appended to GwHost (ABI 1.1: api_id,
- * config_data, log, call_budget_us) and host->size grows: test
+ * config_data, log, call_budget_us; ABI 1.2: the response_* callbacks)
+ * and host->size grows: test
  * GW_HOST_HAS(host, field) before calling one, so the plugin also runs on an
  * older gateway. Fields before api_id are always there (GW_HOST_BASE_SIZE).
  *
@@ -31,6 +32,13 @@
  * name or value that is not valid HTTP, a bad path, a status outside
  * 200..599) is not applied and fails the request with 500, whatever the
  * plugin returns: invalid data never reaches the upstream.
+ *
+ * Response entries (custom_middleware.response, ABI 1.2): a function of
+ * the same type, called after the upstream answered. The response_*
+ * callbacks read and edit the upstream's answer; the request callbacks
+ * read the request as it went upstream (no body), and request edits are
+ * refused. The gateway serves a library as a response entry only when it
+ * exports gw_plugin_abi_minor() >= 2 (GW_PLUGIN_EXPORT_ABI_VERSION() does).
  *
  * To try this: 1. write a plugin including this header (see
  * plugins/c-example/require_header.c); 2. `cc -shared -fPIC -I
@@ -49,6 +57,8 @@ extern "C" {
 #endif
 
 #define GW_PLUGIN_ABI_VERSION 1u
+/* Which appended callbacks this header knows (exported by the macro below). */
+#define GW_PLUGIN_ABI_MINOR 2u
 
 /* Plugin return values. */
 #define GW_CONTINUE 0
@@ -132,6 +142,24 @@ typedef struct GwHost {
     void (*log)(const GwRequest *req, uint32_t level, GwStr message);
     /* The gateway's budget for one call, in microseconds (--jsvm-timeout). */
     uint64_t (*call_budget_us)(const GwRequest *req);
+
+    /* ---- ABI 1.2, the response phase: check GW_HOST_HAS(host, field). ---- */
+    /* The upstream's status; 0 outside the response phase. */
+    uint16_t (*response_status)(const GwRequest *req);
+    /* Replace the status the client gets (100..999). */
+    int32_t (*set_response_status)(GwRequest *req, uint16_t status);
+    /* Response headers, as the request's header_count/get/lines/line. */
+    size_t (*response_header_count)(const GwRequest *req, GwStr name);
+    int32_t (*response_header_get)(const GwRequest *req, GwStr name, size_t index, GwStr *out);
+    size_t (*response_header_lines)(const GwRequest *req);
+    int32_t (*response_header_line)(const GwRequest *req, size_t index, GwHeader *out);
+    /* Edit response headers, as set_header/append_header/delete_header. */
+    int32_t (*set_response_header)(GwRequest *req, GwStr name, GwStr value);
+    int32_t (*append_response_header)(GwRequest *req, GwStr name, GwStr value);
+    int32_t (*delete_response_header)(GwRequest *req, GwStr name);
+    /* The upstream's whole buffered body, and its replacement. */
+    GwStr (*response_body)(const GwRequest *req);
+    int32_t (*set_response_body)(GwRequest *req, GwStr body);
 } GwHost;
 
 /* Every version-1 host has at least the callbacks before api_id. */
@@ -174,6 +202,9 @@ typedef int32_t (*GwPluginFn)(const GwHost *host, GwRequest *req);
 #define GW_PLUGIN_EXPORT_ABI_VERSION()                                         \
     GW_EXTERN_C GW_EXPORT uint32_t gw_plugin_abi_version(void) {               \
         return GW_PLUGIN_ABI_VERSION;                                          \
+    }                                                                          \
+    GW_EXTERN_C GW_EXPORT uint32_t gw_plugin_abi_minor(void) {                 \
+        return GW_PLUGIN_ABI_MINOR;                                            \
     }
 /* Declares an exported middleware: GW_PLUGIN_FN(Name) { ... body ... }. */
 #define GW_PLUGIN_FN(name)                                                     \

@@ -12,6 +12,14 @@
 //! only for the duration of that call. The plugin reads and edits the request
 //! only through the callbacks; it returns [`GW_CONTINUE`] or [`GW_ERROR`].
 //!
+//! A response entry (`custom_middleware.response[i].name`, ABI 1.2) is a
+//! function of the same type, called after the upstream answered: the
+//! `response_*` callbacks read and edit the upstream's answer (its status,
+//! headers and whole body); the request callbacks read the request as it
+//! went upstream (without its body), and editing it is refused. Outside
+//! the response phase the `response_*` callbacks find nothing and refuse
+//! edits.
+//!
 //! # Memory
 //!
 //! Strings are [`GwStr`] (pointer + length, not NUL-terminated, borrowed).
@@ -45,8 +53,22 @@ use core::marker::PhantomData;
 ///   newer SDK still runs on an older host, and an old plugin on a new host.
 ///
 /// History: 1.0 had the callbacks up to `set_error`; 1.1 appended `api_id`,
-/// `config_data`, `log` and `call_budget_us`.
+/// `config_data`, `log` and `call_budget_us`; 1.2 appended the response
+/// phase's callbacks (`response_status` .. `set_response_body`) and the
+/// [`ABI_MINOR_SYMBOL`] export.
 pub const ABI_VERSION: u32 = 1;
+
+/// The minor version of [`ABI_VERSION`] this SDK speaks: which appended
+/// callbacks it knows. A library exports it as [`ABI_MINOR_SYMBOL`]; the
+/// host serves a library as a response entry (`custom_middleware.response`)
+/// only from minor 2 on, so a plugin written for the request phase cannot
+/// be named as a response hook by mistake and silently edit a request that
+/// has already been sent.
+pub const ABI_MINOR: u32 = 2;
+
+/// The symbol, of type [`GwAbiVersionFn`], that returns [`ABI_MINOR`]. A
+/// library without it is minor 1 or older.
+pub const ABI_MINOR_SYMBOL: &str = "gw_plugin_abi_minor";
 
 /// `size` of a version-1 table with no additions (up to and including
 /// `set_error`): every host speaking version 1 has at least these.
@@ -220,6 +242,38 @@ pub struct GwHost {
     /// native code; a plugin that can bound its own work (the Go adapter
     /// does) answers 500 itself when the budget runs out.
     pub call_budget_us: unsafe extern "C" fn(req: *const GwRequest) -> u64,
+
+    // ---- ABI 1.2: the response phase; check `size` before use. ----
+    /// The upstream's status; 0 outside the response phase.
+    pub response_status: unsafe extern "C" fn(req: *const GwRequest) -> u16,
+    /// Replaces the status the client gets (100..=999).
+    pub set_response_status: unsafe extern "C" fn(req: *mut GwRequest, status: u16) -> i32,
+    /// Number of values of response header `name` (case-insensitive).
+    pub response_header_count: unsafe extern "C" fn(req: *const GwRequest, name: GwStr) -> usize,
+    /// Value number `index` of response header `name`, as `header_get`.
+    pub response_header_get: unsafe extern "C" fn(
+        req: *const GwRequest,
+        name: GwStr,
+        index: usize,
+        out: *mut GwStr,
+    ) -> i32,
+    /// Number of response header lines.
+    pub response_header_lines: unsafe extern "C" fn(req: *const GwRequest) -> usize,
+    /// Response header line number `index`, as `header_line`.
+    pub response_header_line:
+        unsafe extern "C" fn(req: *const GwRequest, index: usize, out: *mut GwHeader) -> i32,
+    /// Replaces every value of response header `name` with `value`.
+    pub set_response_header:
+        unsafe extern "C" fn(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32,
+    /// Adds `value` to response header `name`.
+    pub append_response_header:
+        unsafe extern "C" fn(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32,
+    /// Removes response header `name`; absent is fine.
+    pub delete_response_header: unsafe extern "C" fn(req: *mut GwRequest, name: GwStr) -> i32,
+    /// The upstream's whole (buffered) response body.
+    pub response_body: unsafe extern "C" fn(req: *const GwRequest) -> GwStr,
+    /// Replaces the response body; the host fixes `Content-Length`.
+    pub set_response_body: unsafe extern "C" fn(req: *mut GwRequest, body: GwStr) -> i32,
 }
 
 impl GwHost {

@@ -39,7 +39,9 @@ pub use request::{LogLevel, PluginError, Request};
 /// Publishes middleware functions under C symbol names, plus the ABI version
 /// symbol the host checks at load. Use it once per library.
 ///
-/// Each handler is `fn(&mut Request<'_>) -> Result<(), PluginError>`. An
+/// Each handler is `fn(&mut Request<'_>) -> Result<(), PluginError>`, for
+/// the request phase or, named in `custom_middleware.response`, the
+/// response phase (then use the `response_*` methods of [`Request`]). An
 /// `Err` or a panic becomes [`abi::GW_ERROR`] with the message handed to the
 /// host (the client gets Tyk's 500, the gateway logs the message); a panic
 /// never unwinds into the host.
@@ -50,6 +52,11 @@ macro_rules! export_plugin {
         #[unsafe(no_mangle)]
         pub extern "C" fn gw_plugin_abi_version() -> u32 {
             $crate::abi::ABI_VERSION
+        }
+        /// The ABI minor version (which appended callbacks it knows).
+        #[unsafe(no_mangle)]
+        pub extern "C" fn gw_plugin_abi_minor() -> u32 {
+            $crate::abi::ABI_MINOR
         }
         $(
             /// A gateway middleware (see `plugin_sdk::export_plugin!`).

@@ -295,6 +295,132 @@ impl<'a> Request<'a> {
             .then(|| Duration::from_micros(unsafe { (self.host.call_budget_us)(self.ptr()) }))
     }
 
+    // ---- The response phase (ABI 1.2) ----
+
+    /// In a response entry, the upstream's status; `None` in the request
+    /// phase or on a host older than ABI 1.2.
+    pub fn response_status(&self) -> Option<u16> {
+        if !host_has!(self.host, response_status) {
+            return None;
+        }
+        // SAFETY: valid table and handle, and the callback is in the table.
+        let status = unsafe { (self.host.response_status)(self.ptr()) };
+        (status != 0).then_some(status)
+    }
+
+    /// The first value of response header `name` (case-insensitive).
+    pub fn response_header(&self, name: &str) -> Option<&[u8]> {
+        if !host_has!(self.host, response_header_get) {
+            return None;
+        }
+        let mut out = GwStr::EMPTY;
+        // SAFETY: as above; `out` is ours to write.
+        let rc = unsafe {
+            (self.host.response_header_get)(self.ptr(), GwStr::new(name.as_bytes()), 0, &mut out)
+        };
+        // SAFETY: valid until the next edit, which `&self` rules out.
+        (rc == GW_FOUND).then(|| unsafe { out.as_bytes() })
+    }
+
+    /// Every response header line, names lower-case (empty outside the
+    /// response phase).
+    pub fn response_headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        let count = if host_has!(self.host, response_header_line) {
+            // SAFETY: as above.
+            unsafe { (self.host.response_header_lines)(self.ptr()) }
+        } else {
+            0
+        };
+        (0..count).filter_map(move |i| {
+            let mut line = GwHeader {
+                name: GwStr::EMPTY,
+                value: GwStr::EMPTY,
+            };
+            // SAFETY: as above; `line` is ours to write.
+            let rc = unsafe { (self.host.response_header_line)(self.ptr(), i, &mut line) };
+            // SAFETY: valid until the next edit, which `&self` rules out.
+            (rc == GW_FOUND).then(|| (self.text(line.name), unsafe { line.value.as_bytes() }))
+        })
+    }
+
+    /// The upstream's whole response body (empty outside the response phase).
+    pub fn response_body(&self) -> &[u8] {
+        if !host_has!(self.host, response_body) {
+            return &[];
+        }
+        // SAFETY: as above; valid until the next edit.
+        unsafe { (self.host.response_body)(self.ptr()).as_bytes() }
+    }
+
+    /// The edit of an ABI 1.2 callback: refused on an older host.
+    fn response_edit(
+        &mut self,
+        has: bool,
+        call: impl FnOnce(&GwHost, *mut GwRequest) -> i32,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), PluginError> {
+        if !has {
+            return Err(PluginError(format!(
+                "this gateway has no response phase (ABI older than 1.2): cannot set {}",
+                what()
+            )));
+        }
+        let rc = call(self.host, self.raw.as_ptr());
+        self.edit(rc, what)
+    }
+
+    /// Replaces the status the client gets.
+    pub fn set_response_status(&mut self, status: u16) -> Result<(), PluginError> {
+        let has = host_has!(self.host, set_response_status);
+        // SAFETY: valid table and handle; called only when present.
+        let call = |h: &GwHost, r| unsafe { (h.set_response_status)(r, status) };
+        self.response_edit(has, call, || format!("response status {status}"))
+    }
+
+    /// Sets response header `name` to `value`, replacing earlier values.
+    pub fn set_response_header(
+        &mut self,
+        name: &str,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), PluginError> {
+        let (n, v) = (GwStr::new(name.as_bytes()), GwStr::new(value.as_ref()));
+        let has = host_has!(self.host, set_response_header);
+        // SAFETY: as above; the host copies n and v.
+        let call = |h: &GwHost, r| unsafe { (h.set_response_header)(r, n, v) };
+        self.response_edit(has, call, || format!("response header {name:?}"))
+    }
+
+    /// Adds a value to response header `name`.
+    pub fn append_response_header(
+        &mut self,
+        name: &str,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), PluginError> {
+        let (n, v) = (GwStr::new(name.as_bytes()), GwStr::new(value.as_ref()));
+        let has = host_has!(self.host, append_response_header);
+        // SAFETY: as above.
+        let call = |h: &GwHost, r| unsafe { (h.append_response_header)(r, n, v) };
+        self.response_edit(has, call, || format!("response header {name:?}"))
+    }
+
+    /// Removes response header `name` (absent is fine).
+    pub fn delete_response_header(&mut self, name: &str) -> Result<(), PluginError> {
+        let n = GwStr::new(name.as_bytes());
+        let has = host_has!(self.host, delete_response_header);
+        // SAFETY: as above.
+        let call = |h: &GwHost, r| unsafe { (h.delete_response_header)(r, n) };
+        self.response_edit(has, call, || format!("response header {name:?}"))
+    }
+
+    /// Replaces the response body; the gateway fixes `Content-Length`.
+    pub fn set_response_body(&mut self, body: impl AsRef<[u8]>) -> Result<(), PluginError> {
+        let b = GwStr::new(body.as_ref());
+        let has = host_has!(self.host, set_response_body);
+        // SAFETY: as above; the host copies the body.
+        let call = |h: &GwHost, r| unsafe { (h.set_response_body)(r, b) };
+        self.response_edit(has, call, || "the response body".to_string())
+    }
+
     pub(crate) fn set_error(&mut self, message: &str) {
         // SAFETY: as above.
         unsafe { (self.host.set_error)(self.raw.as_ptr(), GwStr::new(message.as_bytes())) }

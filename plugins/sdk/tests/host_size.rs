@@ -1,7 +1,8 @@
 //! The ABI's version rule, from the plugin's side: a plugin built with this
 //! SDK runs on a host whose table ends before the ABI 1.1 callbacks (an
 //! older gateway), getting `None` from them instead of reading past the
-//! table; and it refuses a table shorter than version 1's base.
+//! table; and it refuses a table shorter than version 1's base. The same
+//! for the 1.2 (response phase) callbacks on a 1.1 table.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -63,6 +64,46 @@ unsafe extern "C" fn new_budget(_: *const GwRequest) -> u64 {
     7
 }
 
+/// Calls of the 1.2 callbacks: must stay 0 on a 1.1 table.
+static RESP_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn r_status(_: *const GwRequest) -> u16 {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    200
+}
+unsafe extern "C" fn r_set_status(_: *mut GwRequest, _: u16) -> i32 {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    GW_OK
+}
+unsafe extern "C" fn r_hc(_: *const GwRequest, _: GwStr) -> usize {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    0
+}
+unsafe extern "C" fn r_hg(_: *const GwRequest, _: GwStr, _: usize, _: *mut GwStr) -> i32 {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    GW_NOT_FOUND
+}
+unsafe extern "C" fn r_hl(_: *const GwRequest) -> usize {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    0
+}
+unsafe extern "C" fn r_hline(_: *const GwRequest, _: usize, _: *mut GwHeader) -> i32 {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    GW_NOT_FOUND
+}
+unsafe extern "C" fn r_set2(_: *mut GwRequest, _: GwStr, _: GwStr) -> i32 {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    GW_OK
+}
+unsafe extern "C" fn r_set1(_: *mut GwRequest, _: GwStr) -> i32 {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    GW_OK
+}
+unsafe extern "C" fn r_body(_: *const GwRequest) -> GwStr {
+    RESP_CALLS.fetch_add(1, Ordering::SeqCst);
+    GwStr::new(b"body")
+}
+
 fn table(size: usize) -> GwHost {
     GwHost {
         abi_version: ABI_VERSION,
@@ -87,7 +128,43 @@ fn table(size: usize) -> GwHost {
         config_data: new_str,
         log: new_log,
         call_budget_us: new_budget,
+        response_status: r_status,
+        set_response_status: r_set_status,
+        response_header_count: r_hc,
+        response_header_get: r_hg,
+        response_header_lines: r_hl,
+        response_header_line: r_hline,
+        set_response_header: r_set2,
+        append_response_header: r_set2,
+        delete_response_header: r_set1,
+        response_body: r_body,
+        set_response_body: r_set1,
     }
+}
+
+#[test]
+fn a_1_1_host_has_no_response_phase_and_none_of_it_is_called() {
+    RESP_CALLS.store(0, Ordering::SeqCst);
+    let v1_1 = std::mem::offset_of!(GwHost, response_status);
+    let host = table(v1_1);
+    let mut handle = 0u8;
+    // SAFETY: as in `read_new`.
+    let mut req = unsafe { Request::from_raw(&host, &mut handle as *mut u8 as *mut GwRequest) };
+    assert_eq!(req.response_status(), None);
+    assert_eq!(req.response_body(), b"");
+    assert_eq!(req.response_headers().count(), 0);
+    assert!(req.response_header("x").is_none());
+    let e = req.set_response_body("x").unwrap_err();
+    assert!(e.message().contains("ABI older than 1.2"), "{e}");
+    assert!(req.set_response_status(201).is_err());
+    assert_eq!(RESP_CALLS.load(Ordering::SeqCst), 0);
+    let full = table(std::mem::size_of::<GwHost>());
+    // SAFETY: as above.
+    let mut req = unsafe { Request::from_raw(&full, &mut handle as *mut u8 as *mut GwRequest) };
+    assert_eq!(req.response_status(), Some(200));
+    assert_eq!(req.response_body(), b"body");
+    req.set_response_header("x", "y").unwrap();
+    assert_eq!(RESP_CALLS.load(Ordering::SeqCst), 3);
 }
 
 /// What the 1.1 readers return on a table of `size` bytes.

@@ -143,7 +143,49 @@ fn count(req: &mut Request<'_>) -> Result<(), PluginError> {
     req.set_header("X-Count", n.to_string())
 }
 
+/// A response entry (ABI 1.2): reads the upstream's answer and the request
+/// that went upstream, rewrites the body, swaps headers, and sets the
+/// status the request asks for in `X-Want-Status`.
+fn stamp_response(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let status = req.response_status().ok_or("not in the response phase")?;
+    let upstream = req
+        .response_header("x-upstream")
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_default();
+    let lines = req.response_headers().count();
+    let seen = format!(
+        "status={status} upstream={upstream} path={} lines>0={}",
+        req.path(),
+        lines > 0
+    );
+    let body = format!(
+        "native saw: {}",
+        String::from_utf8_lossy(req.response_body())
+    );
+    let want = req
+        .header("x-want-status")
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.parse::<u16>().ok());
+    req.set_response_header("X-Native-Response", seen)?;
+    req.append_response_header("X-Native-Append", "one")?;
+    req.delete_response_header("X-Upstream")?;
+    req.set_response_body(body)?;
+    if let Some(code) = want {
+        req.set_response_status(code)?;
+    }
+    Ok(())
+}
+
+/// A response entry that tries to edit the request (already sent): the
+/// host refuses, and the client gets 500 though the error is ignored.
+fn edit_request_late(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let _ = req.set_header("X-Too-Late", "yes");
+    Ok(())
+}
+
 export_plugin!(
+    StampResponse => stamp_response,
+    EditRequestLate => edit_request_late,
     Noop => noop,
     EditHeaders => edit_headers,
     Rewrite => rewrite,

@@ -7,13 +7,17 @@
 //! Tyk's `mw_js_plugin.go`: overrides first (nothing proxied), then body,
 //! URL, header deletes before sets, then query deletes, sets and appends.
 
+use crate::error::ErrorFormat;
+use crate::js::forced::Overrides;
 use crate::js::request::{edit_query, header, set_url};
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderMap, StatusCode};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use http::HeaderMap;
+use rquickjs::function::Args;
 use rquickjs::object::Filter;
 use rquickjs::{Array, Coerced, Ctx, Function, Object, Value};
 
+use crate::js::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
 
 /// The strings handed to the script that it may give back unchanged. A JS
@@ -33,6 +37,20 @@ pub(crate) fn call<'js>(
     index: usize,
     req: &MwRequest,
 ) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
+    let body =
+        rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&req.body))?.into_value();
+    let (args, url) = request_args(ctx, index, req, body.clone())?;
+    let ret = host.call_arg(args)?;
+    Ok((ret, Sent { body, url }))
+}
+
+/// `call`'s first seven arguments: entry `index` and the request.
+fn request_args<'js>(
+    ctx: &Ctx<'js>,
+    index: usize,
+    req: &MwRequest,
+    body: Value<'js>,
+) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
     let url = string(&req.path_and_query())?;
     let original = req
@@ -46,23 +64,114 @@ pub(crate) fn call<'js>(
     } else {
         string(original)?
     };
-    let body = string(&String::from_utf8_lossy(&req.body))?;
     let headers = string(&header_text(&req.headers))?;
     let params = match &req.query {
         None => Value::new_null(ctx.clone()),
         Some(q) => params(ctx, q)?.into_value(),
     };
-    let args = (
-        index as u32,
-        req.method.as_str(),
-        url.clone(),
-        uri,
-        body.clone(),
-        headers,
-        params,
-    );
-    let ret = host.call(args)?;
-    Ok((ret, Sent { body, url }))
+    let mut args = Args::new(ctx.clone(), 8);
+    args.push_arg(index as u32)?;
+    args.push_arg(req.method.as_str())?;
+    args.push_arg(url.clone())?;
+    args.push_arg(uri)?;
+    args.push_arg(body)?;
+    args.push_arg(headers)?;
+    args.push_arg(params)?;
+    Ok((args, url))
+}
+
+/// Runs response entry `index` on `resp`: the script's answer as
+/// `host.js`'s `answerResponse` read it, and the body string sent.
+pub(crate) fn call_response<'js>(
+    ctx: &Ctx<'js>,
+    host: &Function<'js>,
+    index: usize,
+    req: &MwRequest,
+    resp: &MwResponse,
+) -> rquickjs::Result<(Value<'js>, Value<'js>)> {
+    let empty = rquickjs::String::from_str(ctx.clone(), "")?.into_value();
+    let (mut args, _) = request_args(ctx, index, req, empty)?;
+    let body =
+        rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&resp.body))?.into_value();
+    let extra = Array::new(ctx.clone())?;
+    extra.set(0, resp.status.as_u16())?;
+    extra.set(1, body.clone())?;
+    extra.set(2, header_text(&resp.headers))?;
+    args.push_arg(extra)?;
+    Ok((host.call_arg(args)?, body))
+}
+
+/// Runs virtual endpoint `index` on `req`: what its function returned.
+pub(crate) fn call_endpoint<'js>(
+    ctx: &Ctx<'js>,
+    host: &Function<'js>,
+    index: usize,
+    req: &MwRequest,
+) -> rquickjs::Result<Value<'js>> {
+    let mut args = Args::new(ctx.clone(), 8);
+    args.push_arg(index as u32)?;
+    for _ in 0..5 {
+        args.push_arg("")?;
+    }
+    args.push_arg(Value::new_null(ctx.clone()))?;
+    args.push_arg(endpoint_request(req))?;
+    host.call_arg(args)
+}
+
+/// A virtual endpoint's return value: `TykJsResponse(...)`'s JSON text.
+pub(crate) fn endpoint(ret: Value<'_>) -> Result<MwResponse, MwError> {
+    match ret.as_string().and_then(|s| s.to_string().ok()) {
+        Some(text) => endpoint_answer(&text),
+        None => Err(MwError(format!(
+            "the virtual endpoint returned a JS {}, not TykJsResponse(...)'s JSON",
+            type_of(&ret)
+        ))),
+    }
+}
+
+/// Applies a response entry's answer (`out`, from `answerResponse`:
+/// `[ret]` when the shape is wrong, else the five fields) to `resp`.
+pub(crate) fn apply_response<'js>(
+    ctx: &Ctx<'js>,
+    out: (Value<'js>, Value<'js>),
+    resp: &mut MwResponse,
+) -> Result<(), MwError> {
+    let (out, sent) = out;
+    let out = out
+        .into_array()
+        .ok_or_else(|| MwError("JS host: answerResponse() did not return an array".into()))?;
+    let at = |i: usize| -> Result<Value<'js>, MwError> {
+        out.get(i).map_err(|e| thrown(ctx, e, "the answer"))
+    };
+    if out.len() == 1 {
+        let ret = at(0)?;
+        return Err(shape(
+            "Response",
+            "an object (use ReturnResponseData)",
+            &ret,
+        ));
+    }
+    let code = at(1)?;
+    let status = match code.as_number() {
+        Some(n) => ResponseEdits::status(Some(n))?,
+        None if nothing(&code) => None,
+        None => return Err(shape("Response.StatusCode", "a number", &code)),
+    };
+    let body = at(2)?;
+    let body = if body == sent {
+        None
+    } else if nothing(&body) {
+        Some(String::new())
+    } else {
+        Some(string(&body, "Response.Body")?)
+    };
+    ResponseEdits {
+        status,
+        body,
+        delete: strings(at(3)?, "Response.DeleteHeaders", ctx)?,
+        set: string_map(at(4)?, "Response.SetHeaders", ctx)?,
+    }
+    .apply(resp)
 }
 
 /// `Name\nv1\0v2\nName2\nv` with Go's canonical names (what `host.js` reads).
@@ -143,7 +252,7 @@ fn type_of(v: &Value<'_>) -> &'static str {
 /// A script's answer broke a type rule: names the field, as Go's decoder would.
 fn shape(field: &str, want: &str, got: &Value<'_>) -> MwError {
     MwError(format!(
-        "ProcessRequest result: {field} must be {want}, got {}",
+        "the script's answer: {field} must be {want}, got {}",
         type_of(got)
     ))
 }
@@ -258,7 +367,7 @@ pub(crate) fn apply<'js>(
         let r = get(obj, "Request", ctx)?;
         return Err(shape("Request", "an object (use ReturnData)", &r));
     }
-    if let Some(resp) = overrides(at(1)?, ctx)? {
+    if let Some(resp) = overrides(at(1)?, ErrorFormat::of(&req.headers), ctx)? {
         return Ok(Flow::Respond(resp));
     }
     if !at(2)?
@@ -317,9 +426,13 @@ fn apply_params<'js>(
     Ok(())
 }
 
-/// `ReturnOverrides`: a `ResponseCode` >= 400 without `OverrideError` is
-/// answered with Tyk's error body; any other non-zero code with `ResponseBody`.
-fn overrides<'js>(v: Value<'js>, ctx: &Ctx<'js>) -> Result<Option<MwResponse>, MwError> {
+/// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the
+/// answer Tyk gives ([`Overrides::respond`]), in the request's error format.
+fn overrides<'js>(
+    v: Value<'js>,
+    format: ErrorFormat,
+    ctx: &Ctx<'js>,
+) -> Result<Option<MwResponse>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);
@@ -336,14 +449,8 @@ fn overrides<'js>(v: Value<'js>, ctx: &Ctx<'js>) -> Result<Option<MwResponse>, M
         None if nothing(&code) => return Ok(None),
         None => return Err(shape(&format!("{field}.ResponseCode"), "a number", &code)),
     };
-    let status = StatusCode::from_u16(code)
-        .map_err(|_| MwError(format!("{field}.ResponseCode {code} is not an HTTP status")))?;
-    let mut headers = HeaderMap::new();
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
-    for (name, value) in string_map(get(&ro, "ResponseHeaders", ctx)?, hfield, ctx)? {
-        let (n, v) = header(&name, &value, hfield)?;
-        headers.insert(n, v);
-    }
+    let headers = string_map(get(&ro, "ResponseHeaders", ctx)?, hfield, ctx)?;
     let override_error: Coerced<bool> = ro
         .get("OverrideError")
         .map_err(|e| thrown(ctx, e, "OverrideError"))?;
@@ -355,15 +462,13 @@ fn overrides<'js>(v: Value<'js>, ctx: &Ctx<'js>) -> Result<Option<MwResponse>, M
             string(&v, &format!("{field}.{key}"))
         }
     };
-    let body = if code >= 400 && !override_error.0 {
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        Bytes::from(serde_json::json!({ "error": text("ResponseError")? }).to_string())
-    } else {
-        Bytes::from(text("ResponseBody")?)
-    };
-    Ok(Some(MwResponse {
-        status,
+    Overrides {
+        code,
+        error: text("ResponseError")?,
+        body: text("ResponseBody")?,
         headers,
-        body,
-    }))
+        override_error: override_error.0,
+    }
+    .respond(format)
+    .map(Some)
 }

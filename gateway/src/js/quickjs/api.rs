@@ -20,7 +20,7 @@ use rquickjs::{Context, Ctx, Function, Persistent, Runtime, Value};
 
 use super::answer;
 use super::engine::{self, Watch};
-use crate::middleware::{Flow, MwError, MwRequest};
+use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
 
 /// How an API keeps script state between requests on QuickJS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,8 +41,13 @@ pub(crate) struct Program {
     pub(crate) dispatch: Vec<u8>,
     /// Evaluates to a function of that array returning `call`.
     pub(crate) host: Vec<u8>,
-    /// `(name, field)` per entry, pre then post.
+    /// `(name, field)` per entry: pre, post, then response entries, then
+    /// virtual endpoints (their `response_function_name`).
     pub(crate) entries: Vec<(String, String)>,
+    /// How many of `entries` are request-phase entries.
+    pub(crate) requests: usize,
+    /// How many response entries follow them (the rest are endpoints).
+    pub(crate) response: usize,
     pub(crate) timeout: Duration,
     pub(crate) memory: usize,
     pub(crate) strategy: Strategy,
@@ -85,8 +90,15 @@ pub(crate) fn setup<'js>(
         })?;
     }
     if check {
-        for (name, field) in &p.entries {
-            check_entry(ctx, name, field)?;
+        for (i, (name, field)) in p.entries.iter().enumerate() {
+            let kind = if i < p.requests {
+                Kind::Request
+            } else if i < p.requests + p.response {
+                Kind::Response
+            } else {
+                Kind::Endpoint
+            };
+            check_entry(ctx, name, field, kind)?;
         }
     }
     let dispatch = engine::run(ctx, &p.dispatch).map_err(|e| internal(ctx, e))?;
@@ -96,24 +108,50 @@ pub(crate) fn setup<'js>(
     make.call((dispatch,)).map_err(|e| internal(ctx, e))
 }
 
-fn check_entry(ctx: &Ctx<'_>, name: &str, field: &str) -> Result<(), BuildError> {
+/// What an entry's name must be.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// An object with `ProcessRequest`.
+    Request,
+    /// An object with `ProcessResponse`.
+    Response,
+    /// A global function (a virtual endpoint's `response_function_name`).
+    Endpoint,
+}
+
+fn check_entry(ctx: &Ctx<'_>, name: &str, field: &str, kind: Kind) -> Result<(), BuildError> {
     let fail = |message: String| BuildError {
         field: field.to_string(),
         message,
     };
-    let probe = format!(
-        "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessRequest === 'function') : null"
-    );
+    let probe = match kind {
+        Kind::Request => format!(
+            "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessRequest === 'function') : null"
+        ),
+        Kind::Response => format!(
+            "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessResponse === 'function') : null"
+        ),
+        Kind::Endpoint => format!("(typeof {name} === 'function') ? true : null"),
+    };
     match ctx.eval::<Value, _>(probe) {
         Ok(v) if v.as_bool() == Some(true) => Ok(()),
         Ok(v) if v.as_bool() == Some(false) => Err(fail(format!(
-            "object {name:?} has no ProcessRequest function (call NewProcessRequest)"
+            "object {name:?} has no {} function",
+            match kind {
+                Kind::Response => "ProcessResponse",
+                _ => "ProcessRequest (call NewProcessRequest)",
+            }
         ))),
         _ => {
             let _ = ctx.catch();
-            Err(fail(format!(
-                "the scripts define no object {name:?} (expected `var {name} = new TykJS.TykMiddleware.NewMiddleware({{}})`)"
-            )))
+            Err(fail(match kind {
+                Kind::Endpoint => format!(
+                    "the scripts define no function {name:?} (response_function_name)"
+                ),
+                _ => format!(
+                    "the scripts define no object {name:?} (expected `var {name} = new TykJS.TykMiddleware.NewMiddleware({{}})`)"
+                ),
+            }))
         }
     }
 }
@@ -195,6 +233,41 @@ impl QjsApi {
 
     /// Calls entry `index` on `req`, within the jsvm timeout.
     pub(crate) fn call(&mut self, index: usize, req: &mut MwRequest) -> Result<Flow, MwError> {
+        self.with(|ctx, host| run(ctx, host, index, req))
+    }
+
+    /// Calls response entry `index` (its place in `entries`) on `resp`.
+    pub(crate) fn call_response(
+        &mut self,
+        index: usize,
+        req: &MwRequest,
+        resp: &mut MwResponse,
+    ) -> Result<(), MwError> {
+        self.with(|ctx, host| {
+            let out =
+                answer::call_response(ctx, host, index, req, resp).map_err(|e| failure(ctx, e))?;
+            answer::apply_response(ctx, out, resp).map_err(Fail::Script)
+        })
+    }
+
+    /// Calls virtual endpoint `index` (its place in `entries`) on `req`.
+    pub(crate) fn call_endpoint(
+        &mut self,
+        index: usize,
+        req: &MwRequest,
+    ) -> Result<MwResponse, MwError> {
+        self.with(|ctx, host| {
+            let ret = answer::call_endpoint(ctx, host, index, req).map_err(|e| failure(ctx, e))?;
+            answer::endpoint(ret).map_err(Fail::Script)
+        })
+    }
+
+    /// Runs `f` with a live context and its `call` function, within the
+    /// jsvm timeout; a stopped call (timeout, memory) discards the state.
+    fn with<T>(
+        &mut self,
+        f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
+    ) -> Result<T, MwError> {
         let deadline = Instant::now() + self.program.timeout;
         if self.live.is_none() {
             let live = Live::build(&self.program).map_err(|e| {
@@ -216,18 +289,18 @@ impl QjsApi {
                         .clone()
                         .restore(&ctx)
                         .map_err(|e| Fail::Script(MwError(format!("JS host: {e}"))))?;
-                    run(&ctx, &host, index, req)
+                    f(&ctx, &host)
                 });
                 (r, watch.disarm())
             }
             Live::Fresh { rt, watch } => {
                 watch.arm(deadline);
-                let r = fresh_call(rt, p, index, req);
+                let r = fresh_call(rt, p, f);
                 (r, watch.disarm())
             }
         };
         match result {
-            Ok(flow) => Ok(flow),
+            Ok(v) => Ok(v),
             // A stopped script may have left its globals half-updated (and
             // a fresh runtime near its memory limit): start over.
             Err(_) if interrupted => {
@@ -250,9 +323,13 @@ impl QjsApi {
 }
 
 /// A fresh context for one call: Tyk's fresh-state semantics.
-fn fresh_call(rt: &Runtime, p: &Program, index: usize, req: &mut MwRequest) -> Result<Flow, Fail> {
+fn fresh_call<T>(
+    rt: &Runtime,
+    p: &Program,
+    f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
+) -> Result<T, Fail> {
     let ctx = full_context(rt).map_err(|e| Fail::Script(MwError(e.message)))?;
-    let result = fresh_run(&ctx, p, index, req);
+    let result = fresh_run(&ctx, p, f);
     drop(ctx);
     // A context's intrinsics reference each other (prototypes and
     // constructors), so only the cycle collector frees them. Collecting now,
@@ -263,7 +340,11 @@ fn fresh_call(rt: &Runtime, p: &Program, index: usize, req: &mut MwRequest) -> R
     result
 }
 
-fn fresh_run(ctx: &Context, p: &Program, index: usize, req: &mut MwRequest) -> Result<Flow, Fail> {
+fn fresh_run<T>(
+    ctx: &Context,
+    p: &Program,
+    f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
+) -> Result<T, Fail> {
     ctx.with(|ctx| {
         let host = setup(&ctx, p, false).map_err(|e| {
             if engine::is_out_of_memory(&e.message) {
@@ -272,7 +353,7 @@ fn fresh_run(ctx: &Context, p: &Program, index: usize, req: &mut MwRequest) -> R
                 Fail::Script(MwError(format!("{}: {}", e.field, e.message)))
             }
         })?;
-        run(&ctx, &host, index, req)
+        f(&ctx, &host)
     })
 }
 
@@ -285,14 +366,21 @@ fn run<'js>(
 ) -> Result<Flow, Fail> {
     match answer::call(ctx, host, index, req) {
         Ok((ret, sent)) => answer::apply(ctx, ret, &sent, req).map_err(Fail::Script),
-        Err(rquickjs::Error::Exception) => {
+        Err(e) => Err(failure(ctx, e)),
+    }
+}
+
+/// A failed call into the host function as a [`Fail`].
+fn failure(ctx: &Ctx<'_>, e: rquickjs::Error) -> Fail {
+    match e {
+        rquickjs::Error::Exception => {
             let msg = engine::describe(&ctx.catch(), false);
             if engine::is_out_of_memory(&msg) {
-                Err(Fail::Memory)
+                Fail::Memory
             } else {
-                Err(Fail::Script(MwError(format!("JS error: {msg}"))))
+                Fail::Script(MwError(format!("JS error: {msg}")))
             }
         }
-        Err(e) => Err(Fail::Script(MwError(format!("JS host: {e}")))),
+        e => Fail::Script(MwError(format!("JS host: {e}"))),
     }
 }

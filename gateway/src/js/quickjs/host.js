@@ -21,15 +21,15 @@ function own(obj, key, value) {
     }
 }
 
-function call(i, method, url, uri, body, headers, params) {
-    var h = {};
-    if (headers !== "") {
-        var parts = headers.split("\n");
-        for (var j = 0; j + 1 < parts.length; j += 2) {
-            var v = parts[j + 1];
-            own(h, parts[j], v.indexOf("\0") < 0 ? [v] : v.split("\0"));
-        }
+// `extra` picks the phase of entry `i`: undefined for the request phase; a
+// string for a virtual endpoint (the request as JSON, which the endpoint's
+// dispatch parses, as Tyk hands it over); [status, body, headers] (headers
+// as above) for a response entry, whose request has a null Body, as Tyk's.
+function call(i, method, url, uri, body, headers, params, extra) {
+    if (typeof extra === "string") {
+        return dispatch[i](null, spec, extra);
     }
+    var h = lines(headers);
     var p = {};
     if (params !== null) {
         for (var k = 0; k + 1 < params.length; k += 2) {
@@ -59,7 +59,41 @@ function call(i, method, url, uri, body, headers, params) {
         RequestURI: uri,
         Scheme: "http"
     };
+    if (extra !== undefined) {
+        request.Body = null;
+        var response = {
+            StatusCode: extra[0],
+            Body: extra[1],
+            Headers: lines(extra[2]),
+            SetHeaders: {},
+            DeleteHeaders: []
+        };
+        return answerResponse(dispatch[i](request, spec, response));
+    }
     return answer(dispatch[i](request, spec));
+}
+
+function lines(headers) {
+    var h = {};
+    if (headers !== "") {
+        var parts = headers.split("\n");
+        for (var j = 0; j + 1 < parts.length; j += 2) {
+            var v = parts[j + 1];
+            own(h, parts[j], v.indexOf("\0") < 0 ? [v] : v.split("\0"));
+        }
+    }
+    return h;
+}
+
+// A response entry's answer, read here as `answer` reads a request's:
+// [Response, StatusCode, Body, DeleteHeaders, SetHeaders], or [ret] when
+// the shape is wrong.
+function answerResponse(ret) {
+    var r = ret === null || typeof ret !== "object" ? undefined : ret.Response;
+    if (r === null || typeof r !== "object") {
+        return [ret];
+    }
+    return [r, r.StatusCode, r.Body, empty(r.DeleteHeaders), r.SetHeaders];
 }
 
 // What the host applies, read here where property names are compiled atoms:

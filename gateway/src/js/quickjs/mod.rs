@@ -53,7 +53,8 @@ use rquickjs::{Context, Runtime};
 
 use crate::config::{ApiSpec, Hook, LoadError};
 use crate::middleware::{
-    Chain, ChainFactory, HostOptions, Middleware, MwError, MwFuture, MwRequest,
+    Chain, ChainFactory, Endpoint, HostOptions, Middleware, MwError, MwFuture, MwFutureOf,
+    MwRequest, MwResponse, ResponseMiddleware,
 };
 
 use api::{Program, QjsApi, Strategy};
@@ -76,8 +77,9 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         super::Strategy::Persistent => Strategy::Persistent,
         super::Strategy::Fresh => Strategy::Fresh,
     };
-    let (sources, entries, hooks) = read_sources(spec)?;
-    let program = compile(spec, opts, strategy, &sources, entries)
+    let read = read_sources(spec)?;
+    let hooks = read.hooks.clone();
+    let program = compile(spec, opts, strategy, &read)
         .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
     let program = Arc::new(program);
     // One full build on the loading thread: top-level code runs and every
@@ -97,33 +99,37 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
 /// One script file: (path, definition field, text).
 type Source = (PathBuf, String, String);
 
-/// Reads each distinct script once, in entry order; returns the scripts,
-/// `(name, field)` per entry and each entry's hook.
-#[allow(clippy::type_complexity)]
-fn read_sources(
-    spec: &ApiSpec,
-) -> Result<(Vec<Source>, Vec<(String, String)>, Vec<Hook>), LoadError> {
-    let (mut scripts, mut entries, mut hooks) = (Vec::<Source>::new(), Vec::new(), Vec::new());
-    for hook in [Hook::Pre, Hook::Post] {
-        for e in spec.entries(hook) {
-            // `e.index` counts disabled entries too: the entry the user wrote.
-            let field = format!("custom_middleware.{}[{}]", hook.as_str(), e.index);
-            let file = PathBuf::from(&e.path);
-            if !scripts.iter().any(|s| s.0 == file) {
-                let text = std::fs::read_to_string(&file).map_err(|err| {
-                    LoadError::new(
-                        &spec.file,
-                        format!("{field}.path"),
-                        format!("cannot read {}: {err}", file.display()),
-                    )
-                })?;
-                scripts.push((file, format!("{field}.path"), text));
-            }
-            entries.push((e.name.clone(), format!("{field}.name")));
-            hooks.push(hook);
-        }
-    }
-    Ok((scripts, entries, hooks))
+/// An API's scripts in the shape `compile` takes.
+struct Read {
+    scripts: Vec<Source>,
+    /// `(name, field)` per request-phase entry, then per response entry,
+    /// then per virtual endpoint: the dispatch array's order.
+    entries: Vec<(String, String)>,
+    hooks: Vec<Hook>,
+    /// How many of `entries` are response entries, then endpoints.
+    response: usize,
+    endpoints: usize,
+}
+
+/// Reads each distinct script once (`super::sources`, shared with boa).
+fn read_sources(spec: &ApiSpec) -> Result<Read, LoadError> {
+    let read = super::sources::read(spec)?;
+    let scripts = read
+        .scripts
+        .into_iter()
+        .map(|s| (s.file, s.field, s.text))
+        .collect();
+    let (response, endpoints) = (read.response.len(), read.endpoints.len());
+    let mut entries = read.entries;
+    entries.extend(read.response);
+    entries.extend(read.endpoints);
+    Ok(Read {
+        scripts,
+        entries,
+        hooks: read.hooks,
+        response,
+        endpoints,
+    })
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -139,9 +145,10 @@ fn compile(
     spec: &ApiSpec,
     opts: &HostOptions,
     strategy: Strategy,
-    sources: &[Source],
-    entries: Vec<(String, String)>,
+    read: &Read,
 ) -> Result<Program, api::BuildError> {
+    let (sources, entries) = (&read.scripts, read.entries.clone());
+    let requests = entries.len() - read.response - read.endpoints;
     let fail = |field: &str, message: String| api::BuildError {
         field: field.to_string(),
         message,
@@ -166,14 +173,27 @@ fn compile(
                 .map_err(|m| fail(field, format!("{shown}: does not compile: {m}")))?;
             scripts.push((code, field.clone(), shown));
         }
+        // One function per entry, in `entries` order: request phase,
+        // response entries, virtual endpoints (see `host.js`'s `call`).
         let calls: Vec<String> = entries
             .iter()
-            .map(|(n, _)| format!("function (request, spec) {{ return {n}.ProcessRequest(request, {{}}, spec); }}"))
+            .enumerate()
+            .map(|(i, (n, _))| {
+                if i < requests {
+                    format!("function (request, spec) {{ return {n}.ProcessRequest(request, {{}}, spec); }}")
+                } else if i < requests + read.response {
+                    format!("function (request, spec, response) {{ return {n}.ProcessResponse(response, request, {{}}, spec); }}")
+                } else {
+                    format!("function (request, spec, json) {{ return {n}(JSON.parse(json), {{}}, spec); }}")
+                }
+            })
             .collect();
         let dispatch = format!("[{}]", calls.join(",\n"));
         let dispatch = engine::compile(&ctx, &dispatch, "<dispatch>").map_err(internal)?;
         let host = engine::compile(&ctx, &host_source(spec), "<host.js>").map_err(internal)?;
         Ok(Program {
+            requests,
+            response: read.response,
             api_id: Arc::from(spec.api_id.as_str()),
             prelude,
             scripts,
@@ -189,12 +209,20 @@ fn compile(
 
 /// `host.js` wrapped in a function of the dispatch array, with this API's
 /// `spec`. `config_data` goes through `JSON.parse`, as Tyk's JSON does
-/// (a `__proto__` key stays a plain key).
+/// (a `__proto__` key stays a plain key); with `config_data_disabled` the
+/// key is left out, as Tyk's `specToJson` does.
 fn host_source(spec: &ApiSpec) -> String {
     let js = |s: &str| serde_json::Value::from(s).to_string();
-    let config = js(&spec.config_data.to_string());
+    let config = if spec.config_data_disabled {
+        String::new()
+    } else {
+        format!(
+            ", config_data: JSON.parse({})",
+            js(&spec.config_data.to_string())
+        )
+    };
     format!(
-        "(function (dispatch) {{\nvar spec = {{APIID: {}, OrgID: {}, config_data: JSON.parse({config})}};\n{HOST_JS}\nreturn call;\n}})",
+        "(function (dispatch) {{\nvar spec = {{APIID: {}, OrgID: {}{config}}};\n{HOST_JS}\nreturn call;\n}})",
         js(&spec.api_id),
         js(&spec.org_id),
     )
@@ -228,10 +256,68 @@ impl ChainFactory for QjsFactory {
             });
             match hook {
                 Hook::Pre => chain.pre.push(mw),
-                Hook::Post => chain.post.push(mw),
+                _ => chain.post.push(mw),
+            }
+        }
+        let p = &self.program;
+        for (index, (name, _)) in p.entries.iter().enumerate().skip(p.requests) {
+            if index < p.requests + p.response {
+                chain.response.push(Box::new(QjsResponse {
+                    name: name.clone(),
+                    index,
+                    api: api.clone(),
+                }));
+            } else {
+                chain.endpoints.push(Box::new(QjsEndpoint {
+                    name: name.clone(),
+                    index,
+                    api: api.clone(),
+                }));
             }
         }
         Ok(chain)
+    }
+}
+
+/// A response entry on one worker (inline, as the request phase).
+struct QjsResponse {
+    name: String,
+    index: usize,
+    api: Rc<RefCell<QjsApi>>,
+}
+
+impl ResponseMiddleware for QjsResponse {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn call<'a>(&'a self, req: &'a MwRequest, resp: &'a mut MwResponse) -> MwFutureOf<'a, ()> {
+        Box::pin(async move {
+            let mut api = self.api.borrow_mut();
+            api.call_response(self.index, req, resp)
+                .map_err(|e| MwError(format!("{}: {e}", self.name)))
+        })
+    }
+}
+
+/// A virtual endpoint on one worker (inline).
+struct QjsEndpoint {
+    name: String,
+    index: usize,
+    api: Rc<RefCell<QjsApi>>,
+}
+
+impl Endpoint for QjsEndpoint {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn call<'a>(&'a self, req: &'a MwRequest) -> MwFutureOf<'a, MwResponse> {
+        Box::pin(async move {
+            let mut api = self.api.borrow_mut();
+            api.call_endpoint(self.index, req)
+                .map_err(|e| MwError(format!("{}: {e}", self.name)))
+        })
     }
 }
 

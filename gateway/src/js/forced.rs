@@ -1,0 +1,154 @@
+//! What a JS script's answer becomes when it answers the request itself,
+//! the same for every JS engine: `ReturnOverrides` (Tyk's
+//! `mw_js_plugin.go`) and the responses Tyk's `forceResponse` writes
+//! (`mw_virtual_endpoint.go`), for overrides and virtual endpoints alike.
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, SERVER};
+use http::{HeaderMap, StatusCode};
+
+use super::request::header;
+use super::sniff;
+use crate::error::{error_response_as, ErrorFormat};
+use crate::middleware::{MwError, MwResponse};
+
+/// A script's `ReturnOverrides` with a non-zero `ResponseCode`, as read by
+/// either engine (type rules already checked).
+pub(crate) struct Overrides {
+    /// `ResponseCode`, 100..=999.
+    pub(crate) code: u16,
+    /// `ResponseError`.
+    pub(crate) error: String,
+    /// `ResponseBody`.
+    pub(crate) body: String,
+    /// `ResponseHeaders`, in the script's order.
+    pub(crate) headers: Vec<(String, String)>,
+    /// `OverrideError`.
+    pub(crate) override_error: bool,
+}
+
+const FIELD: &str = "Request.ReturnOverrides.ResponseHeaders";
+
+impl Overrides {
+    /// The answer Tyk gives, in its order of rules:
+    ///
+    /// 1. a non-empty `ResponseError` replaces `ResponseBody`;
+    /// 2. a code >= 400 without `OverrideError` is an error answer: the
+    ///    message is that body, rendered through Tyk's error template in
+    ///    the request's `format`, after the script's headers (so the
+    ///    template's `Content-Type` wins);
+    /// 3. any other code is a forced response ([`forced`]) with that body.
+    pub(crate) fn respond(self, format: ErrorFormat) -> Result<MwResponse, MwError> {
+        let status = StatusCode::from_u16(self.code).map_err(|_| {
+            MwError(format!(
+                "Request.ReturnOverrides.ResponseCode {} is not an HTTP status",
+                self.code
+            ))
+        })?;
+        let message = if self.error.is_empty() {
+            self.body
+        } else {
+            self.error
+        };
+        let mut headers = HeaderMap::new();
+        for (name, value) in &self.headers {
+            let (n, v) = header(name, value, FIELD)?;
+            headers.insert(n, v);
+        }
+        if self.code >= 400 && !self.override_error {
+            let (parts, body) = error_response_as(status, &message, format).into_parts();
+            for (name, value) in &parts.headers {
+                if name == CONTENT_TYPE {
+                    headers.insert(name, value.clone());
+                } else {
+                    // Tyk `Add`s X-Generator: a script's own one stays.
+                    headers.append(name, value.clone());
+                }
+            }
+            return Ok(MwResponse {
+                status,
+                headers,
+                body,
+            });
+        }
+        Ok(forced(status, headers, Bytes::from(message)))
+    }
+}
+
+/// A response as Tyk's `forceResponse` writes it through Go's server: the
+/// script's headers, `Server: tyk` (the `Date` comes from the server, as
+/// Go's), and, when the script set no `Content-Type` (nor a
+/// `Content-Encoding`) and the body is not empty, the type Go's
+/// `http.DetectContentType` sniffs from the body.
+pub(crate) fn forced(status: StatusCode, mut headers: HeaderMap, body: Bytes) -> MwResponse {
+    headers.insert(SERVER, HeaderValue::from_static("tyk"));
+    let sniffs = !headers.contains_key(CONTENT_TYPE)
+        && !headers.contains_key(CONTENT_ENCODING)
+        && !body.is_empty()
+        && body_allowed(status);
+    if sniffs {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(sniff::detect(&body)));
+    }
+    MwResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Go's `bodyAllowedForStatus`: not 1xx, 204 or 304.
+fn body_allowed(status: StatusCode) -> bool {
+    !(status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(code: u16, error: &str, body: &str, override_error: bool) -> Overrides {
+        Overrides {
+            code,
+            error: error.into(),
+            body: body.into(),
+            headers: vec![("X-Why".into(), "policy".into())],
+            override_error,
+        }
+    }
+
+    #[test]
+    fn overrides_follow_tyks_rules() {
+        // ResponseError wins over ResponseBody, in the template.
+        let r = o(403, "go away", "ignored", false)
+            .respond(ErrorFormat::Json)
+            .unwrap();
+        assert_eq!(&r.body[..], b"{\n    \"error\": \"go away\"\n}");
+        assert_eq!(r.headers["content-type"], "application/json");
+        assert_eq!(r.headers["x-generator"], "tyk.io");
+        assert_eq!(r.headers["x-why"], "policy");
+        // No ResponseError: the body is the message.
+        let r = o(401, "", "who are you", false)
+            .respond(ErrorFormat::Json)
+            .unwrap();
+        assert_eq!(&r.body[..], b"{\n    \"error\": \"who are you\"\n}");
+        let r = o(401, "", "who", false)
+            .respond(ErrorFormat::Xml("text/xml"))
+            .unwrap();
+        assert_eq!(r.headers["content-type"], "text/xml");
+        // OverrideError: forced, ResponseError still replacing the body.
+        let r = o(418, "short", "teapot body", true)
+            .respond(ErrorFormat::Json)
+            .unwrap();
+        assert_eq!((r.status.as_u16(), &r.body[..]), (418, &b"short"[..]));
+        assert_eq!(r.headers["server"], "tyk");
+        assert_eq!(r.headers["content-type"], "text/plain; charset=utf-8");
+        assert!(r.headers.get("x-generator").is_none());
+        let r = o(200, "", "<html><p>hi</p></html>", false)
+            .respond(ErrorFormat::Json)
+            .unwrap();
+        assert_eq!(r.headers["content-type"], "text/html; charset=utf-8");
+        let r = o(204, "", "", false).respond(ErrorFormat::Json).unwrap();
+        assert!(r.headers.get("content-type").is_none());
+    }
+}

@@ -1,0 +1,131 @@
+//! One call of an API's JS, as a value that can move to the thread its
+//! context lives on ([`Job`]), and the two phases' adapters onto the
+//! middleware contract ([`JsResponse`], [`JsEndpoint`]).
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::vm::{CallError, Vm};
+use super::{empty_request, ApiVm};
+use crate::middleware::{
+    Endpoint, Flow, MwError, MwFutureOf, MwRequest, MwResponse, ResponseMiddleware,
+};
+
+/// A call of entry `index` of one phase, with the data it reads and edits.
+pub(crate) enum Job {
+    /// A `pre`/`post` entry on the request.
+    Request { index: usize, req: MwRequest },
+    /// A response entry on the upstream's answer.
+    Response {
+        index: usize,
+        req: MwRequest,
+        resp: MwResponse,
+    },
+    /// A virtual endpoint on the request.
+    Endpoint { index: usize, req: MwRequest },
+}
+
+/// What a job produced.
+pub(crate) enum Done {
+    /// The request phase's flow.
+    Flow(Flow),
+    /// The response was edited in place (in the job).
+    Edited,
+    /// A virtual endpoint's answer.
+    Answer(MwResponse),
+}
+
+impl Job {
+    /// Runs the job on `vm` within `deadline`.
+    pub(crate) async fn run(&mut self, vm: &mut Vm, deadline: Instant) -> Result<Done, CallError> {
+        match self {
+            Job::Request { index, req } => vm.call(*index, req, deadline).await.map(Done::Flow),
+            Job::Response { index, req, resp } => vm
+                .call_response(*index, req, resp, deadline)
+                .await
+                .map(|()| Done::Edited),
+            Job::Endpoint { index, req } => vm
+                .call_endpoint(*index, req, deadline)
+                .await
+                .map(Done::Answer),
+        }
+    }
+
+    /// An empty job of the same kind, for when the job itself is lost
+    /// with an abandoned VM thread.
+    pub(crate) fn placeholder(&self) -> Job {
+        let addr = match self {
+            Job::Request { req, .. } | Job::Response { req, .. } | Job::Endpoint { req, .. } => {
+                req.remote_addr
+            }
+        };
+        Job::Endpoint {
+            index: 0,
+            req: empty_request(addr),
+        }
+    }
+}
+
+/// A response entry on one worker.
+pub(crate) struct JsResponse {
+    pub(crate) name: String,
+    pub(crate) index: usize,
+    pub(crate) api: Rc<ApiVm>,
+}
+
+impl ResponseMiddleware for JsResponse {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn call<'a>(&'a self, req: &'a MwRequest, resp: &'a mut MwResponse) -> MwFutureOf<'a, ()> {
+        Box::pin(async move {
+            // Owned copies travel to the VM thread; the request has no body
+            // here, so this is its head only. The response moves.
+            let placeholder = MwResponse {
+                status: resp.status,
+                headers: http::HeaderMap::new(),
+                body: bytes::Bytes::new(),
+            };
+            let job = Job::Response {
+                index: self.index,
+                req: req.clone(),
+                resp: std::mem::replace(resp, placeholder),
+            };
+            let (back, done) = self.api.run(&self.name, job).await;
+            if let Job::Response { resp: back, .. } = back {
+                *resp = back;
+            }
+            done.map(|_| ())
+        })
+    }
+}
+
+/// A virtual endpoint on one worker.
+pub(crate) struct JsEndpoint {
+    pub(crate) name: String,
+    pub(crate) index: usize,
+    pub(crate) api: Rc<ApiVm>,
+}
+
+impl Endpoint for JsEndpoint {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn call<'a>(&'a self, req: &'a MwRequest) -> MwFutureOf<'a, MwResponse> {
+        Box::pin(async move {
+            let job = Job::Endpoint {
+                index: self.index,
+                req: req.clone(),
+            };
+            match self.api.run(&self.name, job).await.1? {
+                Done::Answer(resp) => Ok(resp),
+                _ => Err(MwError(format!(
+                    "{}: the JS host answered the wrong phase",
+                    self.name
+                ))),
+            }
+        })
+    }
+}

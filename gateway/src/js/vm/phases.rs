@@ -1,0 +1,269 @@
+//! The response and virtual-endpoint phases on boa: their dispatch
+//! expressions, compiled once per context beside the request phase's, and
+//! a call of each.
+//!
+//! A response call hands the script two objects made natively for it: the
+//! `response` (Tyk's `MiniResponseObject`: `StatusCode`, `Body`, `Headers`,
+//! `SetHeaders`, `DeleteHeaders`) and the `request` the upstream got (the
+//! request phase's object, with `Body` null as Tyk sends it). A virtual
+//! endpoint's call hands its function the request as JSON and parses the
+//! JSON `TykJsResponse` returns (`phase.rs`): that is Tyk's own API.
+
+use std::time::Instant;
+
+use boa_engine::object::builtins::JsArray;
+use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source};
+
+use super::super::budget::{self, Guard, SLICE_BUDGET};
+use super::super::phase::{endpoint_answer, endpoint_request, ResponseEdits};
+use super::super::prelude::HOST_GLOBAL;
+use super::super::request::{
+    self, canonical, get, opt_object, plain, shape, string_array, string_map, strings,
+};
+use super::{
+    collect_large_body, error_text, is_identifier, BuildError, CallError, Sources, Vm, LARGE_BODY,
+};
+use crate::middleware::{MwError, MwRequest, MwResponse};
+
+/// The compiled dispatch of each response entry and virtual endpoint.
+pub(crate) struct Phases {
+    response: Vec<Script>,
+    endpoints: Vec<Script>,
+}
+
+/// Compiles the dispatch of every response entry and virtual endpoint of
+/// `src`, after checking each names what it must (an object with
+/// `ProcessResponse`, a global function).
+pub(super) fn compile(src: &Sources, ctx: &mut Context) -> Result<Phases, BuildError> {
+    let h = HOST_GLOBAL;
+    let mut phases = Phases {
+        response: Vec::new(),
+        endpoints: Vec::new(),
+    };
+    for (name, field) in &src.response {
+        let check = format!(
+            "(typeof {name} === 'object' && {name} !== null) && typeof {name}.ProcessResponse === 'function'"
+        );
+        require(ctx, name, field, &check, || {
+            format!(
+                "the scripts define no object {name:?} with a ProcessResponse function (expected `var {name} = new TykJS.TykMiddleware.NewMiddleware({{}})` and `{name}.NewProcessResponse(...)`)"
+            )
+        })?;
+        // Caught at the script's own level, as the request dispatch is
+        // (see `vm.rs`: an uncaught exception leaks boa stack slots).
+        let expr = format!(
+            "try {{ {name}.ProcessResponse({h}.response, {h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
+        );
+        phases.response.push(parse(ctx, &expr, name, field)?);
+    }
+    for (function, field) in &src.endpoints {
+        let check = format!("typeof {function} === 'function'");
+        require(ctx, function, field, &check, || {
+            format!("the scripts define no function {function:?} (response_function_name)")
+        })?;
+        let expr = format!(
+            "try {{ {function}(JSON.parse({h}.vrequest), {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
+        );
+        phases.endpoints.push(parse(ctx, &expr, function, field)?);
+    }
+    Ok(phases)
+}
+
+fn require(
+    ctx: &mut Context,
+    name: &str,
+    field: &str,
+    check: &str,
+    missing: impl FnOnce() -> String,
+) -> Result<(), BuildError> {
+    let fail = |message: String| BuildError {
+        field: field.to_string(),
+        message,
+    };
+    if !is_identifier(name) {
+        return Err(fail(format!("{name:?} is not a JavaScript identifier")));
+    }
+    match ctx.eval(Source::from_bytes(check)) {
+        Ok(v) if v.as_boolean() == Some(true) => Ok(()),
+        _ => Err(fail(missing())),
+    }
+}
+
+fn parse(ctx: &mut Context, expr: &str, name: &str, field: &str) -> Result<Script, BuildError> {
+    Script::parse(Source::from_bytes(expr), None, ctx).map_err(|e| BuildError {
+        field: field.to_string(),
+        message: format!("cannot compile the dispatch for {name:?}: {e}"),
+    })
+}
+
+impl Vm {
+    /// Runs response entry `index` on `resp`; `req` is the request as it
+    /// went upstream.
+    pub(crate) async fn call_response(
+        &mut self,
+        index: usize,
+        req: &MwRequest,
+        resp: &mut MwResponse,
+        deadline: Instant,
+    ) -> Result<(), CallError> {
+        let failed = |e: String| CallError::Failed(MwError(e));
+        let ctx = &mut self.ctx;
+        let built =
+            request::build(req, &mut self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
+        let _ = built
+            .object
+            .set(js_string!("Body"), JsValue::null(), false, ctx);
+        let (object, body) = response_object(resp, ctx).map_err(|e| failed(e.to_string()))?;
+        let set = |h: &JsObject, k: JsString, v: JsValue, ctx: &mut Context| {
+            h.set(k, v, false, ctx).map_err(|e| failed(e.to_string()))
+        };
+        set(&self.host, js_string!("request"), built.object.into(), ctx)?;
+        set(&self.host, js_string!("response"), object.into(), ctx)?;
+        let script = self.phases.response[index].clone();
+        let ret = self.run(&script, deadline).await;
+        // The response (and its body) is garbage after the call.
+        let _ = self.host.set(
+            js_string!("response"),
+            JsValue::undefined(),
+            false,
+            &mut self.ctx,
+        );
+        let edits = ret
+            .and_then(|ret| response_edits(&ret, &body, &mut self.ctx).map_err(CallError::Failed));
+        if resp.body.len() >= LARGE_BODY {
+            collect_large_body();
+        }
+        edits?.apply(resp).map_err(CallError::Failed)
+    }
+
+    /// Runs virtual endpoint `index` on `req`: its answer.
+    pub(crate) async fn call_endpoint(
+        &mut self,
+        index: usize,
+        req: &MwRequest,
+        deadline: Instant,
+    ) -> Result<MwResponse, CallError> {
+        let json = JsString::from(endpoint_request(req).as_str());
+        self.host
+            .set(js_string!("vrequest"), json, false, &mut self.ctx)
+            .map_err(|e| CallError::Failed(MwError(e.to_string())))?;
+        let script = self.phases.endpoints[index].clone();
+        let ret = self.run(&script, deadline).await?;
+        let text = ret.as_string().ok_or_else(|| {
+            CallError::Failed(MwError(format!(
+                "the virtual endpoint returned {} (a JS {}), not TykJsResponse(...)'s JSON",
+                ret.display(),
+                ret.type_of()
+            )))
+        })?;
+        endpoint_answer(&text.to_std_string_lossy()).map_err(CallError::Failed)
+    }
+
+    /// Evaluates a dispatch script under the deadline; a script-level throw
+    /// (the host object handed back) becomes a failure.
+    async fn run(&mut self, script: &Script, deadline: Instant) -> Result<JsValue, CallError> {
+        let ctx = &mut self.ctx;
+        let run = budget::guarded(
+            script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
+            Guard::new(deadline),
+        )
+        .await
+        .map_err(CallError::Stopped)?;
+        let ret =
+            run.map_err(|e| CallError::Failed(MwError(format!("JS error: {}", error_text(&e)))))?;
+        if ret
+            .as_object()
+            .is_some_and(|o| JsObject::equals(&o, &self.host))
+        {
+            let thrown = self.host.get(js_string!("thrown"), ctx).unwrap_or_default();
+            let _ = self
+                .host
+                .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
+            let e = boa_engine::JsError::from_opaque(thrown);
+            return Err(CallError::Failed(MwError(format!(
+                "JS error: {}",
+                error_text(&e)
+            ))));
+        }
+        Ok(ret)
+    }
+}
+
+/// Tyk's `MiniResponseObject` for `resp`, and the body string it carries
+/// (to tell "unchanged" from a rewrite).
+fn response_object(
+    resp: &MwResponse,
+    ctx: &mut Context,
+) -> boa_engine::JsResult<(JsObject, JsString)> {
+    let headers = plain(ctx);
+    for name in resp.headers.keys() {
+        let values = resp
+            .headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let arr = string_array(values, ctx);
+        headers.create_data_property_or_throw(
+            JsString::from(canonical(name.as_str())),
+            arr,
+            ctx,
+        )?;
+    }
+    let body = JsString::from(String::from_utf8_lossy(&resp.body).as_ref());
+    let object = plain(ctx);
+    object.create_data_property_or_throw(js_string!("StatusCode"), resp.status.as_u16(), ctx)?;
+    object.create_data_property_or_throw(js_string!("Body"), body.clone(), ctx)?;
+    object.create_data_property_or_throw(js_string!("Headers"), headers, ctx)?;
+    let sets = plain(ctx);
+    object.create_data_property_or_throw(js_string!("SetHeaders"), sets, ctx)?;
+    let deletes = JsArray::new(ctx)?;
+    object.create_data_property_or_throw(js_string!("DeleteHeaders"), deletes, ctx)?;
+    Ok((object, body))
+}
+
+/// Reads the script's `{Response: ...}` answer with Go's type rules.
+fn response_edits(
+    ret: &JsValue,
+    sent: &JsString,
+    ctx: &mut Context,
+) -> Result<ResponseEdits, MwError> {
+    let ret = ret.as_object().ok_or_else(|| {
+        shape(
+            "the return value",
+            "an object (use ReturnResponseData)",
+            ret,
+        )
+    })?;
+    let r = get(&ret, js_string!("Response"), ctx)?;
+    let r = opt_object(&r, "Response")?
+        .ok_or_else(|| shape("Response", "an object (use ReturnResponseData)", &r))?;
+    let code = get(&r, js_string!("StatusCode"), ctx)?;
+    let status = match code.as_number() {
+        Some(n) => ResponseEdits::status(Some(n))?,
+        None if code.is_null_or_undefined() => None,
+        None => return Err(shape("Response.StatusCode", "a number", &code)),
+    };
+    let body = get(&r, js_string!("Body"), ctx)?;
+    let body = match body.as_string() {
+        Some(s) if s == *sent => None,
+        Some(s) => Some(s.to_std_string_lossy()),
+        None if body.is_null_or_undefined() => Some(String::new()),
+        None => return Err(shape("Response.Body", "a string", &body)),
+    };
+    let delete = strings(
+        &get(&r, js_string!("DeleteHeaders"), ctx)?,
+        "Response.DeleteHeaders",
+        ctx,
+    )?;
+    let set = string_map(
+        &get(&r, js_string!("SetHeaders"), ctx)?,
+        "Response.SetHeaders",
+        ctx,
+    )?;
+    Ok(ResponseEdits {
+        status,
+        body,
+        delete,
+        set,
+    })
+}

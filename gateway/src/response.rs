@@ -1,0 +1,139 @@
+//! The two phases that produce an answer rather than pass a request on:
+//! virtual endpoints (after `pre`, in place of the upstream) and response
+//! middleware (after the upstream answered).
+//!
+//! ```text
+//! pre -> [virtual endpoint matches? -> its answer -> response chain -> client]
+//!     -> post -> upstream -> [response chain, when the API has one] -> client
+//! ```
+//!
+//! Only an API with response middleware buffers the upstream's body, up to
+//! [`MAX_BUFFERED_RESPONSE`]; a larger body, or one the upstream breaks
+//! off, is answered `500 Middleware error`, as Tyk answers a response hook
+//! that cannot read the body. A virtual endpoint's answer goes through the
+//! response chain too, as Tyk's `forceResponse` runs it.
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::Response;
+use http_body_util::{BodyExt, Either, Full, Limited};
+
+use crate::config::Hook;
+use crate::error::{Kind, Origin, ProxyError};
+use crate::middleware::{ApiChain, MwRequest, MwResponse};
+use crate::proxy::{ClientBody, Route};
+
+/// Largest upstream body buffered for response middleware (32 MiB, the
+/// request side's limit).
+pub const MAX_BUFFERED_RESPONSE: usize = 32 << 20;
+
+/// The upstream's `resp` through the API's response chain; unchanged
+/// (still streaming) when the API has none. `req` is the request as it
+/// went upstream (its body is not needed).
+pub async fn upstream_answer(
+    chain: &ApiChain,
+    req: &MwRequest,
+    resp: Response<ClientBody>,
+) -> Result<Response<ClientBody>, ProxyError> {
+    if !chain.has(Hook::Response) {
+        return Ok(resp);
+    }
+    let (parts, body) = resp.into_parts();
+    let body = match Limited::new(body, MAX_BUFFERED_RESPONSE).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            let cause = if e.is::<http_body_util::LengthLimitError>() {
+                format!(
+                    "the upstream's response body is larger than the {} MiB buffered for response middleware",
+                    MAX_BUFFERED_RESPONSE >> 20
+                )
+            } else {
+                format!("reading the upstream's response body for response middleware: {e}")
+            };
+            return Err(ProxyError::with_cause(
+                Kind::ResponseMiddlewareFailed,
+                Origin::Upstream,
+                cause,
+            ));
+        }
+    };
+    let mw = MwResponse {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    };
+    run_chain(chain, req, mw).await
+}
+
+/// Runs the response chain on `mw` and makes the client's response.
+async fn run_chain(
+    chain: &ApiChain,
+    req: &MwRequest,
+    mut mw: MwResponse,
+) -> Result<Response<ClientBody>, ProxyError> {
+    if chain.has(Hook::Response) {
+        chain.run_response(req, &mut mw).await.map_err(|e| {
+            ProxyError::reported(Kind::ResponseMiddlewareFailed, Origin::Middleware, e)
+        })?;
+    }
+    let mut resp = Response::new(Either::Right(Full::new(mw.body)));
+    *resp.status_mut() = mw.status;
+    *resp.headers_mut() = mw.headers;
+    crate::upstream::remove_hop_by_hop(resp.headers_mut());
+    // The body is whole and may have changed: hyper frames it from its
+    // length; a stale Content-Length or chunked encoding would corrupt it.
+    resp.headers_mut().remove(CONTENT_LENGTH);
+    resp.headers_mut().remove(TRANSFER_ENCODING);
+    Ok(resp)
+}
+
+/// The virtual endpoint that answers `req` on `route`, if one matches its
+/// method and path: its answer through the response chain. `Ok(None)`
+/// when none matches, or when the matching one failed with
+/// `proxy_on_error` (the request then carries on to `post` and upstream).
+pub async fn virtual_endpoint(
+    route: &Route,
+    chain: &ApiChain,
+    req: &MwRequest,
+) -> Result<Option<Response<ClientBody>>, ProxyError> {
+    let spec = &route.spec;
+    if !chain.has(Hook::Virtual) {
+        return Ok(None);
+    }
+    let found = spec
+        .virtual_endpoints
+        .iter()
+        .position(|v| v.matches(req.method.as_str(), &spec.listen_path, &req.path));
+    let Some(index) = found else {
+        return Ok(None);
+    };
+    match chain.run_endpoint(index, req).await {
+        Ok(answer) => run_chain(chain, req, answer).await.map(Some),
+        Err(e) if spec.virtual_endpoints[index].proxy_on_error => {
+            tracing::info!(
+                "API {}: virtual endpoint {} failed; proxying the request (proxy_on_error): {e}",
+                spec.api_id,
+                spec.virtual_endpoints[index].function
+            );
+            Ok(None)
+        }
+        Err(e) => Err(ProxyError::reported(
+            Kind::VirtualEndpointFailed,
+            Origin::Middleware,
+            e,
+        )),
+    }
+}
+
+/// A request head for the response phase: what went upstream, no body.
+pub fn head_of(req: &MwRequest) -> MwRequest {
+    MwRequest {
+        method: req.method.clone(),
+        path: req.path.clone(),
+        query: req.query.clone(),
+        headers: req.headers.clone(),
+        body: Bytes::new(),
+        remote_addr: req.remote_addr,
+        request_uri: req.request_uri.clone(),
+    }
+}
