@@ -225,11 +225,11 @@ impl Hook {
 pub struct ApiSpec {
     /// The file it came from, for error messages and logs.
     pub file: PathBuf,
-    /// `api_id`.
+    /// `api_id`: the key of stats, logs and `/tyk/apis`; unique per directory.
     pub api_id: String,
-    /// `name`.
+    /// `name`: for people (logs); nothing routes by it.
     pub name: String,
-    /// `org_id`.
+    /// `org_id`: handed to JS as `spec.OrgID`, as Tyk does.
     pub org_id: String,
     /// `proxy.listen_path`.
     pub listen_path: String,
@@ -237,7 +237,8 @@ pub struct ApiSpec {
     pub strip_listen_path: bool,
     /// `proxy.preserve_host_header`.
     pub preserve_host_header: bool,
-    /// The parsed target.
+    /// `proxy.target_url`, parsed once at load so a bad URL fails the
+    /// definition, not a request.
     pub target: Target,
     /// `None` when the API has no active middleware.
     pub driver: Option<Driver>,
@@ -247,7 +248,8 @@ pub struct ApiSpec {
     pub pre: Vec<MiddlewareEntry>,
     /// Enabled `post` entries, in order.
     pub post: Vec<MiddlewareEntry>,
-    /// `config_data`.
+    /// `config_data`, as written: JS sees it as `spec.config_data`, native
+    /// plugins as JSON text, wasm modules as their configuration buffers.
     pub config_data: Value,
     /// `custom_middleware.strategy` as written (checked by the JS host).
     pub strategy: String,
