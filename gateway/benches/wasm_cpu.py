@@ -28,7 +28,8 @@ With --callgrind: user instructions per request of a one-worker gateway
 per route, as (Ir(n2) - Ir(n1)) / (n2 - n1) over two bounded runs under
 valgrind, so start-up and shutdown cancel out (repeats within ~1.5%).
 
-GATEWAY_BIN measures another gateway binary (a before/after comparison).
+GATEWAY_BIN measures another gateway binary (a before/after comparison);
+BIN_DIR another profile's binaries and native plugin (target/debug).
 """
 
 import argparse
@@ -46,7 +47,9 @@ import time
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-REL = os.path.join(ROOT, "target", "release")
+# BIN_DIR measures another profile's build (e.g. target/debug); the
+# definitions' `target/release/` plugin paths follow it.
+REL = os.environ.get("BIN_DIR", os.path.join(ROOT, "target", "release"))
 GATEWAY = os.environ.get("GATEWAY_BIN", os.path.join(REL, "gateway"))
 ROUTES = {"plain": "plain-hello.json", "gopl": "gopl-hello.json", "wasm": "wasm-hello.json"}
 SECRET = "wasm-cpu-bench"
@@ -90,7 +93,8 @@ def write_apis(upstream_port):
             api = json.load(f)
         api["proxy"]["target_url"] = f"http://127.0.0.1:{upstream_port}"
         for entry in api.get("custom_middleware", {}).get("pre", []):
-            entry["path"] = os.path.join(ROOT, entry["path"])
+            path = entry["path"].replace("target/release/", os.path.relpath(REL, ROOT) + "/")
+            entry["path"] = os.path.join(ROOT, path)
         with open(os.path.join(d, name), "w") as f:
             json.dump(api, f)
     return d

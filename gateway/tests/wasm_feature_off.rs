@@ -16,12 +16,23 @@ fn wasm_apis_fail_closed_and_say_the_feature_is_off() {
     let mw = json!({"driver": "wasm", "pre": [{"name": "AddHeader", "path": "any.wasm"}]});
     write_api(dir.path(), "wasm", &api_json("w", "/w/", &up, true, mw));
     // A catch-all the wasm route must not fall through to.
-    write_api(dir.path(), "all", &api_json("all", "/", &up, false, json!(null)));
+    write_api(
+        dir.path(),
+        "all",
+        &api_json("all", "/", &up, false, json!(null)),
+    );
     let gw = start_gateway(dir.path());
-    let err = gw.load_errors.iter().find(|e| e.file.ends_with("wasm.json"));
+    let err = gw
+        .load_errors
+        .iter()
+        .find(|e| e.file.ends_with("wasm.json"));
     let err = err.unwrap_or_else(|| panic!("{:?}", gw.load_errors));
     assert_eq!(err.field, "custom_middleware.driver");
-    assert!(err.message.contains("cargo feature `wasm`"), "{}", err.message);
+    assert!(
+        err.message.contains("cargo feature `wasm`"),
+        "{}",
+        err.message
+    );
     for _ in 0..3 {
         assert_eq!(get(gw.addr, "/w/hello").status, 500);
         assert_eq!(get(gw.addr, "/other").status, 200);
