@@ -14,7 +14,8 @@
 //! front). When that fails too, or there is no rustup, the gateway still
 //! builds: a warning says why, `target/wasm/BUILD-FAILED.txt` keeps the
 //! reason, the wasm API fails closed with its file named, and the wasm tests
-//! fail quoting that file.
+//! fail quoting that file. Built without the `wasm` feature, the gateway
+//! has no use for the modules and this script builds nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,6 +40,10 @@ fn main() {
     let out = target_dir.join("wasm");
     println!("cargo:rustc-env=GATEWAY_WASM_PLUGINS={}", out.display());
     std::fs::create_dir_all(&out).expect("create target/wasm");
+    // Without the `wasm` feature nothing loads the modules: skip their build.
+    if std::env::var_os("CARGO_FEATURE_WASM").is_none() {
+        return;
+    }
     let failed = out.join("BUILD-FAILED.txt");
     match ensure_target().and_then(|()| build(&plugin, &out)) {
         Ok(()) => {

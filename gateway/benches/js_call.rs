@@ -120,7 +120,6 @@ fn main() {
     println!("jsvm_threads = {jsvm_threads}");
     let opts = HostOptions {
         jsvm_timeout: Duration::from_secs(5),
-        workers: 1,
         jsvm_threads,
         ..HostOptions::default()
     };

@@ -130,7 +130,6 @@ fn main() {
 fn measure(name: &str, spec: &ApiSpec, default_calls: usize) {
     let opts = HostOptions {
         jsvm_timeout: Duration::from_secs(5),
-        workers: 1,
         ..HostOptions::default()
     };
     let factory = gateway::js::load(spec, &opts).expect("load");

@@ -237,11 +237,11 @@ impl Hook {
 pub struct ApiSpec {
     /// The file it came from, for error messages and logs.
     pub file: PathBuf,
-    /// `api_id`.
+    /// `api_id`: the key of stats, logs and `/tyk/apis`; unique per directory.
     pub api_id: String,
-    /// `name`.
+    /// `name`: for people (logs); nothing routes by it.
     pub name: String,
-    /// `org_id`.
+    /// `org_id`: handed to JS as `spec.OrgID`, as Tyk does.
     pub org_id: String,
     /// `proxy.listen_path`.
     pub listen_path: String,
@@ -249,7 +249,8 @@ pub struct ApiSpec {
     pub strip_listen_path: bool,
     /// `proxy.preserve_host_header`.
     pub preserve_host_header: bool,
-    /// The parsed target.
+    /// `proxy.target_url`, parsed once at load so a bad URL fails the
+    /// definition, not a request.
     pub target: Target,
     /// `None` when the API has no active middleware.
     pub driver: Option<Driver>,
@@ -259,7 +260,9 @@ pub struct ApiSpec {
     pub pre: Vec<MiddlewareEntry>,
     /// Enabled `post` entries, in order.
     pub post: Vec<MiddlewareEntry>,
-    /// `config_data` (`null` when `config_data_disabled`).
+    /// `config_data` (`null` when `config_data_disabled`): JS sees it as
+    /// `spec.config_data`, native plugins as JSON text, wasm modules as their
+    /// configuration buffers.
     pub config_data: Value,
     /// `config_data_disabled`: Tyk then leaves the `config_data` key out of
     /// the `spec` a script sees (`spec.config_data` is `undefined`).

@@ -16,14 +16,14 @@ use crate::config::LoadError;
 use crate::error::text_response;
 use crate::stats::Stats;
 
-/// Header carrying the control API secret.
-pub const AUTH_HEADER: &str = "x-tyk-authorization";
+/// Header carrying the control API secret (one definition, shared with loadgen).
+pub use gateway_wire::AUTH_HEADER;
 
 /// State behind the gateway's own endpoints, shared by all workers.
 pub struct Control {
     /// The control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
-    /// Middleware call times.
+    /// Middleware call times, shared with the workers that record them.
     pub stats: Stats,
     /// Every valid definition: served, failing closed, or internal.
     pub apis: Vec<ApiListing>,
@@ -36,7 +36,7 @@ pub struct Control {
 /// One API as `GET /tyk/apis` lists it.
 #[derive(Debug, Clone)]
 pub struct ApiListing {
-    /// `api_id`.
+    /// `api_id`: the key the bench and `/tyk/stats` use for this API.
     pub api_id: String,
     /// The definition file, as the `--apis` directory names it.
     pub file: String,
@@ -97,9 +97,9 @@ impl Control {
             ));
         }
         Some(match (method, path.trim_end_matches('/')) {
-            (&Method::GET, "/tyk/stats") => {
-                json_response(&json!({ "apis": self.stats.summaries() }))
-            }
+            (&Method::GET, "/tyk/stats") => json_response(&json!(gateway_wire::StatsBody {
+                apis: self.stats.summaries()
+            })),
             (&Method::DELETE, "/tyk/stats") => {
                 self.stats.reset();
                 json_response(&json!({ "status": "ok", "action": "reset" }))

@@ -28,6 +28,10 @@
 //! - [`error`]: proxy errors and the one place they map to Tyk's answers.
 //! - [`stats`]: per-API, per-hook middleware call-time histograms.
 
+// Every public item says what it is for: the crate is read by people
+// carrying the work on, and its tests and benches use the public API.
+#![deny(missing_docs)]
+
 pub mod body;
 pub mod config;
 pub mod conn;

@@ -45,7 +45,8 @@ use crate::stats::{CallRecorder, Stats};
 /// The request as a middleware sees and edits it.
 #[derive(Debug, Clone)]
 pub struct MwRequest {
-    /// HTTP method.
+    /// The method as the client sent it; a middleware may change it, and
+    /// the upstream request uses whatever it ends as.
     pub method: Method,
     /// Path as received (still percent-encoded), always starting with `/`.
     pub path: String,
@@ -76,11 +77,13 @@ impl MwRequest {
 /// A complete answer written by a middleware; nothing is proxied.
 #[derive(Debug, Clone)]
 pub struct MwResponse {
-    /// Status code.
+    /// The status the client gets (Tyk's `ResponseCode`); any code a
+    /// middleware chooses, 200 when it names none.
     pub status: StatusCode,
-    /// Response headers.
+    /// Headers sent as given, but for hop-by-hop ones and `Content-Length`,
+    /// which the gateway sets from `body` (a stale one would break framing).
     pub headers: HeaderMap,
-    /// Response body.
+    /// The whole body, sent as one piece (middleware answers are small).
     pub body: Bytes,
 }
 
@@ -153,9 +156,9 @@ pub trait Endpoint {
 /// One worker thread's middleware for one API.
 #[derive(Default)]
 pub struct Chain {
-    /// `pre` entries in order.
+    /// `pre` entries, in the definition's order: the order they run in.
     pub pre: Vec<Box<dyn Middleware>>,
-    /// `post` entries in order.
+    /// `post` entries, in the definition's order: the order they run in.
     pub post: Vec<Box<dyn Middleware>>,
     /// `response` entries in order.
     pub response: Vec<Box<dyn ResponseMiddleware>>,
@@ -187,8 +190,6 @@ pub trait ChainFactory: Send + Sync {
 pub struct HostOptions {
     /// Tyk's `jsvm_timeout`: a JS call that runs longer is answered 500.
     pub jsvm_timeout: Duration,
-    /// Number of worker threads that will instantiate chains.
-    pub workers: usize,
     /// JS VM threads per worker and API (`--jsvm-threads`); 0 runs scripts
     /// inline on the worker's I/O thread.
     pub jsvm_threads: usize,
@@ -212,7 +213,6 @@ impl Default for HostOptions {
     fn default() -> Self {
         HostOptions {
             jsvm_timeout: Duration::from_secs(5),
-            workers: 1,
             jsvm_threads: 1,
             jsvm_strategy: crate::js::Strategy::default(),
             jsvm_engine: JsEngine::Boa,

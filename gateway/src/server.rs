@@ -128,7 +128,6 @@ impl Gateway {
         let threads = config.threads.max(1);
         let opts = HostOptions {
             jsvm_timeout: config.jsvm_timeout,
-            workers: threads,
             jsvm_threads: config.jsvm_threads,
             jsvm_strategy: config.jsvm_strategy,
             jsvm_engine: config.jsvm_engine,

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
 
 use crate::config::Hook;
 
@@ -40,28 +39,9 @@ impl CallRecorder {
     }
 }
 
-/// Summary of one middleware's calls, in microseconds.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
-pub struct CallSummary {
-    /// API id.
-    pub api_id: String,
-    /// `pre` or `post`.
-    pub hook: String,
-    /// Middleware name.
-    pub middleware: String,
-    /// Number of calls.
-    pub count: u64,
-    /// Mean call time, µs.
-    pub mean_us: f64,
-    /// Median call time, µs.
-    pub p50_us: f64,
-    /// 90th percentile, µs.
-    pub p90_us: f64,
-    /// 99th percentile, µs.
-    pub p99_us: f64,
-    /// Slowest call, µs.
-    pub max_us: f64,
-}
+/// One entry's call times, µs: the `/tyk/stats` wire format, defined once
+/// in `gateway-wire` for the gateway and loadgen both.
+pub use gateway_wire::CallSummary;
 
 impl Stats {
     /// A new recorder for one worker's instance of a middleware entry.

@@ -80,7 +80,6 @@ struct Host {
 fn host_with(spec: &ApiSpec, timeout: Duration) -> Host {
     let opts = HostOptions {
         jsvm_timeout: timeout,
-        workers: 1,
         ..HostOptions::default()
     };
     let factory = gateway::js::load(spec, &opts).unwrap_or_else(|e| panic!("load: {e}"));

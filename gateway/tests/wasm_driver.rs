@@ -3,6 +3,7 @@
 //! `plugins/add-header-wasm`, and `.wat` fault modules), chains instantiated
 //! and run as a worker runs them. What the request looks like afterwards is
 //! what the proxy would send upstream.
+#![cfg(feature = "wasm")]
 
 mod wasm_common;
 

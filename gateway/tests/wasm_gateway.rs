@@ -1,5 +1,6 @@
 //! The wasm driver in the real gateway: real HTTP in, a real upstream out,
 //! two worker threads each with its own instances.
+#![cfg(feature = "wasm")]
 
 mod common;
 mod wasm_common;

@@ -46,14 +46,6 @@ pub struct CpuUsage {
     pub cpu: Result<Duration, String>,
 }
 
-impl CpuUsage {
-    /// CPU time divided by wall time (1.0 = one core busy the whole run).
-    pub fn utilisation(&self, wall: Duration) -> Option<f64> {
-        let cpu = self.cpu.as_ref().ok()?;
-        (wall.as_secs_f64() > 0.0).then(|| cpu.as_secs_f64() / wall.as_secs_f64())
-    }
-}
-
 /// Samples taken at the start of a run, finished at its end.
 pub struct CpuProbe {
     start: Vec<(u32, std::io::Result<Duration>)>,

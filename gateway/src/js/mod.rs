@@ -118,7 +118,7 @@ impl Strategy {
     }
 }
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -190,7 +190,7 @@ impl ChainFactory for JsFactory {
         let vm = Vm::build(&self.sources).map_err(|e| {
             MwError(format!(
                 "{}: {}: {}",
-                display(&self.file),
+                self.file.display(),
                 e.field,
                 e.message
             ))
@@ -243,10 +243,6 @@ impl ChainFactory for JsFactory {
         }
         Ok(chain)
     }
-}
-
-fn display(p: &Path) -> std::path::Display<'_> {
-    p.display()
 }
 
 /// One API's JS on one worker, shared by that API's entries: where its

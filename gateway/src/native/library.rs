@@ -246,8 +246,3 @@ fn did_you_mean(name: &str, candidates: &[String]) -> String {
         });
     close.map_or_else(String::new, |c| format!(" (did you mean {c:?}?)"))
 }
-
-/// How many distinct libraries this process has loaded (for tests and logs).
-pub fn loaded_count() -> usize {
-    cache().lock().unwrap_or_else(|p| p.into_inner()).len()
-}

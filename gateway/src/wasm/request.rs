@@ -6,10 +6,11 @@
 use std::mem;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, HOST};
+use http::header::HOST;
 use http::{HeaderMap, Method};
 
 use super::abi;
+use super::intern::HeaderCache;
 use crate::middleware::MwRequest;
 
 /// The parts of a request a module can read and change. Moved into the
@@ -22,6 +23,9 @@ pub struct ReqParts {
     pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The instance's parsed header names and values: stays in the store
+    /// across requests (it is not part of the request, `swap` leaves it).
+    pub cache: HeaderCache,
 }
 
 impl ReqParts {
@@ -77,8 +81,10 @@ impl ReqParts {
             b":scheme" => Some(b"http".to_vec()),
             b":authority" => self.headers.get(HOST).map(|v| v.as_bytes().to_vec()),
             _ => {
-                let name = HeaderName::from_bytes(name).ok()?;
-                let mut values = self.headers.get_all(&name).iter();
+                // A `&str` key is looked up without allocating (http
+                // lowercases it on the stack); an invalid name finds nothing.
+                let name = std::str::from_utf8(name).ok()?;
+                let mut values = self.headers.get_all(name).iter();
                 let first = values.next()?.as_bytes().to_vec();
                 Some(values.fold(first, |mut acc, v| {
                     acc.push(b',');
@@ -102,9 +108,7 @@ impl ReqParts {
             // Only plain http:// is proxied; a module cannot change that.
             b":scheme" => return abi::BAD_ARGUMENT,
             _ => {
-                let (Ok(name), Ok(value)) =
-                    (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
-                else {
+                let (Ok(name), Ok(value)) = (self.cache.name(name), self.cache.value(value)) else {
                     return abi::BAD_ARGUMENT;
                 };
                 if add {
@@ -138,14 +142,11 @@ impl ReqParts {
         if name.starts_with(b":") {
             return abi::BAD_ARGUMENT;
         }
-        match HeaderName::from_bytes(name) {
-            Ok(name) => {
-                self.headers.remove(name);
-                abi::OK
-            }
-            // A name that cannot exist is not there: removing it is a no-op.
-            Err(_) => abi::OK,
+        // A name that cannot exist is not there: removing it is a no-op.
+        if let Ok(name) = std::str::from_utf8(name) {
+            self.headers.remove(name);
         }
+        abi::OK
     }
 
     /// Replaces the whole map with `pairs` (pseudo-headers set their parts).
@@ -156,12 +157,15 @@ impl ReqParts {
             query: self.query.clone(),
             headers: HeaderMap::with_capacity(pairs.len()),
             body: Bytes::new(),
+            cache: mem::take(&mut self.cache),
         };
-        for (k, v) in pairs {
-            let status = fresh.set(k, v, true);
-            if status != abi::OK {
-                return status;
-            }
+        let status = pairs
+            .iter()
+            .map(|(k, v)| fresh.set(k, v, true))
+            .find(|&s| s != abi::OK);
+        self.cache = mem::take(&mut fresh.cache);
+        if let Some(status) = status {
+            return status;
         }
         (self.method, self.path, self.query, self.headers) =
             (fresh.method, fresh.path, fresh.query, fresh.headers);
@@ -186,6 +190,7 @@ impl ReqParts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::HeaderValue;
 
     fn parts() -> ReqParts {
         let mut headers = HeaderMap::new();
@@ -198,6 +203,7 @@ mod tests {
             query: Some("q=1".into()),
             headers,
             body: Bytes::from_static(b"hello"),
+            cache: HeaderCache::default(),
         }
     }
 

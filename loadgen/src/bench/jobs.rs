@@ -194,7 +194,7 @@ pub fn add_middleware(fig: &mut RunFigures, stats: &[CallStats], complete: u64) 
     if let Some(s) = stats.iter().find(|s| s.hook == "pre").or(stats.first()) {
         fig.mw_p50_us = Some(s.p50_us);
         fig.mw_p99_us = Some(s.p99_us);
-        fig.mw_mean_us = s.mean_us;
+        fig.mw_mean_us = Some(s.mean_us);
         fig.mw_calls_per_req = Some(s.count as f64 / complete.max(1) as f64);
     }
 }

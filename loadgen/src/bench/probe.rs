@@ -6,7 +6,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use serde::{Deserialize, Serialize};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -49,35 +48,10 @@ pub fn get(
     request("GET", addr, path, headers)
 }
 
-/// One middleware's call times, as `GET /tyk/stats` reports them.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct CallStats {
-    /// API id.
-    pub api_id: String,
-    /// `pre` or `post`.
-    pub hook: String,
-    /// Middleware name.
-    pub middleware: String,
-    /// Calls.
-    pub count: u64,
-    /// Mean, µs (read when the gateway reports it).
-    #[serde(default)]
-    pub mean_us: Option<f64>,
-    /// Median, µs.
-    pub p50_us: f64,
-    /// 90th percentile, µs.
-    #[serde(default)]
-    pub p90_us: f64,
-    /// 99th percentile, µs.
-    pub p99_us: f64,
-    /// Slowest, µs.
-    pub max_us: f64,
-}
-
-#[derive(Deserialize)]
-struct StatsBody {
-    apis: Vec<CallStats>,
-}
+/// One middleware's call times, as `GET /tyk/stats` reports them: the
+/// gateway's own type (`gateway-wire`), so the two cannot drift apart.
+pub use gateway_wire::CallSummary as CallStats;
+use gateway_wire::{StatsBody, AUTH_HEADER, STATS_PATH};
 
 /// The gateway's control API.
 pub struct Control {
@@ -93,27 +67,23 @@ impl Control {
         let (status, body) = request(
             "DELETE",
             self.addr,
-            "/tyk/stats",
-            &[("X-Tyk-Authorization", &self.secret)],
+            STATS_PATH,
+            &[(AUTH_HEADER, &self.secret)],
         )?;
         if !(200..300).contains(&status) {
-            bail!("DELETE /tyk/stats answered {status}: {body}");
+            bail!("DELETE {STATS_PATH} answered {status}: {body}");
         }
         Ok(())
     }
 
     /// Reads the middleware histograms.
     pub fn stats(&self) -> anyhow::Result<Vec<CallStats>> {
-        let (status, body) = get(
-            self.addr,
-            "/tyk/stats",
-            &[("X-Tyk-Authorization", &self.secret)],
-        )?;
+        let (status, body) = get(self.addr, STATS_PATH, &[(AUTH_HEADER, &self.secret)])?;
         if status != 200 {
-            bail!("GET /tyk/stats answered {status}: {body}");
+            bail!("GET {STATS_PATH} answered {status}: {body}");
         }
         let parsed: StatsBody = serde_json::from_str(&body)
-            .with_context(|| format!("GET /tyk/stats: unexpected body {body}"))?;
+            .with_context(|| format!("GET {STATS_PATH}: unexpected body {body}"))?;
         Ok(parsed.apis)
     }
 }

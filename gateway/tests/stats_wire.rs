@@ -1,0 +1,75 @@
+//! The `/tyk/stats` wire format end to end: a real gateway records real
+//! middleware calls, and loadgen's own reader (`bench::probe::Control`, the
+//! code `loadgen bench` runs) reads them back over HTTP. Both sides use the
+//! one definition in `gateway-wire`; this proves the path, the header, the
+//! body's shape and every figure survive the trip.
+
+mod common;
+
+use common::{api_json, get, mock, start_gateway_with, write_api};
+use gateway::server::GatewayConfig;
+use loadgen::bench::probe::Control;
+use serde_json::json;
+
+const SECRET: &str = "wire-secret";
+
+#[test]
+fn gateway_stats_round_trip_through_loadgens_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = format!("http://{}", mock());
+    let js = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
+    let mw = json!({"driver": "otto", "pre": [{"name": "jsvmHelloPreHook", "path": js}]});
+    write_api(
+        dir.path(),
+        "js",
+        &api_json("wire-js", "/js/", &up, true, mw),
+    );
+    let gw = start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 2,
+        secret: Some(SECRET.into()),
+        ..GatewayConfig::default()
+    });
+    let control = Control {
+        addr: gw.addr,
+        secret: SECRET.into(),
+    };
+    const CALLS: u64 = 25;
+    for _ in 0..CALLS {
+        assert_eq!(get(gw.addr, "/js/hello").status, 200);
+    }
+
+    // What loadgen parsed is exactly what the gateway holds.
+    let read = control.stats().expect("loadgen reads /tyk/stats");
+    assert_eq!(read, gw.stats.summaries());
+    let entry = &read[0];
+    assert_eq!(
+        (
+            entry.api_id.as_str(),
+            entry.hook.as_str(),
+            entry.middleware.as_str()
+        ),
+        ("wire-js", "pre", "jsvmHelloPreHook")
+    );
+    assert_eq!(entry.count, CALLS);
+    assert!(
+        entry.p50_us > 0.0 && entry.p50_us <= entry.max_us,
+        "{entry:?}"
+    );
+    assert!(entry.mean_us > 0.0, "{entry:?}");
+
+    // loadgen's reset is the gateway's reset.
+    control.reset().expect("loadgen resets /tyk/stats");
+    let after = control.stats().unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!((after[0].count, after[0].mean_us), (0, 0.0));
+
+    // A wrong secret is refused, and loadgen says so rather than parsing.
+    let wrong = Control {
+        addr: gw.addr,
+        secret: "nope".into(),
+    };
+    let err = wrong.stats().unwrap_err().to_string();
+    assert!(err.contains("403"), "{err}");
+    gw.stop();
+}
