@@ -72,12 +72,14 @@
 //! - `budget`: the slice guard that enforces the timeout.
 //! - `depth`: the nesting bound on boa's recursive builtins.
 //! - `vmthread`: VM threads, the hand-off and abandonment at the deadline.
+//! - `tykjson`: the `tyk-json` strategy's JSON texts, both engines'.
 
 mod budget;
 mod depth;
 mod prelude;
 pub mod quickjs;
 mod request;
+mod tykjson;
 mod vm;
 mod vmthread;
 
@@ -92,6 +94,13 @@ pub enum Strategy {
     /// Tyk, taken because it is what makes a call cost microseconds.
     #[default]
     Persistent,
+    /// Tyk's marshalling in a persistent context: each call's source is
+    /// `<name>.DoProcessRequest(<request JSON>, <session JSON>, <spec
+    /// JSON>)`, parsed and run, and the answer is JSON text decoded by the
+    /// host (`tykjson.rs`), as Tyk's `mw_js_plugin.go` does. Globals
+    /// persist as in `persistent`; what it adds is what Tyk's transport
+    /// costs.
+    TykJson,
     /// Tyk's semantics (otto's VM copy, goja's fresh runtime): every call
     /// runs in a context no earlier call touched. On boa the cheapest
     /// correct way is a new context per call (prelude and scripts evaluated
@@ -105,9 +114,10 @@ impl Strategy {
     pub fn parse(s: &str) -> Result<Strategy, String> {
         match s {
             "persistent" => Ok(Strategy::Persistent),
+            "tyk-json" => Ok(Strategy::TykJson),
             "fresh" => Ok(Strategy::Fresh),
             other => Err(format!(
-                "{other:?} is not a JS strategy; use \"persistent\" or \"fresh\""
+                "{other:?} is not a JS strategy; use \"persistent\", \"tyk-json\" or \"fresh\""
             )),
         }
     }
@@ -162,6 +172,11 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
             hooks.push(hook);
         }
     }
+    let strategy = match spec.strategy.as_str() {
+        "" => opts.jsvm_strategy,
+        s => Strategy::parse(s)
+            .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
+    };
     let sources = Arc::new(Sources {
         api_id: spec.api_id.clone(),
         org_id: spec.org_id.clone(),
@@ -169,12 +184,8 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         scripts,
         entries,
         timeout: opts.jsvm_timeout,
+        strategy,
     });
-    let strategy = match spec.strategy.as_str() {
-        "" => opts.jsvm_strategy,
-        s => Strategy::parse(s)
-            .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
-    };
     let vm = Vm::build(&sources).map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
     // Logged here, once: workers rebuild the same context and would repeat it.
     for t in &vm.thrown {
@@ -376,7 +387,7 @@ impl ThreadedVm {
 
 /// Moves the request out for a VM thread, leaving an empty one (no
 /// allocation) that is overwritten when the answer comes back.
-fn take_request(req: &mut MwRequest) -> MwRequest {
+pub(crate) fn take_request(req: &mut MwRequest) -> MwRequest {
     let empty = MwRequest {
         method: http::Method::GET,
         path: String::new(),

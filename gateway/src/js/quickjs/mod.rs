@@ -23,20 +23,22 @@
 //!
 //! # What the limits guarantee (see `engine.rs`)
 //!
-//! A call runs inline and is stopped by QuickJS's interrupt handler once the
-//! `--jsvm-timeout` deadline has passed, wherever the time goes: script
-//! loops, callbacks of builtins, regular expressions. Memory past
-//! `--jsvm-memory` and native stack past [`engine::STACK_LIMIT`] fail the
-//! call. Each is a 500; after a timeout or the memory limit the API's state
-//! on that worker is rebuilt (globals reset), after a stack overflow it is
-//! kept (it is an ordinary `RangeError`). What it cannot do: yield while a
-//! long call runs, so other requests on the same worker wait for it (up to
-//! the timeout) unless the call runs on a VM thread.
+//! A call runs on the API's VM thread (`vmthread.rs`, as boa's; inline on
+//! the I/O thread with `--jsvm-threads 0`) and is stopped by QuickJS's
+//! interrupt handler once the `--jsvm-timeout` deadline has passed, wherever
+//! the time goes: script loops, callbacks of builtins, regular expressions.
+//! Memory past `--jsvm-memory` and native stack past [`engine::STACK_LIMIT`]
+//! fail the call. Each is a 500; after a timeout or the memory limit the
+//! API's state on that thread is rebuilt (globals reset), after a stack
+//! overflow it is kept (it is an ordinary `RangeError`). Inline, a call
+//! cannot yield: other requests on the same worker wait for it (up to the
+//! timeout); on VM threads they never do.
 //!
 //! # Layout
 //!
 //! - `engine`: the runtime and its limits, native globals, bytecode.
-//! - `api`: one API's state on one thread (`persistent`, `fresh`); a call.
+//! - `api`: one API's state on one thread (`persistent`, `tyk-json`,
+//!   `fresh`); a call.
 //! - `answer`: the request handed to the script; applying its answer.
 //! - `host.js`: the JS side of a call (builds `request`, dispatches).
 
@@ -48,15 +50,18 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rquickjs::{Context, Runtime};
 
 use crate::config::{ApiSpec, Hook, LoadError};
 use crate::middleware::{
-    Chain, ChainFactory, HostOptions, Middleware, MwError, MwFuture, MwRequest,
+    Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
 
-use api::{Program, QjsApi, Strategy};
+use super::vmthread::{self, RunError, Slot, VmPool};
+use super::{tykjson, Strategy};
+use api::{Program, QjsApi};
 
 /// `host.js`, compiled into the binary with the prelude.
 const HOST_JS: &str = include_str!("host.js");
@@ -72,18 +77,17 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         name => super::Strategy::parse(name)
             .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
     };
-    let strategy = match chosen {
-        super::Strategy::Persistent => Strategy::Persistent,
-        super::Strategy::Fresh => Strategy::Fresh,
-    };
     let (sources, entries, hooks) = read_sources(spec)?;
-    let program = compile(spec, opts, strategy, &sources, entries)
+    let program = compile(spec, opts, chosen, &sources, entries)
         .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
     let program = Arc::new(program);
     // One full build on the loading thread: top-level code runs and every
     // entry's object is checked, whatever the strategy.
     QjsApi::new(Arc::new(Program {
-        strategy: Strategy::Persistent,
+        strategy: match program.strategy {
+            Strategy::Fresh => Strategy::Persistent,
+            other => other,
+        },
         ..(*program).clone()
     }))
     .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
@@ -91,6 +95,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         program,
         hooks,
         file: spec.file.clone(),
+        threads: opts.jsvm_threads,
     }))
 }
 
@@ -173,7 +178,12 @@ fn compile(
         let dispatch = format!("[{}]", calls.join(",\n"));
         let dispatch = engine::compile(&ctx, &dispatch, "<dispatch>").map_err(internal)?;
         let host = engine::compile(&ctx, &host_source(spec), "<host.js>").map_err(internal)?;
+        let json = (strategy == Strategy::TykJson).then(|| {
+            let names = entries.iter().map(|(n, _)| n.clone()).collect();
+            tykjson::Calls::new(names, &spec.api_id, &spec.org_id, &spec.config_data)
+        });
         Ok(Program {
+            json,
             api_id: Arc::from(spec.api_id.as_str()),
             prelude,
             scripts,
@@ -206,25 +216,47 @@ struct QjsFactory {
     /// The hook of each entry in `program.entries`.
     hooks: Vec<Hook>,
     file: PathBuf,
+    /// VM threads per worker (`--jsvm-threads`); 0 runs calls inline.
+    threads: usize,
 }
 
 impl ChainFactory for QjsFactory {
     fn instantiate(&self) -> Result<Chain, MwError> {
-        let api = QjsApi::new(self.program.clone()).map_err(|e| {
+        let fail = |e: api::BuildError| {
             MwError(format!(
                 "{}: {}: {}",
                 self.file.display(),
                 e.field,
                 e.message
             ))
-        })?;
-        let api = Rc::new(RefCell::new(api));
+        };
+        // Built here whatever the placement: a worker that cannot build the
+        // API's state fails to start with the file and field named.
+        let api = QjsApi::new(self.program.clone()).map_err(fail)?;
+        let place = Rc::new(if self.threads == 0 {
+            Place::Inline(RefCell::new(api))
+        } else {
+            // A runtime is not `Send`: each VM thread builds its own.
+            drop(api);
+            let program = self.program.clone();
+            let build: vmthread::Builder<QjsApi> = Arc::new(move || {
+                QjsApi::new(program.clone()).map_err(|e| {
+                    MwError(format!(
+                        "building the JS context failed: {}: {}",
+                        e.field, e.message
+                    ))
+                })
+            });
+            let name = format!("gw-js-{}", self.program.api_id);
+            Place::Threads(VmPool::new(&name, self.threads, build))
+        });
         let mut chain = Chain::default();
         for (index, ((name, _), hook)) in self.program.entries.iter().zip(&self.hooks).enumerate() {
             let mw: Box<dyn Middleware> = Box::new(QjsMiddleware {
                 name: name.clone(),
                 index,
-                api: api.clone(),
+                place: place.clone(),
+                timeout: self.program.timeout,
             });
             match hook {
                 Hook::Pre => chain.pre.push(mw),
@@ -235,12 +267,59 @@ impl ChainFactory for QjsFactory {
     }
 }
 
-/// One middleware entry on one worker. The call runs inline: the future is
-/// ready when it is first polled.
+/// Where one API's QuickJS calls run on one worker.
+enum Place {
+    /// On the I/O thread (`--jsvm-threads 0`): a call runs to completion
+    /// when first polled, so calls on one worker never overlap and the
+    /// borrow is never contended.
+    Inline(RefCell<QjsApi>),
+    /// On VM threads (the default), as boa's (`vmthread.rs`): the I/O
+    /// thread hands the request over and awaits the answer.
+    Threads(VmPool<QjsApi>),
+}
+
+/// One middleware entry on one worker.
 struct QjsMiddleware {
     name: String,
     index: usize,
-    api: Rc<RefCell<QjsApi>>,
+    place: Rc<Place>,
+    timeout: std::time::Duration,
+}
+
+impl QjsMiddleware {
+    async fn on_thread(&self, pool: &VmPool<QjsApi>, req: &mut MwRequest) -> Result<Flow, MwError> {
+        // The deadline counts from here, so a wait for the API's busy
+        // thread is inside it (as for boa).
+        let deadline = Instant::now() + self.timeout;
+        let owned = super::take_request(req);
+        let index = self.index;
+        let job = move |slot: &mut Slot<QjsApi>| {
+            let mut req = owned;
+            let (r, spent) = match slot.get() {
+                Ok(api) => (api.call_until(index, &mut req, deadline), api.is_spent()),
+                Err(e) => (Err(e), false),
+            };
+            if spent {
+                // A stopped call: the thread builds the next state right
+                // after this answer, off the next request's path.
+                slot.discard();
+            }
+            (req, r)
+        };
+        match pool.run(deadline, job).await {
+            Ok((back, r)) => {
+                *req = back;
+                r
+            }
+            // The interrupt handler stops QuickJS at the deadline, so this
+            // is a wait for the thread that outlasted it.
+            Err(RunError::Timeout) => Err(MwError(format!(
+                "stopped after the jsvm timeout ({:?})",
+                self.timeout
+            ))),
+            Err(RunError::Unavailable(m)) => Err(MwError(m)),
+        }
+    }
 }
 
 impl Middleware for QjsMiddleware {
@@ -250,11 +329,11 @@ impl Middleware for QjsMiddleware {
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
         Box::pin(async move {
-            // Calls on one worker never overlap (each runs to completion
-            // without yielding), so the borrow cannot be contended.
-            let mut api = self.api.borrow_mut();
-            api.call(self.index, req)
-                .map_err(|e| MwError(format!("{}: {e}", self.name)))
+            let r = match &*self.place {
+                Place::Inline(api) => api.borrow_mut().call(self.index, req),
+                Place::Threads(pool) => self.on_thread(pool, req).await,
+            };
+            r.map_err(|e| MwError(format!("{}: {e}", self.name)))
         })
     }
 }
