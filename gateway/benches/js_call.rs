@@ -153,7 +153,12 @@ fn main() {
                 ("boa", "tyk-json") => 5_000,
                 _ => 20_000,
             };
-            measure(&format!("{name} {s}"), &spec(e, s), jsvm_threads, default_calls);
+            measure(
+                &format!("{name} {s}"),
+                &spec(e, s),
+                jsvm_threads,
+                default_calls,
+            );
         }
     }
 }
@@ -179,9 +184,7 @@ fn measure(name: &str, spec: &ApiSpec, jsvm_threads: usize, default_calls: usize
 
     let evict_kb = env_count("EVICT_KB", 0);
     let (calls, rounds) = (env_count("CALLS", default_calls), env_count("ROUNDS", 5));
-    println!(
-        "{name}: ns per call, {calls} calls per round, {evict_kb} KiB evicted between calls"
-    );
+    println!("{name}: ns per call, {calls} calls per round, {evict_kb} KiB evicted between calls");
     let (mut medians, mut means, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let mut samples = Vec::with_capacity(calls);

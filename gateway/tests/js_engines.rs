@@ -25,7 +25,10 @@ fn seed_script_sets_its_header() {
 
 #[test]
 fn headers_are_canonical_arrays_and_only_set_delete_apply() {
-    each(&ALL, js_scenarios::headers_are_canonical_arrays_and_only_set_delete_apply);
+    each(
+        &ALL,
+        js_scenarios::headers_are_canonical_arrays_and_only_set_delete_apply,
+    );
 }
 
 #[test]
@@ -35,7 +38,10 @@ fn url_and_params_follow_tyk_order() {
 
 #[test]
 fn body_rewrite_ignore_body_and_base64_helpers() {
-    each(&ALL, js_scenarios::body_rewrite_ignore_body_and_base64_helpers);
+    each(
+        &ALL,
+        js_scenarios::body_rewrite_ignore_body_and_base64_helpers,
+    );
 }
 
 #[test]
@@ -50,22 +56,34 @@ fn return_overrides_answer_without_proxying() {
 
 #[test]
 fn script_faults_fail_one_request_and_the_next_works() {
-    each(&ALL, js_scenarios::script_faults_fail_one_request_and_the_next_works);
+    each(
+        &ALL,
+        js_scenarios::script_faults_fail_one_request_and_the_next_works,
+    );
 }
 
 #[test]
 fn runaway_scripts_are_stopped_and_the_state_rebuilt() {
-    each(&ALL, js_scenarios::runaway_scripts_are_stopped_and_the_state_rebuilt);
+    each(
+        &ALL,
+        js_scenarios::runaway_scripts_are_stopped_and_the_state_rebuilt,
+    );
 }
 
 #[test]
 fn two_apis_with_the_same_global_names_stay_apart() {
-    each(&ALL, js_scenarios::two_apis_with_the_same_global_names_stay_apart);
+    each(
+        &ALL,
+        js_scenarios::two_apis_with_the_same_global_names_stay_apart,
+    );
 }
 
 #[test]
 fn broken_scripts_fail_the_load_naming_file_field_and_line() {
-    each(&ALL, js_scenarios::broken_scripts_fail_the_load_naming_file_field_and_line);
+    each(
+        &ALL,
+        js_scenarios::broken_scripts_fail_the_load_naming_file_field_and_line,
+    );
 }
 
 #[test]
@@ -154,17 +172,26 @@ fn boa_inline_a_runaway_call_yields_so_other_apis_keep_serving() {
 
 #[test]
 fn quickjs_the_timeout_stops_regexes_and_builtin_callbacks() {
-    each(&QUICKJS, js_scenarios::the_timeout_stops_regexes_and_builtin_callbacks);
+    each(
+        &QUICKJS,
+        js_scenarios::the_timeout_stops_regexes_and_builtin_callbacks,
+    );
 }
 
 #[test]
 fn quickjs_unbounded_allocation_hits_the_memory_limit_and_the_next_request_works() {
-    each(&QUICKJS, js_scenarios::unbounded_allocation_hits_the_memory_limit);
+    each(
+        &QUICKJS,
+        js_scenarios::unbounded_allocation_hits_the_memory_limit,
+    );
 }
 
 #[test]
 fn quickjs_deep_data_and_unbounded_recursion_hit_the_stack_limit() {
-    each(&QUICKJS, js_scenarios::deep_data_and_unbounded_recursion_hit_the_stack_limit);
+    each(
+        &QUICKJS,
+        js_scenarios::deep_data_and_unbounded_recursion_hit_the_stack_limit,
+    );
 }
 
 /// The same limits hold where QuickJS runs inline on the I/O thread.

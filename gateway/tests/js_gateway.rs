@@ -80,7 +80,10 @@ fn seed_route_shows_the_jsvm_header_in_the_echo(mode: Mode) {
     assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
     for _ in 0..4 {
         let echo = common::get(gw.addr, "/jsvm/hello/").json();
-        assert_eq!(echo["headers"]["X-Custom-Jsvm"], "hello-from-jsvm", "{mode:?}");
+        assert_eq!(
+            echo["headers"]["X-Custom-Jsvm"], "hello-from-jsvm",
+            "{mode:?}"
+        );
         assert_eq!(echo["path"], "/hello/");
     }
     // Call times land in the same per-API, per-hook histograms as native.
@@ -192,28 +195,28 @@ fn every_request_field_and_rule_reaches_the_upstream_in_every_mode() {
 #[test]
 fn return_overrides_answer_the_client_and_nothing_is_proxied() {
     for mode in MODES {
-    let dir = tempfile::tempdir().unwrap();
-    let (addr, rec) = common::recorder();
-    write(
-        dir.path(),
-        "ro",
-        &format!("http://{addr}"),
-        js(mode, "pre", "overridesMw", fixture("overrides.js")),
-    );
-    let gw = common::start_gateway(dir.path());
-    let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "error")], b"");
-    assert_eq!(got.status, 403);
-    assert_eq!(got.headers.get("x-why").unwrap(), "policy");
-    assert_eq!(got.json(), json!({ "error": "go away" }));
-    let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "ok")], b"");
-    assert_eq!(
-        (got.status.as_u16(), got.text().as_str()),
-        (200, "answered by js")
-    );
-    assert_eq!(rec.count(), 0);
-    common::send(gw.addr, "GET", "/ro/", &[], b"");
-    assert_eq!(rec.count(), 1);
-    gw.stop();
+        let dir = tempfile::tempdir().unwrap();
+        let (addr, rec) = common::recorder();
+        write(
+            dir.path(),
+            "ro",
+            &format!("http://{addr}"),
+            js(mode, "pre", "overridesMw", fixture("overrides.js")),
+        );
+        let gw = common::start_gateway(dir.path());
+        let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "error")], b"");
+        assert_eq!(got.status, 403);
+        assert_eq!(got.headers.get("x-why").unwrap(), "policy");
+        assert_eq!(got.json(), json!({ "error": "go away" }));
+        let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "ok")], b"");
+        assert_eq!(
+            (got.status.as_u16(), got.text().as_str()),
+            (200, "answered by js")
+        );
+        assert_eq!(rec.count(), 0);
+        common::send(gw.addr, "GET", "/ro/", &[], b"");
+        assert_eq!(rec.count(), 1);
+        gw.stop();
     }
 }
 
@@ -323,8 +326,18 @@ fn a_runaway_script_does_not_stop_other_requests() {
 fn two_apis_defining_the_same_globals_each_see_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let up = format!("http://{}", common::mock());
-    write(dir.path(), "a", &up, js(DEFAULT, "pre", "mw", fixture("clash_a.js")));
-    write(dir.path(), "b", &up, js(DEFAULT, "pre", "mw", fixture("clash_b.js")));
+    write(
+        dir.path(),
+        "a",
+        &up,
+        js(DEFAULT, "pre", "mw", fixture("clash_a.js")),
+    );
+    write(
+        dir.path(),
+        "b",
+        &up,
+        js(DEFAULT, "pre", "mw", fixture("clash_b.js")),
+    );
     let gw = common::start_gateway(dir.path());
     for _ in 0..4 {
         assert_eq!(

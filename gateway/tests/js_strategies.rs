@@ -136,7 +136,11 @@ fn script_globals_follow_the_strategy() {
 fn a_definition_chooses_its_own_strategy_and_a_bad_one_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let up = format!("http://{}", common::mock());
-    for (id, strategy) in [("fresh", "fresh"), ("tj", "tyk-json"), ("bad", "per-request")] {
+    for (id, strategy) in [
+        ("fresh", "fresh"),
+        ("tj", "tyk-json"),
+        ("bad", "per-request"),
+    ] {
         let mw = json!({ "driver": "otto", "strategy": strategy,
                          "pre": [{ "name": "faultsMw", "path": fixture("faults.js") }] });
         common::write_api(

@@ -76,12 +76,7 @@ pub(crate) struct Calls {
 impl Calls {
     /// `names` are the entries' object names, already checked to be
     /// identifiers (they are pasted into source text).
-    pub(crate) fn new(
-        names: Vec<String>,
-        api_id: &str,
-        org_id: &str,
-        config: &Value,
-    ) -> Calls {
+    pub(crate) fn new(names: Vec<String>, api_id: &str, org_id: &str, config: &Value) -> Calls {
         // A `json!` map is sorted: APIID, OrgID, config_data, as Go's
         // encoder writes a `map[string]interface{}`.
         let spec = serde_json::json!({"APIID": api_id, "OrgID": org_id, "config_data": config});
@@ -94,7 +89,13 @@ impl Calls {
     /// The source of one call of entry `index`: `__tykJson(<name>,
     /// <request JSON>, {}, <spec JSON>)`, wrapped in `before` and `after`
     /// (the engine's own catch, if any).
-    pub(crate) fn source(&self, index: usize, req: &MwRequest, before: &str, after: &str) -> String {
+    pub(crate) fn source(
+        &self,
+        index: usize,
+        req: &MwRequest,
+        before: &str,
+        after: &str,
+    ) -> String {
         let request = request_json(req);
         let name = &self.names[index];
         let mut src = String::with_capacity(request.len() + self.spec.len() + 64);
@@ -154,7 +155,10 @@ pub(crate) fn request_json(req: &MwRequest) -> String {
     let mut params: BTreeMap<String, Vec<String>> = BTreeMap::new();
     if let Some(q) = &req.query {
         for (k, v) in form_urlencoded::parse(q.as_bytes()) {
-            params.entry(k.into_owned()).or_default().push(v.into_owned());
+            params
+                .entry(k.into_owned())
+                .or_default()
+                .push(v.into_owned());
         }
     }
     let url = req.path_and_query();
@@ -214,7 +218,10 @@ pub(crate) fn no_answer(got: &str) -> MwError {
     ))
 }
 
-fn opt_object<'a>(v: Option<&'a Value>, field: &str) -> Result<Option<&'a Map<String, Value>>, MwError> {
+fn opt_object<'a>(
+    v: Option<&'a Value>,
+    field: &str,
+) -> Result<Option<&'a Map<String, Value>>, MwError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Object(m)) => Ok(Some(m)),
@@ -269,7 +276,11 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
     let ret: Value = serde_json::from_str(answer)
         .map_err(|e| MwError(format!("ProcessRequest result is not JSON: {e}")))?;
     let Value::Object(ret) = &ret else {
-        return Err(shape("the return value", "an object (use ReturnData)", &ret));
+        return Err(shape(
+            "the return value",
+            "an object (use ReturnData)",
+            &ret,
+        ));
     };
     let r = match ret.get("Request") {
         Some(Value::Object(r)) => r,
@@ -422,11 +433,18 @@ mod tests {
                 r#""RequestURI":"/p?z=1&a=2&z=3","Scheme":"http"}"#
             )
         );
-        let calls = Calls::new(vec!["mw".into()], "api", "org", &serde_json::json!({"k": 1}));
+        let calls = Calls::new(
+            vec!["mw".into()],
+            "api",
+            "org",
+            &serde_json::json!({"k": 1}),
+        );
         let src = calls.source(0, &req("/", ""), "try { ", " } catch (e) {}");
         assert!(src.starts_with("try { __tykJson(mw, {\"Headers\""), "{src}");
         assert!(
-            src.ends_with(r#", {}, {"APIID":"api","OrgID":"org","config_data":{"k":1}}) } catch (e) {}"#),
+            src.ends_with(
+                r#", {}, {"APIID":"api","OrgID":"org","config_data":{"k":1}}) } catch (e) {}"#
+            ),
             "{src}"
         );
     }
@@ -446,7 +464,10 @@ mod tests {
         let mut r = req("/", "");
         let bad = r#"{"Request":{"URL":"/","SetHeaders":{"X-N":42}}}"#;
         let e = apply(bad, &mut r).unwrap_err();
-        assert!(e.0.contains(r#"Request.SetHeaders["X-N"] must be a string"#), "{e}");
+        assert!(
+            e.0.contains(r#"Request.SetHeaders["X-N"] must be a string"#),
+            "{e}"
+        );
         let e = apply(r#"{"Request":{"Body":"%%"}}"#, &mut r).unwrap_err();
         assert!(e.0.contains("Request.Body is not base64"), "{e}");
         let e = apply(r#"{"Nope":1}"#, &mut r).unwrap_err();

@@ -357,10 +357,10 @@ impl Vm {
         let ret = run.map_err(|e| failed(format!("JS error: {}", error_text(&e))))?;
         self.check_thrown(&ret)?;
         match ret.as_string() {
-            Some(text) => tykjson::apply(&text.to_std_string_lossy(), req).map_err(CallError::Failed),
-            None => Err(CallError::Failed(tykjson::no_answer(
-                &ret.type_of().to_string(),
-            ))),
+            Some(text) => {
+                tykjson::apply(&text.to_std_string_lossy(), req).map_err(CallError::Failed)
+            }
+            None => Err(CallError::Failed(tykjson::no_answer(ret.type_of()))),
         }
     }
 }

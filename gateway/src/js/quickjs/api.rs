@@ -299,7 +299,12 @@ fn fresh_run(ctx: &Context, p: &Program, index: usize, req: &mut MwRequest) -> R
 
 /// A `tyk-json` call: Tyk's source with the request JSON in it, parsed and
 /// run in the persistent context; the answer is JSON text.
-fn json_run(ctx: &Ctx<'_>, json: &tykjson::Calls, index: usize, req: &mut MwRequest) -> Result<Flow, Fail> {
+fn json_run(
+    ctx: &Ctx<'_>,
+    json: &tykjson::Calls,
+    index: usize,
+    req: &mut MwRequest,
+) -> Result<Flow, Fail> {
     let source = json.source(index, req, "", "");
     match engine::eval_sloppy(ctx, source) {
         Ok(v) => match v.as_string() {
