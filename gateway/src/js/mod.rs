@@ -1,5 +1,6 @@
 //! The JS middleware host (`driver: "otto"`, `"goja"` or `"javascript"`):
-//! Tyk's JSVM API on boa_engine.
+//! Tyk's JSVM API on boa_engine (this module) or QuickJS (`quickjs/`), each
+//! with three strategies ([`Strategy`]: `persistent`, `tyk-json`, `fresh`).
 //!
 //! # How it runs
 //!
@@ -19,7 +20,7 @@
 //!
 //! By default (`--jsvm-threads 1`) each worker gives each JS API a VM thread
 //! of its own (`vmthread.rs`, engine-agnostic: jobs run against a per-thread
-//! state, so another engine can use it). The I/O thread moves the request to
+//! state; boa's context here, QuickJS's runtime in `quickjs/`). The I/O thread moves the request to
 //! the VM thread and awaits the answer until the deadline; it never runs
 //! script code. Measured before (scripts inline on the I/O thread):
 //! `/^(a+)+$/` on 27 `a`s held its worker 11-13 s under a 2 s timeout, and
