@@ -1,26 +1,35 @@
 //! What one JS middleware call costs through the real host (`gateway::js`),
-//! without the network: the seed's handler (`js/jsvm_hello.js`) on the
-//! request `ab` sends (`Host`, `User-Agent`, `Accept`), driven as a worker
-//! drives it (`ApiChain::run` on a current-thread runtime).
+//! without the network, for each engine (boa, QuickJS) and strategy
+//! (`persistent`, `tyk-json`, `fresh`): the seed's handler
+//! (`js/jsvm_hello.js`) on the request `ab` sends (`Host`, `User-Agent`,
+//! `Accept`), driven as a worker drives it (`ApiChain::run` on a
+//! current-thread runtime).
 //!
 //! To try this: 1. `cargo bench -p gateway --bench js_call`
-//! 2. read median and mean ns per call and heap allocations per call (5
-//!    rounds). The mean includes boa's GC pauses, the median does not.
-//! 3. `EVICT_KB=8192 cargo bench -p gateway --bench js_call` writes 8 MiB
-//!    between calls (untimed), so each call starts with cold caches, as in
-//!    the gateway, where the kernel's network stack, the load generator and
-//!    the upstream run between two calls on the same core. On the 2-core
-//!    test machine (4 MiB L2 per core) that roughly doubles the median and
-//!    brings it to what the gateway's own histogram shows under `ab`: a
-//!    call's cost there is mostly the cache misses of boa's working set.
-//! 4. `CALLS=3000 ROUNDS=1 EVICT_KB=8192 valgrind --tool=cachegrind
-//!    --cache-sim=yes target/release/deps/js_call-*` (from `gateway/`) counts
-//!    the cache lines a call touches and which functions miss (`cg_annotate
-//!    --sort=D1mr`); `CALLS` and `ROUNDS` default to 20000 and 5.
-//! 5. `JSVM_THREADS=0 cargo bench -p gateway --bench js_call` runs the call
-//!    inline (`--jsvm-threads 0`); the default hands it to a VM thread, so
-//!    the difference is what isolating scripts from the I/O thread costs
-//!    (wall time here includes the two thread wake-ups).
+//! 2. read, per (engine, strategy) and round: median, mean and p99 ns per
+//!    call (wall clock, I/O side), `cpu` = the process's CPU time per call
+//!    over the round (every thread: with VM threads that is the I/O side,
+//!    the VM thread and the hand-off between them; it also counts the loop
+//!    and the request clone, and with `EVICT_KB` the eviction), and Rust
+//!    heap allocations per call (QuickJS allocates with libc's malloc
+//!    directly: not counted). The mean includes GC pauses, the median does
+//!    not. On a busy machine `cpu` is the steadier figure.
+//! 3. `ENGINE=boa|quickjs` and `STRATEGY=persistent|tyk-json|fresh` pick one
+//!    mode; `CALLS` and `ROUNDS` (default 5) size the rounds.
+//! 4. `EVICT_KB=8192` writes 8 MiB between calls (untimed), so each call
+//!    starts with cold caches, as in the gateway, where the kernel's network
+//!    stack, the load generator and the upstream run between two calls on
+//!    the same core. On the 2-core test machine (4 MiB L2 per core) that
+//!    roughly doubles boa's median and brings it to what the gateway's own
+//!    histogram shows under `ab`.
+//! 5. `CALLS=3000 ROUNDS=1 EVICT_KB=8192 ENGINE=boa STRATEGY=persistent
+//!    valgrind --tool=cachegrind --cache-sim=yes target/release/deps/js_call-*`
+//!    (from `gateway/`) counts the cache lines a call touches and which
+//!    functions miss (`cg_annotate --sort=D1mr`).
+//! 6. `JSVM_THREADS=0` runs the call inline (`--jsvm-threads 0`); the
+//!    default hands it to a VM thread, so the difference is what isolating
+//!    scripts from the I/O thread costs (wall time includes the two thread
+//!    wake-ups, `cpu` the work of both threads).
 //!
 //! Allocations are counted by a wrapper around the system allocator that
 //! exists only in this benchmark binary.
@@ -31,7 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gateway::config::{ApiSpec, Driver, Hook, MiddlewareEntry, Target};
+use gateway::config::{ApiSpec, Driver, Hook, JsEngine, MiddlewareEntry, Target};
 use gateway::middleware::{ApiChain, Flow, HostOptions, MwRequest};
 use gateway::stats::Stats;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
@@ -66,7 +75,7 @@ fn env_count(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn spec() -> ApiSpec {
+fn spec(engine: JsEngine, strategy: &str) -> ApiSpec {
     let hello = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
     ApiSpec {
         file: PathBuf::from("apis/jsvm-hello.json"),
@@ -78,7 +87,7 @@ fn spec() -> ApiSpec {
         preserve_host_header: false,
         target: Target::parse("http://127.0.0.1:9").unwrap(),
         driver: Some(Driver::Js),
-        engine: None,
+        engine: Some(engine),
         pre: vec![MiddlewareEntry {
             name: "jsvmHelloPreHook".into(),
             path: hello,
@@ -86,7 +95,7 @@ fn spec() -> ApiSpec {
         }],
         post: Vec::new(),
         config_data: serde_json::Value::Null,
-        strategy: std::env::var("STRATEGY").unwrap_or_default(),
+        strategy: strategy.into(),
         ..Default::default()
     }
 }
@@ -112,20 +121,58 @@ fn ab_request() -> MwRequest {
     }
 }
 
+/// CPU time of the whole process (every thread): with VM threads, the I/O
+/// side, the VM thread and the hand-off between them.
+fn process_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn main() {
-    let spec = spec();
+    let engine = std::env::var("ENGINE").ok();
+    let strategy = std::env::var("STRATEGY").ok();
     // JSVM_THREADS=0 calls inline, as `--jsvm-threads 0`; the default (1)
     // hands each call to a VM thread, as the gateway does by default.
     let jsvm_threads = env_count("JSVM_THREADS", 1);
     println!("jsvm_threads = {jsvm_threads}");
+    for (e, name) in [(JsEngine::Boa, "boa"), (JsEngine::QuickJs, "quickjs")] {
+        for s in ["persistent", "tyk-json", "fresh"] {
+            if engine.as_deref().is_some_and(|o| o != name)
+                || strategy.as_deref().is_some_and(|o| o != s)
+            {
+                continue;
+            }
+            // Costlier modes get fewer calls per round: about a second each.
+            let default_calls = match (name, s) {
+                ("boa", "fresh") => 300,
+                (_, "fresh") => 2_000,
+                ("boa", "tyk-json") => 5_000,
+                _ => 20_000,
+            };
+            measure(
+                &format!("{name} {s}"),
+                &spec(e, s),
+                jsvm_threads,
+                default_calls,
+            );
+        }
+    }
+}
+
+fn measure(name: &str, spec: &ApiSpec, jsvm_threads: usize, default_calls: usize) {
     let opts = HostOptions {
         jsvm_timeout: Duration::from_secs(5),
         jsvm_threads,
         ..HostOptions::default()
     };
-    let factory = gateway::js::load(&spec, &opts).expect("load");
+    let factory = gateway::js::load(spec, &opts).expect("load");
     let chain = ApiChain::new(
-        &spec,
+        spec,
         factory.instantiate().expect("instantiate"),
         &Stats::default(),
     );
@@ -136,17 +183,15 @@ fn main() {
     let template = ab_request();
 
     let evict_kb = env_count("EVICT_KB", 0);
-    let (calls, rounds) = (env_count("CALLS", 20_000), env_count("ROUNDS", 5));
-    println!(
-        "ns per call (median, mean) and allocations per call, {calls} calls per round, \
-         {evict_kb} KiB evicted between calls"
-    );
-    let mut medians = Vec::new();
+    let (calls, rounds) = (env_count("CALLS", default_calls), env_count("ROUNDS", 5));
+    println!("{name}: ns per call, {calls} calls per round, {evict_kb} KiB evicted between calls");
+    let (mut medians, mut means, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let mut samples = Vec::with_capacity(calls);
         let allocs_before = ALLOCS.load(Ordering::Relaxed);
         let mut clone_allocs = 0;
         let mut junk = vec![0u8; evict_kb * 1024];
+        let cpu_start = process_cpu();
         for i in 0..calls {
             // Untimed: write one byte per cache line of `junk`, evicting
             // what the previous call left in the caches.
@@ -160,20 +205,33 @@ fn main() {
             let t = Instant::now();
             let flow = rt.block_on(chain.run(Hook::Pre, &mut req));
             samples.push(t.elapsed().as_nanos() as u64);
-            assert!(matches!(flow, Ok(Flow::Continue)));
+            assert!(matches!(flow, Ok(Flow::Continue)), "{flow:?}");
             assert_eq!(req.headers["x-custom-jsvm"], "hello-from-jsvm");
         }
+        // The CPU clock is a syscall (~1 µs): read once per round.
+        let cpu = (process_cpu() - cpu_start).as_nanos() as u64 / calls as u64;
         let allocs = ALLOCS.load(Ordering::Relaxed) - allocs_before - clone_allocs;
         let mean = samples.iter().sum::<u64>() / calls as u64;
         samples.sort_unstable();
         let median = samples[calls / 2];
         let p99 = samples[calls * 99 / 100];
         medians.push(median);
+        means.push(mean);
+        cpus.push(cpu);
         println!(
-            "round {round}: median {median:>6} ns  mean {mean:>6} ns  p99 {p99:>7} ns  allocs/call {:.1}",
+            "  round {round}: median {median:>7} ns  mean {mean:>7} ns  p99 {p99:>8} ns  \
+             cpu {cpu:>7} ns  allocs/call {:.1}",
             allocs as f64 / calls as f64
         );
     }
-    medians.sort_unstable();
-    println!("median of medians: {} ns", medians[medians.len() / 2]);
+    let mid = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        format!("{} [{}..{}]", v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    println!(
+        "  {name}: median {} ns, mean {} ns, cpu {} ns (median [min..max] over rounds)",
+        mid(&mut medians),
+        mid(&mut means),
+        mid(&mut cpus)
+    );
 }

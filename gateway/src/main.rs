@@ -32,7 +32,7 @@ struct Args {
     /// JS VM threads per worker and API; 0 runs scripts inline on the I/O thread (no isolation)
     #[arg(long, default_value_t = 1)]
     jsvm_threads: usize,
-    /// JS strategy of APIs whose custom_middleware.strategy is unset: persistent (state kept across requests) or fresh (Tyk's: fresh state per request)
+    /// JS strategy of APIs whose custom_middleware.strategy is unset: persistent (state kept across requests), tyk-json (Tyk's JSON marshalling, state kept) or fresh (Tyk's: fresh state per request)
     #[arg(long, default_value = "persistent", value_parser = parse_strategy)]
     jsvm_strategy: gateway::js::Strategy,
     /// JS engine for APIs whose definition sets no custom_middleware.engine: boa or quickjs

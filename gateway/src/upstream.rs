@@ -333,12 +333,14 @@ impl Present {
 pub struct Outgoing<'a> {
     /// The client's address, for `X-Forwarded-For`.
     pub client: &'a ForwardedFor,
+    /// The client's socket address, which `client` formats (cached per worker).
     pub remote: SocketAddr,
     /// This gateway's `Via` entry.
     pub hop: &'a Hop,
     /// The target's `Host`; kept from the client instead when
     /// `preserve_host` and the client sent one.
     pub host: Option<&'a HeaderValue>,
+    /// The API's `proxy.preserve_host_header`: forward the client's `Host`.
     pub preserve_host: bool,
 }
 

@@ -1,11 +1,16 @@
-//! The JS host end to end: real gateway on 127.0.0.1:0, the real mock upstream
-//! (the seed's echo server) or a recording upstream, real HTTP, real scripts.
+//! The JS host end to end, on every engine with every strategy: a real
+//! gateway on 127.0.0.1:0, the real mock upstream (the seed's echo server)
+//! or a recording upstream, real HTTP, real scripts. Each shared scenario
+//! is a function of the mode; then what only one engine has (boa's VM-thread
+//! abandonment, QuickJS's memory limit), and how a definition picks its
+//! engine and strategy.
 
 mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
+use gateway::config::JsEngine;
 use gateway::server::GatewayConfig;
 use serde_json::{json, Value};
 
@@ -13,9 +18,31 @@ fn fixture(name: &str) -> String {
     format!("{}/tests/js_fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn js(hook: &str, name: &str, path: String) -> Value {
-    json!({ "driver": "otto", hook: [{ "name": name, "path": path }] })
+/// `(engine, strategy)`; an empty name leaves the field out.
+type Mode = (&'static str, &'static str);
+
+const MODES: [Mode; 6] = [
+    ("boa", "persistent"),
+    ("boa", "tyk-json"),
+    ("boa", "fresh"),
+    ("quickjs", "persistent"),
+    ("quickjs", "tyk-json"),
+    ("quickjs", "fresh"),
+];
+
+fn js(mode: Mode, hook: &str, name: &str, path: String) -> Value {
+    let mut mw = json!({ "driver": "otto", hook: [{ "name": name, "path": path }] });
+    if !mode.0.is_empty() {
+        mw["engine"] = json!(mode.0);
+    }
+    if !mode.1.is_empty() {
+        mw["strategy"] = json!(mode.1);
+    }
+    mw
 }
+
+/// The seed's default mode: boa, persistent (no fields written).
+const DEFAULT: Mode = ("", "");
 
 fn write(dir: &Path, id: &str, target: &str, mw: Value) {
     let mut v = common::api_json(id, &format!("/{id}/"), target, true, mw);
@@ -23,11 +50,13 @@ fn write(dir: &Path, id: &str, target: &str, mw: Value) {
     common::write_api(dir, id, &v);
 }
 
-fn gateway_with_timeout(dir: &Path, timeout: Duration) -> common::TestGateway {
+fn gateway_with(dir: &Path, timeout: Duration, engine: JsEngine) -> common::TestGateway {
     common::start_gateway_with(GatewayConfig {
         apis_dir: dir.to_path_buf(),
         threads: 2,
         jsvm_timeout: timeout,
+        jsvm_engine: engine,
+        jsvm_memory: 32 << 20,
         ..GatewayConfig::default()
     })
 }
@@ -37,8 +66,7 @@ fn assert_internal_error(got: &common::Got) {
     assert_eq!(got.json(), json!({ "error": "Internal Server Error" }));
 }
 
-#[test]
-fn the_seed_route_shows_the_jsvm_header_in_the_echo() {
+fn seed_route_shows_the_jsvm_header_in_the_echo(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let up = format!("http://{}", common::mock());
     let repo_js = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
@@ -46,21 +74,21 @@ fn the_seed_route_shows_the_jsvm_header_in_the_echo() {
         dir.path(),
         "jsvm",
         &up,
-        js("pre", "jsvmHelloPreHook", repo_js),
+        js(mode, "pre", "jsvmHelloPreHook", repo_js),
     );
     let gw = common::start_gateway(dir.path());
     assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
     for _ in 0..4 {
         let echo = common::get(gw.addr, "/jsvm/hello/").json();
-        assert_eq!(echo["headers"]["X-Custom-Jsvm"], "hello-from-jsvm");
+        assert_eq!(
+            echo["headers"]["X-Custom-Jsvm"], "hello-from-jsvm",
+            "{mode:?}"
+        );
         assert_eq!(echo["path"], "/hello/");
     }
     // Call times land in the same per-API, per-hook histograms as native.
     let s = gw.stats.summaries();
-    let mine = s
-        .iter()
-        .find(|c| c.api_id == "jsvm")
-        .expect("stats for jsvm");
+    let mine = s.iter().find(|c| c.api_id == "jsvm").expect("stats");
     assert_eq!(
         (mine.hook.as_str(), mine.middleware.as_str()),
         ("pre", "jsvmHelloPreHook")
@@ -70,7 +98,13 @@ fn the_seed_route_shows_the_jsvm_header_in_the_echo() {
 }
 
 #[test]
-fn every_request_field_and_rule_reaches_the_upstream() {
+fn the_seed_route_shows_the_jsvm_header_in_the_echo() {
+    for mode in MODES {
+        seed_route_shows_the_jsvm_header_in_the_echo(mode);
+    }
+}
+
+fn every_request_field_and_rule_reaches_the_upstream(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let (addr, rec) = common::recorder();
     let up = format!("http://{addr}");
@@ -78,19 +112,19 @@ fn every_request_field_and_rule_reaches_the_upstream() {
         dir.path(),
         "hdr",
         &up,
-        js("pre", "headersMw", fixture("headers.js")),
+        js(mode, "pre", "headersMw", fixture("headers.js")),
     );
     write(
         dir.path(),
         "q",
         &up,
-        js("post", "queryMw", fixture("query.js")),
+        js(mode, "post", "queryMw", fixture("query.js")),
     );
     write(
         dir.path(),
         "body",
         &up,
-        js("pre", "bodyMw", fixture("body.js")),
+        js(mode, "pre", "bodyMw", fixture("body.js")),
     );
     let gw = common::start_gateway(dir.path());
     assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
@@ -152,61 +186,100 @@ fn every_request_field_and_rule_reaches_the_upstream() {
 }
 
 #[test]
-fn return_overrides_answer_the_client_and_nothing_is_proxied() {
-    let dir = tempfile::tempdir().unwrap();
-    let (addr, rec) = common::recorder();
-    write(
-        dir.path(),
-        "ro",
-        &format!("http://{addr}"),
-        js("pre", "overridesMw", fixture("overrides.js")),
-    );
-    let gw = common::start_gateway(dir.path());
-    let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "error")], b"");
-    assert_eq!(got.status, 403);
-    assert_eq!(got.headers.get("x-why").unwrap(), "policy");
-    assert_eq!(got.json(), json!({ "error": "go away" }));
-    let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "ok")], b"");
-    assert_eq!(
-        (got.status.as_u16(), got.text().as_str()),
-        (200, "answered by js")
-    );
-    assert_eq!(rec.count(), 0);
-    common::send(gw.addr, "GET", "/ro/", &[], b"");
-    assert_eq!(rec.count(), 1);
-    gw.stop();
+fn every_request_field_and_rule_reaches_the_upstream_in_every_mode() {
+    for mode in MODES {
+        every_request_field_and_rule_reaches_the_upstream(mode);
+    }
 }
 
 #[test]
-fn faults_answer_500_and_the_api_keeps_serving() {
+fn return_overrides_answer_the_client_and_nothing_is_proxied() {
+    for mode in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let (addr, rec) = common::recorder();
+        write(
+            dir.path(),
+            "ro",
+            &format!("http://{addr}"),
+            js(mode, "pre", "overridesMw", fixture("overrides.js")),
+        );
+        let gw = common::start_gateway(dir.path());
+        let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "error")], b"");
+        assert_eq!(got.status, 403);
+        assert_eq!(got.headers.get("x-why").unwrap(), "policy");
+        assert_eq!(got.json(), json!({ "error": "go away" }));
+        let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "ok")], b"");
+        assert_eq!(
+            (got.status.as_u16(), got.text().as_str()),
+            (200, "answered by js")
+        );
+        assert_eq!(rec.count(), 0);
+        common::send(gw.addr, "GET", "/ro/", &[], b"");
+        assert_eq!(rec.count(), 1);
+        gw.stop();
+    }
+}
+
+fn faults_answer_500_and_the_api_keeps_serving(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let up = format!("http://{}", common::mock());
     write(
         dir.path(),
         "faults",
         &up,
-        js("pre", "faultsMw", fixture("faults.js")),
+        js(mode, "pre", "faultsMw", fixture("faults.js")),
+    );
+    write(
+        dir.path(),
+        "limits",
+        &up,
+        js(mode, "pre", "limitsMw", fixture("limits.js")),
     );
     write(
         dir.path(),
         "other",
         &up,
-        js("pre", "mw", fixture("clash_a.js")),
+        js(mode, "pre", "mw", fixture("clash_a.js")),
     );
-    let gw = gateway_with_timeout(dir.path(), Duration::from_millis(500));
-    for fault in [
-        "throw", "nothing", "shape", "crlf", "recurse", "loop", "alloc",
-    ] {
-        let got = common::send(gw.addr, "GET", "/faults/", &[("x-fault", fault)], b"");
+    let gw = gateway_with(dir.path(), Duration::from_millis(500), JsEngine::Boa);
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let mut cases = vec![
+        ("faults", "throw"),
+        ("faults", "nothing"),
+        ("faults", "shape"),
+        ("faults", "crlf"),
+        ("faults", "recurse"),
+        ("faults", "loop"),
+        ("faults", "callbackloop"),
+        ("faults", "alloc"),
+    ];
+    if mode.0 == "quickjs" {
+        // What only QuickJS's limits stop inside one builtin step (boa
+        // would allocate the 800 MB of `onestep`).
+        cases.extend([
+            ("limits", "regex"),
+            ("limits", "foreach"),
+            ("limits", "onestep"),
+            ("limits", "deepjson"),
+        ]);
+    }
+    for (api, fault) in cases {
+        let path = format!("/{api}/");
+        let got = common::send(gw.addr, "GET", &path, &[("x-fault", fault)], b"");
         assert_internal_error(&got);
-        let ok = common::get(gw.addr, "/faults/");
-        assert_eq!(ok.status, 200, "{fault}: {}", ok.text());
-        assert_eq!(
-            common::get(gw.addr, "/other/").json()["headers"]["X-Owner"],
-            "a"
-        );
+        let ok = common::get(gw.addr, &path);
+        assert_eq!(ok.status, 200, "{mode:?} {fault}: {}", ok.text());
+        let other = common::get(gw.addr, "/other/").json();
+        assert_eq!(other["headers"]["X-Owner"], "a", "{mode:?} {fault}");
     }
     gw.stop();
+}
+
+#[test]
+fn faults_answer_500_and_the_api_keeps_serving_in_every_mode() {
+    for mode in MODES {
+        faults_answer_500_and_the_api_keeps_serving(mode);
+    }
 }
 
 #[test]
@@ -217,17 +290,17 @@ fn a_runaway_script_does_not_stop_other_requests() {
         dir.path(),
         "faults",
         &up,
-        js("pre", "faultsMw", fixture("faults.js")),
+        js(DEFAULT, "pre", "faultsMw", fixture("faults.js")),
     );
     write(
         dir.path(),
         "other",
         &up,
-        js("pre", "mw", fixture("clash_a.js")),
+        js(DEFAULT, "pre", "mw", fixture("clash_a.js")),
     );
     // Generous: the other requests must all finish while the runaway still
     // runs, also on a loaded machine with a debug build.
-    let gw = gateway_with_timeout(dir.path(), Duration::from_secs(10));
+    let gw = gateway_with(dir.path(), Duration::from_secs(10), JsEngine::Boa);
     let addr = gw.addr;
     let (tx, rx) = std::sync::mpsc::channel();
     let slow_tx = tx.clone();
@@ -253,8 +326,18 @@ fn a_runaway_script_does_not_stop_other_requests() {
 fn two_apis_defining_the_same_globals_each_see_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let up = format!("http://{}", common::mock());
-    write(dir.path(), "a", &up, js("pre", "mw", fixture("clash_a.js")));
-    write(dir.path(), "b", &up, js("pre", "mw", fixture("clash_b.js")));
+    write(
+        dir.path(),
+        "a",
+        &up,
+        js(DEFAULT, "pre", "mw", fixture("clash_a.js")),
+    );
+    write(
+        dir.path(),
+        "b",
+        &up,
+        js(DEFAULT, "pre", "mw", fixture("clash_b.js")),
+    );
     let gw = common::start_gateway(dir.path());
     for _ in 0..4 {
         assert_eq!(
@@ -277,19 +360,19 @@ fn a_broken_script_fails_its_api_only() {
         dir.path(),
         "bad",
         &up,
-        js("pre", "broken", fixture("syntax_error.js")),
+        js(DEFAULT, "pre", "broken", fixture("syntax_error.js")),
     );
     write(
         dir.path(),
         "noobj",
         &up,
-        js("pre", "missingObj", fixture("no_object.js")),
+        js(DEFAULT, "pre", "missingObj", fixture("no_object.js")),
     );
     write(
         dir.path(),
         "good",
         &up,
-        js("pre", "mw", fixture("clash_a.js")),
+        js(DEFAULT, "pre", "mw", fixture("clash_a.js")),
     );
     // A disabled entry first: the error must still name the entry as written.
     let missing = json!({ "driver": "otto", "pre": [
@@ -332,7 +415,7 @@ fn a_hundred_thousand_requests_through_one_vm_keep_memory_flat() {
         dir.path(),
         "soak",
         &up,
-        js("pre", "headersMw", fixture("headers.js")),
+        js(DEFAULT, "pre", "headersMw", fixture("headers.js")),
     );
     let gw = common::start_gateway_with(GatewayConfig {
         apis_dir: dir.path().to_path_buf(),
@@ -402,4 +485,83 @@ fn rss_kb() -> u64 {
         .parse::<u64>()
         .unwrap()
         * 4
+}
+
+#[test]
+fn the_engine_comes_from_the_definition_or_the_gateway_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = format!("http://{}", common::mock());
+    // Only QuickJS has a memory limit: a one-step 800 MB allocation is a 500
+    // there, so it tells which engine ran the route. Boa routes keep to
+    // harmless faults.
+    write(
+        dir.path(),
+        "named",
+        &up,
+        js(("quickjs", ""), "pre", "limitsMw", fixture("limits.js")),
+    );
+    write(
+        dir.path(),
+        "default",
+        &up,
+        js(("", ""), "pre", "limitsMw", fixture("limits.js")),
+    );
+    write(
+        dir.path(),
+        "count",
+        &up,
+        js(("", "fresh"), "pre", "counterMw", fixture("counter.js")),
+    );
+    let gw = gateway_with(dir.path(), Duration::from_secs(5), JsEngine::QuickJs);
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for path in ["/named/", "/default/"] {
+        let got = common::send(gw.addr, "GET", path, &[("x-fault", "onestep")], b"");
+        assert_internal_error(&got);
+    }
+    // With --jsvm-engine quickjs, a definition naming no engine runs on
+    // QuickJS, and its strategy applies: fresh state every request.
+    for _ in 0..3 {
+        let echo = common::get(gw.addr, "/count/").json();
+        assert_eq!(echo["headers"]["X-Count"], "0");
+    }
+    gw.stop();
+}
+
+#[test]
+fn a_bad_engine_or_strategy_fails_that_api_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = format!("http://{}", common::mock());
+    write(
+        dir.path(),
+        "v8",
+        &up,
+        js(("v8", ""), "pre", "mw", fixture("clash_a.js")),
+    );
+    write(
+        dir.path(),
+        "odd",
+        &up,
+        js(("quickjs", "sometimes"), "pre", "mw", fixture("clash_a.js")),
+    );
+    write(
+        dir.path(),
+        "bad",
+        &up,
+        js(("quickjs", ""), "pre", "broken", fixture("syntax_error.js")),
+    );
+    write(
+        dir.path(),
+        "good",
+        &up,
+        js(("quickjs", ""), "pre", "mw", fixture("clash_a.js")),
+    );
+    let gw = common::start_gateway(dir.path());
+    let errors: Vec<String> = gw.load_errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    let has = |file: &str, what: &str| errors.iter().any(|e| e.contains(file) && e.contains(what));
+    assert!(has("v8.json", "custom_middleware.engine"), "{errors:?}");
+    assert!(has("odd.json", "custom_middleware.strategy"), "{errors:?}");
+    assert!(has("bad.json", "line 4"), "{errors:?}");
+    assert_eq!(common::get(gw.addr, "/good/").status, 200);
+    gw.stop();
 }

@@ -3,19 +3,29 @@
 //! except where the strategy *is* the difference (state across requests),
 //! which each strategy asserts for itself.
 //!
-//! To add an engine or a strategy, add it to [`COMBOS`]; each scenario is a
+//! Here the engine and strategy come from the gateway's flags
+//! (`--jsvm-engine`, `--jsvm-strategy`), the definitions naming neither. To
+//! add an engine or a strategy, add it to [`COMBOS`]; each scenario is a
 //! plain function of the combination.
 
 mod common;
 
 use std::path::Path;
 
+use gateway::config::JsEngine;
 use gateway::js::Strategy;
 use gateway::server::GatewayConfig;
 use serde_json::{json, Value};
 
-/// Engines (boa only for now) by strategy.
-const COMBOS: &[(&str, Strategy)] = &[("boa", Strategy::Persistent), ("boa", Strategy::Fresh)];
+/// Every engine by every strategy.
+const COMBOS: &[(JsEngine, Strategy)] = &[
+    (JsEngine::Boa, Strategy::Persistent),
+    (JsEngine::Boa, Strategy::TykJson),
+    (JsEngine::Boa, Strategy::Fresh),
+    (JsEngine::QuickJs, Strategy::Persistent),
+    (JsEngine::QuickJs, Strategy::TykJson),
+    (JsEngine::QuickJs, Strategy::Fresh),
+];
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/js_fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -33,7 +43,7 @@ fn api(dir: &Path, id: &str, target: &str, name: &str, script: String) {
 }
 
 /// Runs `scenario` against a one-worker gateway for each combination.
-fn each(scenario: impl Fn(&str, Strategy, &common::TestGateway)) {
+fn each(scenario: impl Fn(JsEngine, Strategy, &common::TestGateway)) {
     for &(engine, strategy) in COMBOS {
         let dir = tempfile::tempdir().unwrap();
         let up = format!("http://{}", common::mock());
@@ -51,6 +61,7 @@ fn each(scenario: impl Fn(&str, Strategy, &common::TestGateway)) {
             apis_dir: dir.path().to_path_buf(),
             threads: 1,
             jsvm_strategy: strategy,
+            jsvm_engine: engine,
             ..GatewayConfig::default()
         });
         assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
@@ -66,7 +77,7 @@ fn the_seed_header_reaches_the_upstream() {
             let echo = common::get(gw.addr, "/jsvm/hello/").json();
             assert_eq!(
                 echo["headers"]["X-Custom-Jsvm"], "hello-from-jsvm",
-                "{engine} {strategy:?}"
+                "{engine:?} {strategy:?}"
             );
         }
     });
@@ -77,10 +88,10 @@ fn a_throw_fails_its_request_and_the_next_one_works() {
     each(|engine, strategy, gw| {
         for _ in 0..20 {
             let got = common::send(gw.addr, "GET", "/faults/", &[("x-fault", "throw")], b"");
-            assert_eq!(got.status, 500, "{engine} {strategy:?}");
+            assert_eq!(got.status, 500, "{engine:?} {strategy:?}");
             assert_eq!(got.json(), json!({ "error": "Internal Server Error" }));
             let ok = common::get(gw.addr, "/faults/");
-            assert_eq!(ok.status, 200, "{engine} {strategy:?}: {}", ok.text());
+            assert_eq!(ok.status, 200, "{engine:?} {strategy:?}: {}", ok.text());
         }
     });
 }
@@ -89,7 +100,7 @@ fn a_throw_fails_its_request_and_the_next_one_works() {
 fn return_overrides_answer_without_proxying() {
     each(|engine, strategy, gw| {
         let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "error")], b"");
-        assert_eq!(got.status, 403, "{engine} {strategy:?}");
+        assert_eq!(got.status, 403, "{engine:?} {strategy:?}");
         assert_eq!(got.json(), json!({ "error": "go away" }));
         let got = common::send(gw.addr, "GET", "/ro/", &[("x-mode", "ok")], b"");
         assert_eq!(
@@ -100,7 +111,7 @@ fn return_overrides_answer_without_proxying() {
 }
 
 /// The one scenario where strategies differ: a global counting calls.
-/// Persistent keeps it (1, 2, 3 on one worker); fresh is Tyk's (each call
+/// Persistent and tyk-json keep it (1, 2, 3 on one worker); fresh is Tyk's (each call
 /// sees a context no earlier call touched: 1, 1, 1, as Tyk's
 /// `TestGoja_FreshRuntimePerRequest` expects).
 #[test]
@@ -110,13 +121,13 @@ fn script_globals_follow_the_strategy() {
             .map(|_| common::get(gw.addr, "/faults/").json()["headers"]["X-Calls"].clone())
             .collect();
         let want = match strategy {
-            Strategy::Persistent => ["1", "2", "3"],
+            Strategy::Persistent | Strategy::TykJson => ["1", "2", "3"],
             Strategy::Fresh => ["1", "1", "1"],
         };
         assert_eq!(
             calls,
             want.map(Value::from).to_vec(),
-            "{engine} {strategy:?}"
+            "{engine:?} {strategy:?}"
         );
     });
 }
@@ -125,7 +136,11 @@ fn script_globals_follow_the_strategy() {
 fn a_definition_chooses_its_own_strategy_and_a_bad_one_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let up = format!("http://{}", common::mock());
-    for (id, strategy) in [("fresh", "fresh"), ("bad", "per-request")] {
+    for (id, strategy) in [
+        ("fresh", "fresh"),
+        ("tj", "tyk-json"),
+        ("bad", "per-request"),
+    ] {
         let mw = json!({ "driver": "otto", "strategy": strategy,
                          "pre": [{ "name": "faultsMw", "path": fixture("faults.js") }] });
         common::write_api(
@@ -146,9 +161,11 @@ fn a_definition_chooses_its_own_strategy_and_a_bad_one_is_named() {
         "{errors:?}"
     );
     assert!(errors[0].contains("per-request"), "{errors:?}");
-    for _ in 0..3 {
+    for i in 1..=3 {
         let echo = common::get(gw.addr, "/fresh/").json();
         assert_eq!(echo["headers"]["X-Calls"], "1");
+        let echo = common::get(gw.addr, "/tj/").json();
+        assert_eq!(echo["headers"]["X-Calls"], i.to_string());
     }
     gw.stop();
 }

@@ -1,5 +1,6 @@
 //! The JS middleware host (`driver: "otto"`, `"goja"` or `"javascript"`):
-//! Tyk's JSVM API on boa_engine.
+//! Tyk's JSVM API on boa_engine (this module) or QuickJS (`quickjs/`), each
+//! with three strategies ([`Strategy`]: `persistent`, `tyk-json`, `fresh`).
 //!
 //! # How it runs
 //!
@@ -19,7 +20,7 @@
 //!
 //! By default (`--jsvm-threads 1`) each worker gives each JS API a VM thread
 //! of its own (`vmthread.rs`, engine-agnostic: jobs run against a per-thread
-//! state, so another engine can use it). The I/O thread moves the request to
+//! state; boa's context here, QuickJS's runtime in `quickjs/`). The I/O thread moves the request to
 //! the VM thread and awaits the answer until the deadline; it never runs
 //! script code. Measured before (scripts inline on the I/O thread):
 //! `/^(a+)+$/` on 27 `a`s held its worker 11-13 s under a 2 s timeout, and
@@ -72,6 +73,7 @@
 //! - `budget`: the slice guard that enforces the timeout.
 //! - `depth`: the nesting bound on boa's recursive builtins.
 //! - `vmthread`: VM threads, the hand-off and abandonment at the deadline.
+//! - `tykjson`: the `tyk-json` strategy's JSON texts, both engines'.
 
 mod budget;
 mod depth;
@@ -83,6 +85,7 @@ pub mod quickjs;
 mod request;
 mod sniff;
 mod sources;
+mod tykjson;
 mod vm;
 mod vmthread;
 
@@ -97,6 +100,13 @@ pub enum Strategy {
     /// Tyk, taken because it is what makes a call cost microseconds.
     #[default]
     Persistent,
+    /// Tyk's marshalling in a persistent context: each call's source is
+    /// `<name>.DoProcessRequest(<request JSON>, <session JSON>, <spec
+    /// JSON>)`, parsed and run, and the answer is JSON text decoded by the
+    /// host (`tykjson.rs`), as Tyk's `mw_js_plugin.go` does. Globals
+    /// persist as in `persistent`; what it adds is what Tyk's transport
+    /// costs.
+    TykJson,
     /// Tyk's semantics (otto's VM copy, goja's fresh runtime): every call
     /// runs in a context no earlier call touched. On boa the cheapest
     /// correct way is a new context per call (prelude and scripts evaluated
@@ -110,9 +120,10 @@ impl Strategy {
     pub fn parse(s: &str) -> Result<Strategy, String> {
         match s {
             "persistent" => Ok(Strategy::Persistent),
+            "tyk-json" => Ok(Strategy::TykJson),
             "fresh" => Ok(Strategy::Fresh),
             other => Err(format!(
-                "{other:?} is not a JS strategy; use \"persistent\" or \"fresh\""
+                "{other:?} is not a JS strategy; use \"persistent\", \"tyk-json\" or \"fresh\""
             )),
         }
     }
@@ -140,6 +151,11 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     }
     let read = sources::read(spec)?;
     let hooks = read.hooks;
+    let strategy = match spec.strategy.as_str() {
+        "" => opts.jsvm_strategy,
+        s => Strategy::parse(s)
+            .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
+    };
     let sources = Arc::new(Sources {
         api_id: spec.api_id.clone(),
         org_id: spec.org_id.clone(),
@@ -149,12 +165,8 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         response: read.response,
         endpoints: read.endpoints,
         timeout: opts.jsvm_timeout,
+        strategy,
     });
-    let strategy = match spec.strategy.as_str() {
-        "" => opts.jsvm_strategy,
-        s => Strategy::parse(s)
-            .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
-    };
     let vm = Vm::build(&sources).map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
     // Logged here, once: workers rebuild the same context and would repeat it.
     for t in &vm.thrown {
@@ -386,12 +398,12 @@ impl ThreadedVm {
 
 /// Moves the request out for a VM thread, leaving an empty one (no
 /// allocation) that is overwritten when the answer comes back.
-fn take_request(req: &mut MwRequest) -> MwRequest {
+pub(crate) fn take_request(req: &mut MwRequest) -> MwRequest {
     std::mem::replace(req, empty_request(req.remote_addr))
 }
 
 /// A request with nothing in it (no allocation).
-fn empty_request(remote_addr: std::net::SocketAddr) -> MwRequest {
+pub(crate) fn empty_request(remote_addr: std::net::SocketAddr) -> MwRequest {
     MwRequest {
         method: http::Method::GET,
         path: String::new(),

@@ -4,7 +4,9 @@
 //! Per call nothing is parsed: the dispatch expression for each middleware
 //! entry (`<name>.ProcessRequest(request, session, spec)`) is compiled into a
 //! [`Script`] at build time, and its arguments travel through a hidden global
-//! object rather than through source text.
+//! object rather than through source text. The `tyk-json` strategy is the
+//! exception by design: each call's source is Tyk's, with the request as
+//! JSON text in it (`tykjson.rs`), parsed and run in this same context.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -17,7 +19,7 @@ use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source
 mod phases;
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
-use super::{depth, prelude, request};
+use super::{depth, prelude, request, tykjson, Strategy};
 use crate::middleware::{Flow, MwError, MwRequest};
 
 /// Recursion depth at which a call is stopped (boa's default, stated here
@@ -58,6 +60,8 @@ pub(crate) struct Sources {
     pub(crate) endpoints: Vec<(String, String)>,
     /// Time allowed to a script's top-level code at build.
     pub(crate) timeout: std::time::Duration,
+    /// How calls reach the scripts: `tyk-json` writes each call's source.
+    pub(crate) strategy: Strategy,
 }
 
 /// A build failure, naming the definition field at fault.
@@ -87,6 +91,8 @@ pub(crate) struct Vm {
     accessors: request::Accessors,
     /// The response entries' and virtual endpoints' dispatch.
     phases: phases::Phases,
+    /// `tyk-json`: what each call's source is written from.
+    json: Option<tykjson::Calls>,
     /// Top-level throws the build survived, for the loader to log once.
     pub(crate) thrown: Vec<String>,
 }
@@ -114,6 +120,10 @@ impl Vm {
         };
         depth::install(&mut ctx).map_err(internal)?;
         prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
+        if src.strategy == Strategy::TykJson {
+            ctx.eval(Source::from_bytes(tykjson::HELPER))
+                .map_err(internal)?;
+        }
 
         // Tyk runs each file and only logs a top-level throw: whatever the
         // script defined before it still works. An object it never got to
@@ -229,12 +239,17 @@ impl Vm {
             .map_err(internal)?;
         let accessors = request::Accessors::new(&mut ctx);
         let phases = phases::compile(src, &mut ctx)?;
+        let json = (src.strategy == Strategy::TykJson).then(|| {
+            let names = src.entries.iter().map(|(n, _)| n.clone()).collect();
+            tykjson::Calls::new(names, &src.api_id, &src.org_id, src.config_data.as_ref())
+        });
         Ok(Vm {
             ctx,
             host,
             dispatch,
             accessors,
             phases,
+            json,
             thrown,
         })
     }
@@ -261,6 +276,9 @@ impl Vm {
         req: &mut MwRequest,
         deadline: Instant,
     ) -> Result<Flow, CallError> {
+        if self.json.is_some() {
+            return self.call_json(index, req, deadline).await;
+        }
         let failed = |e: String| CallError::Failed(MwError(e));
         let ctx = &mut self.ctx;
         let built =
@@ -284,18 +302,64 @@ impl Vm {
                 .set(js_string!("request"), JsValue::undefined(), false, ctx);
         }
         let ret = run.map_err(|e| failed(format!("JS error: {}", error_text(&e))))?;
-        if ret
+        self.check_thrown(&ret)?;
+        let ctx = &mut self.ctx;
+        request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
+    }
+
+    /// The dispatch's answer to a throw is the host object, the exception in
+    /// its `thrown` field: that call's error.
+    fn check_thrown(&mut self, ret: &JsValue) -> Result<(), CallError> {
+        if !ret
             .as_object()
             .is_some_and(|o| JsObject::equals(&o, &self.host))
         {
-            let thrown = self.host.get(js_string!("thrown"), ctx).unwrap_or_default();
-            let _ = self
-                .host
-                .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
-            let e = boa_engine::JsError::from_opaque(thrown);
-            return Err(failed(format!("JS error: {}", error_text(&e))));
+            return Ok(());
         }
-        request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
+        let ctx = &mut self.ctx;
+        let thrown = self.host.get(js_string!("thrown"), ctx).unwrap_or_default();
+        let _ = self
+            .host
+            .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
+        let e = boa_engine::JsError::from_opaque(thrown);
+        Err(CallError::Failed(MwError(format!(
+            "JS error: {}",
+            error_text(&e)
+        ))))
+    }
+
+    /// A `tyk-json` call: Tyk's source, the request JSON pasted in, parsed
+    /// and run here; the answer is JSON text (`tykjson.rs`). The try/catch
+    /// is the dispatch's (see [`Vm::build`] for the boa stack leak it avoids).
+    async fn call_json(
+        &mut self,
+        index: usize,
+        req: &mut MwRequest,
+        deadline: Instant,
+    ) -> Result<Flow, CallError> {
+        let failed = |e: String| CallError::Failed(MwError(e));
+        let json = self.json.as_ref().expect("a tyk-json context");
+        let h = prelude::HOST_GLOBAL;
+        let after = format!(" }} catch (e) {{ {h}.thrown = e; {h} }}");
+        let source = json.source(index, req, "try { ", &after);
+        let ctx = &mut self.ctx;
+        let script = Script::parse(Source::from_bytes(&source), None, ctx)
+            .map_err(|e| failed(format!("JS host: the call's source does not parse: {e}")))?;
+        drop(source);
+        let run = budget::guarded(
+            script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
+            Guard::new(deadline),
+        )
+        .await
+        .map_err(CallError::Stopped)?;
+        let ret = run.map_err(|e| failed(format!("JS error: {}", error_text(&e))))?;
+        self.check_thrown(&ret)?;
+        match ret.as_string() {
+            Some(text) => {
+                tykjson::apply(&text.to_std_string_lossy(), req).map_err(CallError::Failed)
+            }
+            None => Err(CallError::Failed(tykjson::no_answer(ret.type_of()))),
+        }
     }
 }
 

@@ -8,6 +8,9 @@
 //!
 //! - `persistent`: one runtime and context, built once (prelude and scripts
 //!   run once); a call only runs `host.js`'s `call`.
+//! - `tyk-json`: the persistent context; a call's source is Tyk's, the
+//!   request as JSON text in it, parsed and run; the answer is JSON text
+//!   (`js/tykjson.rs`, shared with boa).
 //! - `fresh`: one runtime; every call makes a new context, loads the prelude,
 //!   the scripts and the host from bytecode (no parsing) and runs their
 //!   top-level code, so every request sees fresh script state, as in Tyk.
@@ -20,14 +23,8 @@ use rquickjs::{Context, Ctx, Function, Persistent, Runtime, Value};
 
 use super::answer;
 use super::engine::{self, Watch};
+use crate::js::{tykjson, Strategy};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
-
-/// How an API keeps script state between requests on QuickJS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Strategy {
-    Persistent,
-    Fresh,
-}
 
 /// An API's scripts compiled to bytecode, with what building a context needs.
 #[derive(Clone)]
@@ -51,6 +48,8 @@ pub(crate) struct Program {
     pub(crate) timeout: Duration,
     pub(crate) memory: usize,
     pub(crate) strategy: Strategy,
+    /// `tyk-json`: what each call's source is written from.
+    pub(crate) json: Option<tykjson::Calls>,
 }
 
 /// A setup failure: the definition field at fault and what went wrong.
@@ -83,6 +82,9 @@ pub(crate) fn setup<'js>(
     };
     engine::install_natives(ctx, &api_id).map_err(|e| internal(ctx, e))?;
     engine::run(ctx, &p.prelude).map_err(|e| internal(ctx, e))?;
+    if p.strategy == Strategy::TykJson {
+        engine::eval_sloppy(ctx, tykjson::HELPER).map_err(|e| internal(ctx, e))?;
+    }
     for (code, field, file) in &p.scripts {
         engine::run(ctx, code).map_err(|e| BuildError {
             field: field.clone(),
@@ -233,7 +235,23 @@ impl QjsApi {
 
     /// Calls entry `index` on `req`, within the jsvm timeout.
     pub(crate) fn call(&mut self, index: usize, req: &mut MwRequest) -> Result<Flow, MwError> {
-        self.with(|ctx, host| run(ctx, host, index, req))
+        let deadline = Instant::now() + self.program.timeout;
+        self.call_until(index, req, deadline)
+    }
+
+    /// Calls entry `index` on `req`, stopped at `deadline`.
+    pub(crate) fn call_until(
+        &mut self,
+        index: usize,
+        req: &mut MwRequest,
+        deadline: Instant,
+    ) -> Result<Flow, MwError> {
+        // `tyk-json` (persistent contexts only) writes each call's source.
+        let program = self.program.clone();
+        self.with_until(deadline, |ctx, host| match &program.json {
+            Some(json) => json_run(ctx, json, index, req),
+            None => run(ctx, host, index, req),
+        })
     }
 
     /// Calls response entry `index` (its place in `entries`) on `resp`.
@@ -269,6 +287,21 @@ impl QjsApi {
         f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
     ) -> Result<T, MwError> {
         let deadline = Instant::now() + self.program.timeout;
+        self.with_until(deadline, f)
+    }
+
+    /// True when a stopped call discarded the state: the next call would
+    /// rebuild it (a VM thread rebuilds it right away, off the request path).
+    pub(crate) fn is_spent(&self) -> bool {
+        self.live.is_none()
+    }
+
+    /// [`Self::with`], stopped at `deadline`.
+    fn with_until<T>(
+        &mut self,
+        deadline: Instant,
+        f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
+    ) -> Result<T, MwError> {
         if self.live.is_none() {
             let live = Live::build(&self.program).map_err(|e| {
                 MwError(format!(
@@ -357,6 +390,40 @@ fn fresh_run<T>(
     })
 }
 
+/// A `tyk-json` call: Tyk's source with the request JSON in it, parsed and
+/// run in the persistent context; the answer is JSON text.
+fn json_run(
+    ctx: &Ctx<'_>,
+    json: &tykjson::Calls,
+    index: usize,
+    req: &mut MwRequest,
+) -> Result<Flow, Fail> {
+    let source = json.source(index, req, "", "");
+    match engine::eval_sloppy(ctx, source) {
+        Ok(v) => match v.as_string() {
+            Some(text) => {
+                let text = text
+                    .to_string()
+                    .map_err(|e| Fail::Script(MwError(format!("JS host: {e}"))))?;
+                tykjson::apply(&text, req).map_err(Fail::Script)
+            }
+            None => Err(Fail::Script(tykjson::no_answer(v.type_name()))),
+        },
+        Err(rquickjs::Error::Exception) => Err(exception(ctx)),
+        Err(e) => Err(Fail::Script(MwError(format!("JS host: {e}")))),
+    }
+}
+
+/// The pending exception as a call's failure.
+fn exception(ctx: &Ctx<'_>) -> Fail {
+    let msg = engine::describe(&ctx.catch(), false);
+    if engine::is_out_of_memory(&msg) {
+        Fail::Memory
+    } else {
+        Fail::Script(MwError(format!("JS error: {msg}")))
+    }
+}
+
 /// Builds the request, runs the script and applies its answer.
 fn run<'js>(
     ctx: &Ctx<'js>,
@@ -373,14 +440,7 @@ fn run<'js>(
 /// A failed call into the host function as a [`Fail`].
 fn failure(ctx: &Ctx<'_>, e: rquickjs::Error) -> Fail {
     match e {
-        rquickjs::Error::Exception => {
-            let msg = engine::describe(&ctx.catch(), false);
-            if engine::is_out_of_memory(&msg) {
-                Fail::Memory
-            } else {
-                Fail::Script(MwError(format!("JS error: {msg}")))
-            }
-        }
+        rquickjs::Error::Exception => exception(ctx),
         e => Fail::Script(MwError(format!("JS host: {e}"))),
     }
 }

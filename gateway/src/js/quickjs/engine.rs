@@ -181,6 +181,18 @@ pub(crate) fn compile(ctx: &Ctx<'_>, source: &str, file: &str) -> Result<Vec<u8>
     }
 }
 
+/// Evaluates `source` as a sloppy-mode global script, as Tyk's engines run
+/// scripts (rquickjs's `eval` forces strict mode, where a write to a frozen
+/// object throws).
+pub(crate) fn eval_sloppy<'js>(
+    ctx: &Ctx<'js>,
+    source: impl Into<Vec<u8>>,
+) -> rquickjs::Result<Value<'js>> {
+    let mut opts = rquickjs::context::EvalOptions::default();
+    opts.strict = false;
+    ctx.eval_with_options(source, opts)
+}
+
 /// Loads bytecode made by [`compile`] and runs it: the script's top-level
 /// code, in `ctx`'s global scope. Returns its completion value.
 pub(crate) fn run<'js>(ctx: &Ctx<'js>, code: &[u8]) -> rquickjs::Result<Value<'js>> {

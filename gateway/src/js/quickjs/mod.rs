@@ -23,20 +23,22 @@
 //!
 //! # What the limits guarantee (see `engine.rs`)
 //!
-//! A call runs inline and is stopped by QuickJS's interrupt handler once the
-//! `--jsvm-timeout` deadline has passed, wherever the time goes: script
-//! loops, callbacks of builtins, regular expressions. Memory past
-//! `--jsvm-memory` and native stack past [`engine::STACK_LIMIT`] fail the
-//! call. Each is a 500; after a timeout or the memory limit the API's state
-//! on that worker is rebuilt (globals reset), after a stack overflow it is
-//! kept (it is an ordinary `RangeError`). What it cannot do: yield while a
-//! long call runs, so other requests on the same worker wait for it (up to
-//! the timeout) unless the call runs on a VM thread.
+//! A call runs on the API's VM thread (`vmthread.rs`, as boa's; inline on
+//! the I/O thread with `--jsvm-threads 0`) and is stopped by QuickJS's
+//! interrupt handler once the `--jsvm-timeout` deadline has passed, wherever
+//! the time goes: script loops, callbacks of builtins, regular expressions.
+//! Memory past `--jsvm-memory` and native stack past [`engine::STACK_LIMIT`]
+//! fail the call. Each is a 500; after a timeout or the memory limit the
+//! API's state on that thread is rebuilt (globals reset), after a stack
+//! overflow it is kept (it is an ordinary `RangeError`). Inline, a call
+//! cannot yield: other requests on the same worker wait for it (up to the
+//! timeout); on VM threads they never do.
 //!
 //! # Layout
 //!
 //! - `engine`: the runtime and its limits, native globals, bytecode.
-//! - `api`: one API's state on one thread (`persistent`, `fresh`); a call.
+//! - `api`: one API's state on one thread (`persistent`, `tyk-json`,
+//!   `fresh`); a call.
 //! - `answer`: the request handed to the script; applying its answer.
 //! - `host.js`: the JS side of a call (builds `request`, dispatches).
 
@@ -48,16 +50,19 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rquickjs::{Context, Runtime};
 
 use crate::config::{ApiSpec, Hook, LoadError};
 use crate::middleware::{
-    Chain, ChainFactory, Endpoint, HostOptions, Middleware, MwError, MwFuture, MwFutureOf,
+    Chain, ChainFactory, Endpoint, Flow, HostOptions, Middleware, MwError, MwFuture, MwFutureOf,
     MwRequest, MwResponse, ResponseMiddleware,
 };
 
-use api::{Program, QjsApi, Strategy};
+use super::vmthread::{self, RunError, Slot, VmPool};
+use super::{tykjson, Strategy};
+use api::{Program, QjsApi};
 
 /// `host.js`, compiled into the binary with the prelude.
 const HOST_JS: &str = include_str!("host.js");
@@ -73,19 +78,18 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         name => super::Strategy::parse(name)
             .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
     };
-    let strategy = match chosen {
-        super::Strategy::Persistent => Strategy::Persistent,
-        super::Strategy::Fresh => Strategy::Fresh,
-    };
     let read = read_sources(spec)?;
     let hooks = read.hooks.clone();
-    let program = compile(spec, opts, strategy, &read)
+    let program = compile(spec, opts, chosen, &read)
         .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
     let program = Arc::new(program);
     // One full build on the loading thread: top-level code runs and every
     // entry's object is checked, whatever the strategy.
     QjsApi::new(Arc::new(Program {
-        strategy: Strategy::Persistent,
+        strategy: match program.strategy {
+            Strategy::Fresh => Strategy::Persistent,
+            other => other,
+        },
         ..(*program).clone()
     }))
     .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
@@ -93,6 +97,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         program,
         hooks,
         file: spec.file.clone(),
+        threads: opts.jsvm_threads,
     }))
 }
 
@@ -191,9 +196,19 @@ fn compile(
         let dispatch = format!("[{}]", calls.join(",\n"));
         let dispatch = engine::compile(&ctx, &dispatch, "<dispatch>").map_err(internal)?;
         let host = engine::compile(&ctx, &host_source(spec), "<host.js>").map_err(internal)?;
+        let json = (strategy == Strategy::TykJson).then(|| {
+            let names = entries.iter().map(|(n, _)| n.clone()).collect();
+            tykjson::Calls::new(
+                names,
+                &spec.api_id,
+                &spec.org_id,
+                (!spec.config_data_disabled).then_some(&spec.config_data),
+            )
+        });
         Ok(Program {
             requests,
             response: read.response,
+            json,
             api_id: Arc::from(spec.api_id.as_str()),
             prelude,
             scripts,
@@ -234,25 +249,47 @@ struct QjsFactory {
     /// The hook of each entry in `program.entries`.
     hooks: Vec<Hook>,
     file: PathBuf,
+    /// VM threads per worker (`--jsvm-threads`); 0 runs calls inline.
+    threads: usize,
 }
 
 impl ChainFactory for QjsFactory {
     fn instantiate(&self) -> Result<Chain, MwError> {
-        let api = QjsApi::new(self.program.clone()).map_err(|e| {
+        let fail = |e: api::BuildError| {
             MwError(format!(
                 "{}: {}: {}",
                 self.file.display(),
                 e.field,
                 e.message
             ))
-        })?;
-        let api = Rc::new(RefCell::new(api));
+        };
+        // Built here whatever the placement: a worker that cannot build the
+        // API's state fails to start with the file and field named.
+        let api = QjsApi::new(self.program.clone()).map_err(fail)?;
+        let place = Rc::new(if self.threads == 0 {
+            Place::Inline(RefCell::new(api))
+        } else {
+            // A runtime is not `Send`: each VM thread builds its own.
+            drop(api);
+            let program = self.program.clone();
+            let build: vmthread::Builder<QjsApi> = Arc::new(move || {
+                QjsApi::new(program.clone()).map_err(|e| {
+                    MwError(format!(
+                        "building the JS context failed: {}: {}",
+                        e.field, e.message
+                    ))
+                })
+            });
+            let name = format!("gw-js-{}", self.program.api_id);
+            Place::Threads(VmPool::new(&name, self.threads, build))
+        });
         let mut chain = Chain::default();
         for (index, ((name, _), hook)) in self.program.entries.iter().zip(&self.hooks).enumerate() {
             let mw: Box<dyn Middleware> = Box::new(QjsMiddleware {
                 name: name.clone(),
                 index,
-                api: api.clone(),
+                place: place.clone(),
+                timeout: self.program.timeout,
             });
             match hook {
                 Hook::Pre => chain.pre.push(mw),
@@ -265,13 +302,15 @@ impl ChainFactory for QjsFactory {
                 chain.response.push(Box::new(QjsResponse {
                     name: name.clone(),
                     index,
-                    api: api.clone(),
+                    place: place.clone(),
+                    timeout: self.program.timeout,
                 }));
             } else {
                 chain.endpoints.push(Box::new(QjsEndpoint {
                     name: name.clone(),
                     index,
-                    api: api.clone(),
+                    place: place.clone(),
+                    timeout: self.program.timeout,
                 }));
             }
         }
@@ -279,11 +318,12 @@ impl ChainFactory for QjsFactory {
     }
 }
 
-/// A response entry on one worker (inline, as the request phase).
+/// A response entry on one worker, placed as the request phase.
 struct QjsResponse {
     name: String,
     index: usize,
-    api: Rc<RefCell<QjsApi>>,
+    place: Rc<Place>,
+    timeout: std::time::Duration,
 }
 
 impl ResponseMiddleware for QjsResponse {
@@ -293,18 +333,27 @@ impl ResponseMiddleware for QjsResponse {
 
     fn call<'a>(&'a self, req: &'a MwRequest, resp: &'a mut MwResponse) -> MwFutureOf<'a, ()> {
         Box::pin(async move {
-            let mut api = self.api.borrow_mut();
-            api.call_response(self.index, req, resp)
-                .map_err(|e| MwError(format!("{}: {e}", self.name)))
+            let (index, owned_req) = (self.index, req.clone());
+            let mut owned = resp.clone();
+            let r = self
+                .place
+                .with(self.timeout, move |api| {
+                    api.call_response(index, &owned_req, &mut owned)
+                        .map(|()| owned)
+                })
+                .await;
+            *resp = r.map_err(|e| MwError(format!("{}: {e}", self.name)))?;
+            Ok(())
         })
     }
 }
 
-/// A virtual endpoint on one worker (inline).
+/// A virtual endpoint on one worker, placed as the request phase.
 struct QjsEndpoint {
     name: String,
     index: usize,
-    api: Rc<RefCell<QjsApi>>,
+    place: Rc<Place>,
+    timeout: std::time::Duration,
 }
 
 impl Endpoint for QjsEndpoint {
@@ -314,19 +363,107 @@ impl Endpoint for QjsEndpoint {
 
     fn call<'a>(&'a self, req: &'a MwRequest) -> MwFutureOf<'a, MwResponse> {
         Box::pin(async move {
-            let mut api = self.api.borrow_mut();
-            api.call_endpoint(self.index, req)
+            let (index, owned) = (self.index, req.clone());
+            self.place
+                .with(self.timeout, move |api| api.call_endpoint(index, &owned))
+                .await
                 .map_err(|e| MwError(format!("{}: {e}", self.name)))
         })
     }
 }
 
-/// One middleware entry on one worker. The call runs inline: the future is
-/// ready when it is first polled.
+/// Where one API's QuickJS calls run on one worker.
+enum Place {
+    /// On the I/O thread (`--jsvm-threads 0`): a call runs to completion
+    /// when first polled, so calls on one worker never overlap and the
+    /// borrow is never contended.
+    Inline(RefCell<QjsApi>),
+    /// On VM threads (the default), as boa's (`vmthread.rs`): the I/O
+    /// thread hands the request over and awaits the answer.
+    Threads(VmPool<QjsApi>),
+}
+
+impl Place {
+    /// Runs `f` on the API's state: at once inline, or on a VM thread
+    /// within `timeout` (the response phase and virtual endpoints; the
+    /// request phase has its own path, which hands the request over
+    /// without a copy).
+    async fn with<T, F>(&self, timeout: std::time::Duration, f: F) -> Result<T, MwError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut QjsApi) -> Result<T, MwError> + Send + 'static,
+    {
+        match self {
+            Place::Inline(api) => f(&mut api.borrow_mut()),
+            Place::Threads(pool) => {
+                let deadline = Instant::now() + timeout;
+                let job = move |slot: &mut Slot<QjsApi>| {
+                    let (r, spent) = match slot.get() {
+                        Ok(api) => {
+                            let r = f(api);
+                            (r, api.is_spent())
+                        }
+                        Err(e) => (Err(e), false),
+                    };
+                    if spent {
+                        slot.discard();
+                    }
+                    r
+                };
+                match pool.run(deadline, job).await {
+                    Ok(r) => r,
+                    Err(RunError::Timeout) => Err(MwError(format!(
+                        "stopped after the jsvm timeout ({timeout:?})"
+                    ))),
+                    Err(RunError::Unavailable(m)) => Err(MwError(m)),
+                }
+            }
+        }
+    }
+}
+
+/// One middleware entry on one worker.
 struct QjsMiddleware {
     name: String,
     index: usize,
-    api: Rc<RefCell<QjsApi>>,
+    place: Rc<Place>,
+    timeout: std::time::Duration,
+}
+
+impl QjsMiddleware {
+    async fn on_thread(&self, pool: &VmPool<QjsApi>, req: &mut MwRequest) -> Result<Flow, MwError> {
+        // The deadline counts from here, so a wait for the API's busy
+        // thread is inside it (as for boa).
+        let deadline = Instant::now() + self.timeout;
+        let owned = super::take_request(req);
+        let index = self.index;
+        let job = move |slot: &mut Slot<QjsApi>| {
+            let mut req = owned;
+            let (r, spent) = match slot.get() {
+                Ok(api) => (api.call_until(index, &mut req, deadline), api.is_spent()),
+                Err(e) => (Err(e), false),
+            };
+            if spent {
+                // A stopped call: the thread builds the next state right
+                // after this answer, off the next request's path.
+                slot.discard();
+            }
+            (req, r)
+        };
+        match pool.run(deadline, job).await {
+            Ok((back, r)) => {
+                *req = back;
+                r
+            }
+            // The interrupt handler stops QuickJS at the deadline, so this
+            // is a wait for the thread that outlasted it.
+            Err(RunError::Timeout) => Err(MwError(format!(
+                "stopped after the jsvm timeout ({:?})",
+                self.timeout
+            ))),
+            Err(RunError::Unavailable(m)) => Err(MwError(m)),
+        }
+    }
 }
 
 impl Middleware for QjsMiddleware {
@@ -336,11 +473,11 @@ impl Middleware for QjsMiddleware {
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
         Box::pin(async move {
-            // Calls on one worker never overlap (each runs to completion
-            // without yielding), so the borrow cannot be contended.
-            let mut api = self.api.borrow_mut();
-            api.call(self.index, req)
-                .map_err(|e| MwError(format!("{}: {e}", self.name)))
+            let r = match &*self.place {
+                Place::Inline(api) => api.borrow_mut().call(self.index, req),
+                Place::Threads(pool) => self.on_thread(pool, req).await,
+            };
+            r.map_err(|e| MwError(format!("{}: {e}", self.name)))
         })
     }
 }

@@ -1,0 +1,495 @@
+//! The `tyk-json` strategy's marshalling, shared by both engines: Tyk's own
+//! transport between the gateway and the VM, reproduced so its cost can be
+//! measured beside the native request object.
+//!
+//! What Tyk's `gateway/mw_js_plugin.go` does per call, and so this does:
+//!
+//! 1. JSON-encode the request as Go's `MiniRequestObject` (fields in its
+//!    order; `Body` is a Go `[]byte`, so base64 text; maps with sorted
+//!    keys, as `encoding/json` writes them), the session and the spec
+//!    (`{"APIID", "OrgID", "config_data"}`);
+//! 2. paste the three texts into the call's source,
+//!    `<name>.DoProcessRequest(<request>, <session>, <spec>)`, which the
+//!    engine parses and runs in the API's persistent context;
+//! 3. `DoProcessRequest` base64-decodes `Body`, calls `ProcessRequest`,
+//!    resets `Request.Headers`, base64-encodes `Body` and returns
+//!    `JSON.stringify` of the answer;
+//! 4. JSON-decode that text as Go's `VMReturnObject` and apply it.
+//!
+//! Step 3 runs in [`HELPER`], a hidden global the host defines before the
+//! API's scripts (so a script's own `DoProcessRequest` cannot change how the
+//! host talks to it, as in the other strategies). Steps 1 and 4 are here.
+//!
+//! Where this departs from Go's bytes on purpose, so that every strategy
+//! passes the same scenarios: the session is `{}` (the other strategies'
+//! session; Tyk encodes an empty `SessionState` with all its fields), and
+//! `ReturnOverrides.ResponseHeaders` is `{}` where Go's nil map is `null`.
+//! The answer's rules (types, order of application, overrides) are the
+//! other strategies' (`request.rs`), so a script gets the same result
+//! whichever strategy runs it.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderMap, StatusCode};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::request::{canonical, edit_query, header, set_url};
+use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+
+/// Tyk's `DoProcessRequest`, as a non-writable, non-enumerable global
+/// `__tykJson(mw, request, session, spec)`. It captures `b64dec`, `b64enc`
+/// and `log` when defined, so a script that reassigns them does not break
+/// the transport. A `Request` that is not an object is left for the host to
+/// name (Tyk's would throw a `TypeError` at `Request.Headers`).
+pub(crate) const HELPER: &str = r#"Object.defineProperty(globalThis, "__tykJson", {
+    value: (function (dec, enc, log) {
+        return function (mw, request, session, config) {
+            request.Body = dec(request.Body);
+            var processed = mw.ProcessRequest(request, session, config);
+            if (!processed) {
+                log("Middleware didn't return request object!");
+                return;
+            }
+            var r = processed.Request;
+            if (r !== null && typeof r === "object") {
+                r.Headers = {};
+                r.Body = enc(r.Body);
+            }
+            return JSON.stringify(processed);
+        };
+    })(b64dec, b64enc, log)
+});"#;
+
+/// What an API's calls need to write their source: each entry's object name
+/// and the spec's JSON text (made once: it never changes).
+#[derive(Debug, Clone)]
+pub(crate) struct Calls {
+    names: Vec<String>,
+    spec: String,
+}
+
+impl Calls {
+    /// `names` are the entries' object names, already checked to be
+    /// identifiers (they are pasted into source text).
+    /// `config` is `None` when `config_data_disabled`: the key is left out,
+    /// as Tyk's `specToJson` does.
+    pub(crate) fn new(
+        names: Vec<String>,
+        api_id: &str,
+        org_id: &str,
+        config: Option<&Value>,
+    ) -> Calls {
+        // A `json!` map is sorted: APIID, OrgID, config_data, as Go's
+        // encoder writes a `map[string]interface{}`.
+        let mut spec = serde_json::json!({"APIID": api_id, "OrgID": org_id});
+        if let Some(config) = config {
+            spec["config_data"] = config.clone();
+        }
+        Calls {
+            names,
+            spec: spec.to_string(),
+        }
+    }
+
+    /// The source of one call of entry `index`: `__tykJson(<name>,
+    /// <request JSON>, {}, <spec JSON>)`, wrapped in `before` and `after`
+    /// (the engine's own catch, if any).
+    pub(crate) fn source(
+        &self,
+        index: usize,
+        req: &MwRequest,
+        before: &str,
+        after: &str,
+    ) -> String {
+        let request = request_json(req);
+        let name = &self.names[index];
+        let mut src = String::with_capacity(request.len() + self.spec.len() + 64);
+        src.push_str(before);
+        src.push_str("__tykJson(");
+        src.push_str(name);
+        src.push_str(", ");
+        src.push_str(&request);
+        src.push_str(", {}, ");
+        src.push_str(&self.spec);
+        src.push(')');
+        src.push_str(after);
+        src
+    }
+}
+
+/// Go's `ReturnOverrides`, as encoded for a new request.
+#[derive(Serialize)]
+#[allow(non_snake_case)]
+struct Overrides {
+    ResponseCode: u16,
+    ResponseError: &'static str,
+    ResponseBody: &'static str,
+    ResponseHeaders: BTreeMap<String, String>,
+    OverrideError: bool,
+}
+
+/// Go's `MiniRequestObject`, field for field, in its declaration order
+/// (which is the order `encoding/json` writes).
+#[derive(Serialize)]
+#[allow(non_snake_case)]
+struct MiniRequest<'a> {
+    Headers: BTreeMap<String, Vec<String>>,
+    SetHeaders: BTreeMap<String, String>,
+    DeleteHeaders: [&'static str; 0],
+    Body: String,
+    URL: &'a str,
+    Params: BTreeMap<String, Vec<String>>,
+    AddParams: BTreeMap<String, String>,
+    ExtendedParams: BTreeMap<String, Vec<String>>,
+    DeleteParams: [&'static str; 0],
+    ReturnOverrides: Overrides,
+    IgnoreBody: bool,
+    Method: &'a str,
+    RequestURI: &'a str,
+    Scheme: &'static str,
+}
+
+/// The request as Tyk's JSON text.
+pub(crate) fn request_json(req: &MwRequest) -> String {
+    let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for name in req.headers.keys() {
+        let values = req.headers.get_all(name).iter();
+        let values = values.map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        headers.insert(canonical(name.as_str()), values.collect());
+    }
+    let mut params: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if let Some(q) = &req.query {
+        for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+            params
+                .entry(k.into_owned())
+                .or_default()
+                .push(v.into_owned());
+        }
+    }
+    let url = req.path_and_query();
+    let uri = req
+        .request_uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str());
+    let mini = MiniRequest {
+        Headers: headers,
+        SetHeaders: BTreeMap::new(),
+        DeleteHeaders: [],
+        Body: STANDARD.encode(&req.body),
+        URL: &url,
+        Params: params,
+        AddParams: BTreeMap::new(),
+        ExtendedParams: BTreeMap::new(),
+        DeleteParams: [],
+        ReturnOverrides: Overrides {
+            ResponseCode: 0,
+            ResponseError: "",
+            ResponseBody: "",
+            ResponseHeaders: BTreeMap::new(),
+            OverrideError: false,
+        },
+        IgnoreBody: false,
+        Method: req.method.as_str(),
+        RequestURI: uri,
+        Scheme: "http",
+    };
+    serde_json::to_string(&mini).expect("strings and maps always encode")
+}
+
+/// The JSON type of a value, for error messages.
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) | Value::Object(_) => "object",
+    }
+}
+
+/// An answer broke a type rule: names the field, as the other strategies do.
+fn shape(field: &str, want: &str, got: &Value) -> MwError {
+    MwError(format!(
+        "ProcessRequest result: {field} must be {want}, got {}",
+        type_of(got)
+    ))
+}
+
+/// The error of a call whose `DoProcessRequest` returned no text (the
+/// handler returned nothing): `got` is the JS type of what it returned.
+pub(crate) fn no_answer(got: &str) -> MwError {
+    MwError(format!(
+        "ProcessRequest result: the return value must be an object (use ReturnData), got {got}"
+    ))
+}
+
+fn opt_object<'a>(
+    v: Option<&'a Value>,
+    field: &str,
+) -> Result<Option<&'a Map<String, Value>>, MwError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(other) => Err(shape(field, "an object", other)),
+    }
+}
+
+fn strings(v: Option<&Value>, field: &str) -> Result<Vec<String>, MwError> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(shape(&format!("{field}[{i}]"), "a string", other)),
+            })
+            .collect(),
+        Some(other) => Err(shape(field, "an array", other)),
+    }
+}
+
+fn string_map(v: Option<&Value>, field: &str) -> Result<Vec<(String, String)>, MwError> {
+    let Some(m) = opt_object(v, field)? else {
+        return Ok(Vec::new());
+    };
+    m.iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k.clone(), s.clone())),
+            other => Err(shape(&format!("{field}[{k:?}]"), "a string", other)),
+        })
+        .collect()
+}
+
+/// JS truthiness of a decoded value (the other strategies read `IgnoreBody`
+/// and `OverrideError` so).
+fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// Decodes the text `DoProcessRequest` returned and applies it to `req`, by
+/// the rules of `request::apply`: overrides first (nothing proxied), then
+/// body, URL, header deletes before sets, then query deletes, sets and
+/// appends.
+pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+    let ret: Value = serde_json::from_str(answer)
+        .map_err(|e| MwError(format!("ProcessRequest result is not JSON: {e}")))?;
+    let Value::Object(ret) = &ret else {
+        return Err(shape(
+            "the return value",
+            "an object (use ReturnData)",
+            &ret,
+        ));
+    };
+    let r = match ret.get("Request") {
+        Some(Value::Object(r)) => r,
+        other => {
+            return Err(shape(
+                "Request",
+                "an object (use ReturnData)",
+                other.unwrap_or(&Value::Null),
+            ))
+        }
+    };
+    if let Some(resp) = overrides(r.get("ReturnOverrides"))? {
+        return Ok(Flow::Respond(resp));
+    }
+    if !truthy(r.get("IgnoreBody")) {
+        let body = match r.get("Body") {
+            Some(Value::String(b)) => STANDARD
+                .decode(b)
+                .map_err(|e| MwError(format!("Request.Body is not base64: {e}")))?,
+            None | Some(Value::Null) => Vec::new(),
+            Some(other) => return Err(shape("Request.Body", "a string", other)),
+        };
+        if body != req.body {
+            req.body = Bytes::from(body);
+            if req.headers.contains_key(CONTENT_LENGTH) {
+                req.headers
+                    .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));
+            }
+        }
+    }
+    match r.get("URL") {
+        Some(Value::String(url)) if *url != req.path_and_query() => set_url(req, url)?,
+        Some(Value::String(_)) => {}
+        other => {
+            let got = other.unwrap_or(&Value::Null);
+            return Err(shape("Request.URL", "a string", got));
+        }
+    }
+    for name in strings(r.get("DeleteHeaders"), "Request.DeleteHeaders")? {
+        if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
+            req.headers.remove(n);
+        }
+    }
+    for (name, value) in string_map(r.get("SetHeaders"), "Request.SetHeaders")? {
+        let (n, v) = header(&name, &value, "Request.SetHeaders")?;
+        req.headers.insert(n, v);
+    }
+    apply_params(r, req)?;
+    Ok(Flow::Continue)
+}
+
+/// Query deletes, sets and appends.
+fn apply_params(r: &Map<String, Value>, req: &mut MwRequest) -> Result<(), MwError> {
+    let deletes = strings(r.get("DeleteParams"), "Request.DeleteParams")?;
+    let adds = string_map(r.get("AddParams"), "Request.AddParams")?;
+    let field = "Request.ExtendedParams";
+    let mut ext = Vec::new();
+    if let Some(m) = opt_object(r.get("ExtendedParams"), field)? {
+        for (k, v) in m {
+            ext.push((k.clone(), strings(Some(v), &format!("{field}[{k:?}]"))?));
+        }
+    }
+    if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {
+        edit_query(req, &deletes, &adds, &ext);
+    }
+    Ok(())
+}
+
+/// `ReturnOverrides`: a `ResponseCode` >= 400 without `OverrideError` is
+/// answered with Tyk's error body; any other non-zero code with `ResponseBody`.
+fn overrides(v: Option<&Value>) -> Result<Option<MwResponse>, MwError> {
+    let field = "Request.ReturnOverrides";
+    let Some(ro) = opt_object(v, field)? else {
+        return Ok(None);
+    };
+    let code = match ro.get("ResponseCode") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+        Some(other) => return Err(shape(&format!("{field}.ResponseCode"), "a number", other)),
+    };
+    if code == 0.0 {
+        return Ok(None);
+    }
+    let status = Some(code)
+        .filter(|c| c.fract() == 0.0 && (100.0..=999.0).contains(c))
+        .and_then(|c| StatusCode::from_u16(c as u16).ok())
+        .ok_or_else(|| MwError(format!("{field}.ResponseCode {code} is not an HTTP status")))?;
+    let mut headers = HeaderMap::new();
+    let hfield = "Request.ReturnOverrides.ResponseHeaders";
+    for (name, value) in string_map(ro.get("ResponseHeaders"), hfield)? {
+        let (n, v) = header(&name, &value, hfield)?;
+        headers.insert(n, v);
+    }
+    let text = |key: &str| -> Result<String, MwError> {
+        match ro.get(key) {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(other) => Err(shape(&format!("{field}.{key}"), "a string", other)),
+        }
+    };
+    let body = if status.as_u16() >= 400 && !truthy(ro.get("OverrideError")) {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Bytes::from(serde_json::json!({ "error": text("ResponseError")? }).to_string())
+    } else {
+        Bytes::from(text("ResponseBody")?)
+    };
+    Ok(Some(MwResponse {
+        status,
+        headers,
+        body,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(uri: &str, body: &str) -> MwRequest {
+        let (path, query) = match uri.split_once('?') {
+            Some((p, q)) => (p.to_string(), Some(q.to_string())),
+            None => (uri.to_string(), None),
+        };
+        let mut headers = HeaderMap::new();
+        headers.append("x-b", HeaderValue::from_static("2"));
+        headers.append("x-a", HeaderValue::from_static("1"));
+        headers.append("x-a", HeaderValue::from_static("one"));
+        MwRequest {
+            method: http::Method::POST,
+            path,
+            query,
+            headers,
+            body: Bytes::from(body.to_string()),
+            remote_addr: "127.0.0.1:1".parse().unwrap(),
+            request_uri: uri.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_request_is_tyks_mini_request_object_with_a_base64_body() {
+        let text = request_json(&req("/p?z=1&a=2&z=3", "hi"));
+        // Go's field order; map keys sorted; []byte as base64.
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"Headers":{"X-A":["1","one"],"X-B":["2"]},"SetHeaders":{},"DeleteHeaders":[],"#,
+                r#""Body":"aGk=","URL":"/p?z=1&a=2&z=3","Params":{"a":["2"],"z":["1","3"]},"#,
+                r#""AddParams":{},"ExtendedParams":{},"DeleteParams":[],"ReturnOverrides":"#,
+                r#"{"ResponseCode":0,"ResponseError":"","ResponseBody":"","ResponseHeaders":{},"#,
+                r#""OverrideError":false},"IgnoreBody":false,"Method":"POST","#,
+                r#""RequestURI":"/p?z=1&a=2&z=3","Scheme":"http"}"#
+            )
+        );
+        let calls = Calls::new(
+            vec!["mw".into()],
+            "api",
+            "org",
+            Some(&serde_json::json!({"k": 1})),
+        );
+        let src = calls.source(0, &req("/", ""), "try { ", " } catch (e) {}");
+        assert!(src.starts_with("try { __tykJson(mw, {\"Headers\""), "{src}");
+        assert!(
+            src.ends_with(
+                r#", {}, {"APIID":"api","OrgID":"org","config_data":{"k":1}}) } catch (e) {}"#
+            ),
+            "{src}"
+        );
+    }
+
+    #[test]
+    fn the_answer_is_decoded_by_the_rules_of_the_other_strategies() {
+        let mut r = req("/p?a=1", "hi");
+        let answer = r#"{"Request":{"Body":"Ynll","URL":"/q?a=1","SetHeaders":{"X-S":"v"},
+            "DeleteHeaders":["X-B"],"AddParams":{"n":"1"}},"SessionMeta":{}}"#;
+        assert!(matches!(apply(answer, &mut r), Ok(Flow::Continue)));
+        assert_eq!(&r.body[..], b"bye");
+        assert_eq!(r.path, "/q");
+        assert_eq!(r.query.as_deref(), Some("a=1&n=1"));
+        assert_eq!(r.headers.get("x-s").unwrap(), "v");
+        assert!(r.headers.get("x-b").is_none());
+
+        let mut r = req("/", "");
+        let bad = r#"{"Request":{"URL":"/","SetHeaders":{"X-N":42}}}"#;
+        let e = apply(bad, &mut r).unwrap_err();
+        assert!(
+            e.0.contains(r#"Request.SetHeaders["X-N"] must be a string"#),
+            "{e}"
+        );
+        let e = apply(r#"{"Request":{"Body":"%%"}}"#, &mut r).unwrap_err();
+        assert!(e.0.contains("Request.Body is not base64"), "{e}");
+        let e = apply(r#"{"Nope":1}"#, &mut r).unwrap_err();
+        assert!(e.0.contains("Request must be an object"), "{e}");
+
+        let over = r#"{"Request":{"ReturnOverrides":{"ResponseCode":403,"ResponseError":"no"}}}"#;
+        match apply(over, &mut r) {
+            Ok(Flow::Respond(resp)) => {
+                assert_eq!(resp.status, 403);
+                assert_eq!(&resp.body[..], br#"{"error":"no"}"#);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

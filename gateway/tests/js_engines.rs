@@ -1,0 +1,219 @@
+//! The JS behaviour scenarios (`js_scenarios/`) through the middleware
+//! contract, on every engine with every strategy: real boa contexts and
+//! QuickJS runtimes, the scripts in `tests/js_fixtures/`, driven as a worker
+//! drives them (`load` -> `instantiate` -> `ApiChain::run`), on VM threads
+//! (the default placement). Every strategy gives the same answers except
+//! where the strategy is the difference (state kept across calls), which
+//! each asserts for itself.
+//!
+//! Then the limits each engine has of its own: boa's loop-iteration bound
+//! and inline yielding; QuickJS's time limit inside regexes and builtins,
+//! its memory and stack limits.
+
+mod js_scenarios;
+
+use std::time::Duration;
+
+use gateway::config::Hook;
+use gateway::middleware::Flow;
+use js_scenarios::*;
+
+#[test]
+fn seed_script_sets_its_header() {
+    each(&ALL, js_scenarios::seed_script_sets_its_header);
+}
+
+#[test]
+fn headers_are_canonical_arrays_and_only_set_delete_apply() {
+    each(
+        &ALL,
+        js_scenarios::headers_are_canonical_arrays_and_only_set_delete_apply,
+    );
+}
+
+#[test]
+fn url_and_params_follow_tyk_order() {
+    each(&ALL, js_scenarios::url_and_params_follow_tyk_order);
+}
+
+#[test]
+fn body_rewrite_ignore_body_and_base64_helpers() {
+    each(
+        &ALL,
+        js_scenarios::body_rewrite_ignore_body_and_base64_helpers,
+    );
+}
+
+#[test]
+fn every_call_sees_its_own_method_and_body() {
+    each(&ALL, js_scenarios::every_call_sees_its_own_method_and_body);
+}
+
+#[test]
+fn return_overrides_answer_without_proxying() {
+    each(&ALL, js_scenarios::return_overrides_answer_without_proxying);
+}
+
+#[test]
+fn script_faults_fail_one_request_and_the_next_works() {
+    each(
+        &ALL,
+        js_scenarios::script_faults_fail_one_request_and_the_next_works,
+    );
+}
+
+#[test]
+fn runaway_scripts_are_stopped_and_the_state_rebuilt() {
+    each(
+        &ALL,
+        js_scenarios::runaway_scripts_are_stopped_and_the_state_rebuilt,
+    );
+}
+
+#[test]
+fn two_apis_with_the_same_global_names_stay_apart() {
+    each(
+        &ALL,
+        js_scenarios::two_apis_with_the_same_global_names_stay_apart,
+    );
+}
+
+#[test]
+fn broken_scripts_fail_the_load_naming_file_field_and_line() {
+    each(
+        &ALL,
+        js_scenarios::broken_scripts_fail_the_load_naming_file_field_and_line,
+    );
+}
+
+#[test]
+fn request_fields_behave_as_a_plain_object() {
+    each(&ALL, js_scenarios::request_fields_behave_as_a_plain_object);
+}
+
+/// The one scenario where strategies differ by design: a global counting
+/// calls. Persistent and tyk-json keep it; fresh is Tyk's (each call sees a
+/// context no earlier call touched, as Tyk's `TestGoja_FreshRuntimePerRequest`
+/// expects).
+#[test]
+fn state_persists_or_not_as_the_strategy_says() {
+    each(&ALL, |mode| {
+        let want = match mode.strategy {
+            "fresh" => ["0", "0", "0"],
+            _ => ["0", "1", "2"],
+        };
+        assert_eq!(counts(mode), want);
+    });
+}
+
+// boa's own bounds.
+
+#[test]
+fn boa_a_loop_inside_a_native_callback_hits_the_iteration_limit() {
+    each(&[BOA_PERSISTENT, BOA_TYK_JSON], |mode| {
+        let s = spec(
+            mode,
+            "faults",
+            ("faultsMw", fixture("faults.js")),
+            serde_json::Value::Null,
+        );
+        let h = host_with(&s, Duration::from_secs(60), 64 << 20);
+        let msg = h.err(&mut get("/faults/", &[("x-fault", "callbackloop")]));
+        assert!(msg.contains("iteration"), "{msg}");
+        h.ok(&mut get("/faults/", &[]));
+    });
+}
+
+/// Inline (`--jsvm-threads 0`), boa slices a running script and yields, so
+/// another API on the same worker is served before the runaway is stopped.
+#[test]
+fn boa_inline_a_runaway_call_yields_so_other_apis_keep_serving() {
+    each(&[BOA_PERSISTENT, BOA_TYK_JSON], |mode| {
+        let faults = spec(
+            mode,
+            "faults",
+            ("faultsMw", fixture("faults.js")),
+            serde_json::Value::Null,
+        );
+        let slow = host_inline(&faults, Duration::from_secs(2));
+        let other = spec(
+            mode,
+            "clash-a",
+            ("mw", fixture("clash_a.js")),
+            serde_json::Value::Null,
+        );
+        let fast = host_inline(&other, Duration::from_secs(5));
+        // One thread, one runtime: the fast call can only finish first if
+        // the runaway call yields between slices.
+        let done = slow.block_on(async {
+            let mut looping = get("/faults/", &[("x-fault", "loop")]);
+            let mut quick = get("/clash-a/", &[]);
+            let runaway = slow.chain().run(Hook::Pre, &mut looping);
+            let served = async {
+                tokio::task::yield_now().await;
+                fast.chain().run(Hook::Pre, &mut quick).await
+            };
+            tokio::pin!(runaway);
+            tokio::select! {
+                biased;
+                r = served => {
+                    assert!(matches!(r, Ok(Flow::Continue)));
+                    assert!(runaway.await.is_err());
+                    "served-first"
+                }
+                _ = &mut runaway => "runaway-first",
+            }
+        });
+        assert_eq!(done, "served-first");
+    });
+}
+
+// QuickJS's own limits, in every strategy.
+
+#[test]
+fn quickjs_the_timeout_stops_regexes_and_builtin_callbacks() {
+    each(
+        &QUICKJS,
+        js_scenarios::the_timeout_stops_regexes_and_builtin_callbacks,
+    );
+}
+
+#[test]
+fn quickjs_unbounded_allocation_hits_the_memory_limit_and_the_next_request_works() {
+    each(
+        &QUICKJS,
+        js_scenarios::unbounded_allocation_hits_the_memory_limit,
+    );
+}
+
+#[test]
+fn quickjs_deep_data_and_unbounded_recursion_hit_the_stack_limit() {
+    each(
+        &QUICKJS,
+        js_scenarios::deep_data_and_unbounded_recursion_hit_the_stack_limit,
+    );
+}
+
+/// The same limits hold where QuickJS runs inline on the I/O thread.
+#[test]
+fn quickjs_inline_limits_hold_too() {
+    each(&QUICKJS, |mode| {
+        let s = spec(
+            mode,
+            "limits",
+            ("limitsMw", fixture("limits.js")),
+            serde_json::Value::Null,
+        );
+        let h = host_inline(&s, Duration::from_millis(200));
+        for name in ["regex", "foreach", "deepjson"] {
+            let msg = h.err(&mut get("/limits/", &[("x-fault", name)]));
+            assert!(
+                msg.contains("jsvm timeout") || msg.contains("call stack size exceeded"),
+                "{name}: {msg}"
+            );
+            let mut req = get("/limits/", &[]);
+            h.ok(&mut req);
+            assert_eq!(header(&req, "x-ok"), "yes");
+        }
+    });
+}
