@@ -78,6 +78,9 @@ mod depth;
 mod prelude;
 pub mod quickjs;
 mod request;
+mod scope;
+mod session;
+mod tykapi;
 mod vm;
 mod vmthread;
 
@@ -135,6 +138,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     let mut scripts: Vec<ScriptFile> = Vec::new();
     let mut entries = Vec::new();
     let mut hooks = Vec::new();
+    let mut entry_files = Vec::new();
     for hook in [Hook::Pre, Hook::Post] {
         for e in spec.entries(hook) {
             // `e.index` counts disabled entries too: the entry the user wrote.
@@ -160,8 +164,10 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
             }
             entries.push((e.name.clone(), format!("{field}.name")));
             hooks.push(hook);
+            entry_files.push(PathBuf::from(&e.path));
         }
     }
+    scope_scripts(&mut scripts, &entries, &entry_files);
     let sources = Arc::new(Sources {
         api_id: spec.api_id.clone(),
         org_id: spec.org_id.clone(),
@@ -191,6 +197,14 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         threads: opts.jsvm_threads,
         strategy,
     }))
+}
+
+/// Gives each script file its own scope (`scope.rs`), serving the entries
+/// whose `path` it is.
+fn scope_scripts(scripts: &mut [ScriptFile], entries: &[(String, String)], files: &[PathBuf]) {
+    for s in scripts {
+        s.text = scope::wrap(&s.text, &scope::served(entries, files, &s.file));
+    }
 }
 
 /// Builds per-worker JS chains for one API.

@@ -15,7 +15,7 @@ use boa_engine::vm::RuntimeLimits;
 use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source};
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
-use super::{depth, prelude, request};
+use super::{depth, prelude, request, scope, tykapi};
 use crate::middleware::{Flow, MwError, MwRequest};
 
 /// Recursion depth at which a call is stopped (boa's default, stated here
@@ -105,6 +105,9 @@ impl Vm {
         };
         depth::install(&mut ctx).map_err(internal)?;
         prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
+        tykapi::boa::install(&mut ctx).map_err(internal)?;
+        ctx.eval(Source::from_bytes(scope::PROLOGUE))
+            .map_err(internal)?;
 
         // Tyk runs each file and only logs a top-level throw: whatever the
         // script defined before it still works. An object it never got to
@@ -134,8 +137,12 @@ impl Vm {
             }
         }
 
+        // Each entry's object, found through its file's scope (`scope.rs`).
+        let h = prelude::HOST_GLOBAL;
+        ctx.eval(Source::from_bytes(&format!("{h}.mw = {}", scope::RESOLVE)))
+            .map_err(internal)?;
         let mut dispatch = Vec::with_capacity(src.entries.len());
-        for (name, field) in &src.entries {
+        for (index, (name, field)) in src.entries.iter().enumerate() {
             let fail = |message: String| BuildError {
                 field: field.clone(),
                 message,
@@ -144,7 +151,7 @@ impl Vm {
                 return Err(fail(format!("{name:?} is not a JavaScript identifier")));
             }
             let check = format!(
-                "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessRequest === 'function') : null"
+                "(function (o) {{ return (typeof o === 'object' && o !== null) ? (typeof o.ProcessRequest === 'function') : null; }})({h}.mw[{index}])"
             );
             match ctx.eval(Source::from_bytes(&check)) {
                 Ok(v) if v.as_boolean() == Some(true) => {}
@@ -165,7 +172,6 @@ impl Vm {
                     )))
                 }
             }
-            let h = prelude::HOST_GLOBAL;
             // The session is a fresh `{}` per call (no auth plugins here):
             // made by the script itself, it costs less than a host write.
             //
@@ -179,7 +185,7 @@ impl Vm {
             // truncates its stack. The host object stands for "threw"; the
             // exception is handed over in its `thrown` field.
             let expr = format!(
-                "try {{ {name}.ProcessRequest({h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
+                "try {{ {h}.mw[{index}].ProcessRequest({h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
             );
             let script = Script::parse(Source::from_bytes(&expr), None, &mut ctx)
                 .map_err(|e| fail(format!("cannot compile the dispatch for {name:?}: {e}")))?;
@@ -233,6 +239,8 @@ impl Vm {
         deadline: Instant,
     ) -> Result<Flow, CallError> {
         let body_len = req.body.len();
+        // What TykMakeHttpRequest and TykBatchRequest may wait until.
+        let _deadline = tykapi::call_scope(deadline);
         let result = self.call_once(index, req, deadline).await;
         if body_len >= LARGE_BODY {
             // boa's collector runs on its own allocation count, and a body

@@ -232,8 +232,27 @@ fn string_map<'js>(
         .collect()
 }
 
+/// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
+/// request when one has the wrong type (`js/session.rs`): `host.js` hands
+/// them over as JSON text when there is anything to check.
+fn check_session_fields(v: Value<'_>) -> Result<(), MwError> {
+    let Some(text) = v.as_string().and_then(|s| s.to_string().ok()) else {
+        return Ok(());
+    };
+    let parsed: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| MwError(format!("JS host: session fields: {e}")))?;
+    let parts = parsed.as_array().map(Vec::as_slice).unwrap_or_default();
+    use crate::js::session::{check_auth_value, check_session, check_session_meta};
+    let checks: [fn(&serde_json::Value) -> Result<(), MwError>; 3] =
+        [check_session_meta, check_session, check_auth_value];
+    for (part, check) in parts.iter().zip(checks) {
+        check(part)?;
+    }
+    Ok(())
+}
+
 /// Applies the script's answer to `req`. `out` is what `host.js`'s `answer`
-/// read from it: `[ret]` when the shape is wrong, else the ten fields.
+/// read from it: `[ret]` when the shape is wrong, else the ten fields and the session check's JSON.
 pub(crate) fn apply<'js>(
     ctx: &Ctx<'js>,
     out: Value<'js>,
@@ -258,6 +277,7 @@ pub(crate) fn apply<'js>(
         let r = get(obj, "Request", ctx)?;
         return Err(shape("Request", "an object (use ReturnData)", &r));
     }
+    check_session_fields(at(10)?)?;
     if let Some(resp) = overrides(at(1)?, ctx)? {
         return Ok(Flow::Respond(resp));
     }
@@ -268,7 +288,13 @@ pub(crate) fn apply<'js>(
     {
         let body = at(3)?;
         if body != sent.body {
-            req.body = Bytes::from(string(&body, "Request.Body")?);
+            // Any value, as Tyk's `b64enc(Body)` turns it into text
+            // (`42` becomes "42").
+            let text = body
+                .get::<Coerced<String>>()
+                .map_err(|e| thrown(ctx, e, "Request.Body"))?
+                .0;
+            req.body = Bytes::from(text);
             if req.headers.contains_key(CONTENT_LENGTH) {
                 req.headers
                     .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));

@@ -77,6 +77,9 @@ pub(crate) fn setup<'js>(
         message: format!("JS host setup failed: {}", caught(ctx, e)),
     };
     engine::install_natives(ctx, &api_id).map_err(|e| internal(ctx, e))?;
+    crate::js::tykapi::qjs::install(ctx).map_err(|e| internal(ctx, e))?;
+    ctx.eval::<(), _>(crate::js::scope::PROLOGUE)
+        .map_err(|e| internal(ctx, e))?;
     engine::run(ctx, &p.prelude).map_err(|e| internal(ctx, e))?;
     for (code, field, file) in &p.scripts {
         engine::run(ctx, code).map_err(|e| BuildError {
@@ -85,8 +88,8 @@ pub(crate) fn setup<'js>(
         })?;
     }
     if check {
-        for (name, field) in &p.entries {
-            check_entry(ctx, name, field)?;
+        for (index, (name, field)) in p.entries.iter().enumerate() {
+            check_entry(ctx, index, name, field)?;
         }
     }
     let dispatch = engine::run(ctx, &p.dispatch).map_err(|e| internal(ctx, e))?;
@@ -96,13 +99,13 @@ pub(crate) fn setup<'js>(
     make.call((dispatch,)).map_err(|e| internal(ctx, e))
 }
 
-fn check_entry(ctx: &Ctx<'_>, name: &str, field: &str) -> Result<(), BuildError> {
+fn check_entry(ctx: &Ctx<'_>, index: usize, name: &str, field: &str) -> Result<(), BuildError> {
     let fail = |message: String| BuildError {
         field: field.to_string(),
         message,
     };
     let probe = format!(
-        "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessRequest === 'function') : null"
+        "(function (o) {{ return (typeof o === 'object' && o !== null) ? (typeof o.ProcessRequest === 'function') : null; }})(__tykScope[{index}] ? __tykScope[{index}]() : undefined)"
     );
     match ctx.eval::<Value, _>(probe) {
         Ok(v) if v.as_bool() == Some(true) => Ok(()),
@@ -206,6 +209,8 @@ impl QjsApi {
             self.live = Some(live);
         }
         let p = &*self.program;
+        // What TykMakeHttpRequest and TykBatchRequest may wait until.
+        let _deadline = crate::js::tykapi::call_scope(deadline);
         let (result, interrupted) = match self.live.as_ref().expect("built above") {
             Live::Persistent {
                 call, ctx, watch, ..

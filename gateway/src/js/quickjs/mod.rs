@@ -104,6 +104,7 @@ fn read_sources(
     spec: &ApiSpec,
 ) -> Result<(Vec<Source>, Vec<(String, String)>, Vec<Hook>), LoadError> {
     let (mut scripts, mut entries, mut hooks) = (Vec::<Source>::new(), Vec::new(), Vec::new());
+    let mut entry_files = Vec::new();
     for hook in [Hook::Pre, Hook::Post] {
         for e in spec.entries(hook) {
             // `e.index` counts disabled entries too: the entry the user wrote.
@@ -121,7 +122,12 @@ fn read_sources(
             }
             entries.push((e.name.clone(), format!("{field}.name")));
             hooks.push(hook);
+            entry_files.push(PathBuf::from(&e.path));
         }
+    }
+    // Each file in a scope of its own, as on boa (`js/scope.rs`).
+    for (file, _, text) in &mut scripts {
+        *text = super::scope::wrap(text, &super::scope::served(&entries, &entry_files, file));
     }
     Ok((scripts, entries, hooks))
 }
@@ -166,11 +172,15 @@ fn compile(
                 .map_err(|m| fail(field, format!("{shown}: does not compile: {m}")))?;
             scripts.push((code, field.clone(), shown));
         }
-        let calls: Vec<String> = entries
-            .iter()
-            .map(|(n, _)| format!("function (request, spec) {{ return {n}.ProcessRequest(request, {{}}, spec); }}"))
+        // Each entry's object is found once, through its file's scope.
+        let calls: Vec<String> = (0..entries.len())
+            .map(|i| format!("function (request, spec) {{ return mw[{i}].ProcessRequest(request, {{}}, spec); }}"))
             .collect();
-        let dispatch = format!("[{}]", calls.join(",\n"));
+        let dispatch = format!(
+            "(function (mw) {{ return [{}]; }})({})",
+            calls.join(",\n"),
+            super::scope::RESOLVE
+        );
         let dispatch = engine::compile(&ctx, &dispatch, "<dispatch>").map_err(internal)?;
         let host = engine::compile(&ctx, &host_source(spec), "<host.js>").map_err(internal)?;
         Ok(Program {
