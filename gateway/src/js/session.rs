@@ -77,6 +77,12 @@ const SESSION_FIELDS: &[(&str, Kind)] = &[
     ("post_expiry_grace_period", Kind::Int),
 ];
 
+/// One field's check.
+pub(crate) type Check = fn(&Value) -> Result<(), MwError>;
+
+/// The checks of `[SessionMeta, Session, AuthValue]`, in that order.
+pub(crate) const CHECKS: [Check; 3] = [check_session_meta, check_session, check_auth_value];
+
 /// Checks `SessionMeta` (a `map[string]string`).
 pub(crate) fn check_session_meta(v: &Value) -> Result<(), MwError> {
     check("SessionMeta", v, Kind::StrMap)

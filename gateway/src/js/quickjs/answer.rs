@@ -242,10 +242,7 @@ fn check_session_fields(v: Value<'_>) -> Result<(), MwError> {
     let parsed: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| MwError(format!("JS host: session fields: {e}")))?;
     let parts = parsed.as_array().map(Vec::as_slice).unwrap_or_default();
-    use crate::js::session::{check_auth_value, check_session, check_session_meta};
-    let checks: [fn(&serde_json::Value) -> Result<(), MwError>; 3] =
-        [check_session_meta, check_session, check_auth_value];
-    for (part, check) in parts.iter().zip(checks) {
+    for (part, check) in parts.iter().zip(crate::js::session::CHECKS) {
         check(part)?;
     }
     Ok(())
