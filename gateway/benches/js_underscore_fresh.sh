@@ -9,7 +9,7 @@
 # To try this:
 #   1. cargo build -p gateway -p loadgen      (BIN=target/release after a release build)
 #   2. gateway/benches/js_underscore_fresh.sh
-#   3. GATEWAY=/other/build/gateway gateway/benches/js_underscore_fresh.sh  # A/B another build
+#   3. HELLO_STRATEGY=persistent GATEWAY=/other/build/gateway gateway/benches/js_underscore_fresh.sh  # A/B another build
 #
 # Everything listens on 127.0.0.1 (ports from the kernel); every process
 # started here is stopped by pid at exit.
@@ -48,7 +48,7 @@ J
 script hello ""
 script under 'request.SetHeaders["X-Keys"] = _.keys({a: 1}).join();'
 script kept 'request.SetHeaders["X-Keys"] = _.keys({a: 1}).join();'
-api hello fresh; api under fresh; api kept persistent
+api hello "${HELLO_STRATEGY:-fresh}"; api under fresh; api kept persistent
 
 "$GATEWAY" --apis "$work/apis" --listen 127.0.0.1:0 --threads 1 --secret s > "$work/gw.out" 2> "$work/gw.err" &
 pids+=($!)

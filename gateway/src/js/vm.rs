@@ -108,6 +108,10 @@ impl Vm {
         tykapi::boa::install(&mut ctx).map_err(internal)?;
         ctx.eval(Source::from_bytes(scope::PROLOGUE))
             .map_err(internal)?;
+        if src.scripts.iter().any(|s| tykapi::uses_underscore(&s.text)) {
+            ctx.eval(Source::from_bytes(tykapi::PRELOAD_UNDERSCORE))
+                .map_err(internal)?;
+        }
 
         // Tyk runs each file and only logs a top-level throw: whatever the
         // script defined before it still works. An object it never got to

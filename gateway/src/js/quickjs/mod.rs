@@ -164,7 +164,15 @@ fn compile(
     let ctx = Context::full(&rt).map_err(|e| fail("custom_middleware", e.to_string()))?;
     ctx.with(|ctx| {
         let internal = |m: String| fail("custom_middleware", format!("JS host: {m}"));
-        let prelude = engine::compile(&ctx, PRELUDE, "js/tyk_prelude.js").map_err(internal)?;
+        // Scripts that use `_` get underscore evaluated with the prelude,
+        // while the context is built (`tykapi::uses_underscore`).
+        let prelude_source = if sources.iter().any(|(_, _, t)| crate::js::tykapi::uses_underscore(t)) {
+            format!("{PRELUDE}\n{}", crate::js::tykapi::PRELOAD_UNDERSCORE)
+        } else {
+            PRELUDE.to_string()
+        };
+        let prelude =
+            engine::compile(&ctx, &prelude_source, "js/tyk_prelude.js").map_err(internal)?;
         let mut scripts = Vec::new();
         for (file, field, text) in sources {
             let shown = file.display().to_string();

@@ -79,3 +79,32 @@ fn load_underscore(_: &JsValue, _: &[JsValue], ctx: &mut Context) -> JsResult<Js
         Source::from_bytes(super::UNDERSCORE).with_path(std::path::Path::new("js/underscore.js")),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use boa_engine::{Context, Source};
+
+    /// Prints what evaluating our underscore costs a fresh boa context
+    /// (`cargo test -p gateway --lib underscore_eval_cost -- --nocapture`);
+    /// asserts only that it evaluates to an object.
+    #[test]
+    fn underscore_eval_cost() {
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            let mut ctx = Context::default();
+            let t = std::time::Instant::now();
+            let v = ctx
+                .eval(Source::from_bytes(super::super::UNDERSCORE))
+                .unwrap();
+            times.push(t.elapsed());
+            assert!(v.is_callable());
+        }
+        let mut build = Vec::new();
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            let _ctx = Context::default();
+            build.push(t.elapsed());
+        }
+        println!("underscore eval in a new context: {times:?}; Context::default(): {build:?}");
+    }
+}

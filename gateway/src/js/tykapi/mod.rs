@@ -65,6 +65,25 @@ pub(crate) const LAZY_UNDERSCORE: &str = r#"(function (load) {
   });
 })"#;
 
+/// True when a script may use `_` (`_.` or `_(` in its text). Such an
+/// API's contexts evaluate underscore while they are built (`void _`):
+/// on VM threads that is off the request's path (a persistent context is
+/// built ahead of its first call, a fresh one right after the previous
+/// answer), where a lazy load would land on the first request that reads
+/// `_`. Evaluating it costs boa a parse of ~450 lines (tens of ms in a dev
+/// build, see `boa.rs`'s test); APIs that never mention `_` never pay it.
+pub(crate) fn uses_underscore(text: &str) -> bool {
+    text.match_indices('_').any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + 1..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.')
+            && matches!(after, Some('.') | Some('('))
+    })
+}
+
+/// Evaluated in a context whose scripts use `_`, before they run.
+pub(crate) const PRELOAD_UNDERSCORE: &str = "void _;";
+
 /// When no call deadline is set (a script's top-level code calling out
 /// while its context is built on a VM thread), calls are bounded by this.
 const NO_DEADLINE_BOUND: Duration = Duration::from_secs(5);
@@ -129,5 +148,16 @@ pub(crate) fn set_key_data(key: &str, session: &str) {
         Ok(_) | Err(_) => {
             tracing::error!(target: "jsvm", key, "Failed to decode the session data")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn underscore_use_is_spotted() {
+        assert!(super::uses_underscore("var k = _.keys(o);"));
+        assert!(super::uses_underscore("_(list).each(f)"));
+        assert!(!super::uses_underscore("var my_var = a.b_c; x.__proto__;"));
+        assert!(!super::uses_underscore("obj._private.x"));
     }
 }
