@@ -86,6 +86,9 @@ mod request;
 mod sniff;
 mod sources;
 mod tykjson;
+mod scope;
+mod session;
+mod tykapi;
 mod vm;
 mod vmthread;
 
@@ -149,8 +152,9 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     if spec.engine.unwrap_or(opts.jsvm_engine) == JsEngine::QuickJs {
         return quickjs::load(spec, opts);
     }
-    let read = sources::read(spec)?;
-    let hooks = read.hooks;
+    let mut read = sources::read(spec)?;
+    let hooks = std::mem::take(&mut read.hooks);
+    sources::scope(&mut read);
     let strategy = match spec.strategy.as_str() {
         "" => opts.jsvm_strategy,
         s => Strategy::parse(s)

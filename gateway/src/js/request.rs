@@ -611,6 +611,7 @@ pub(crate) fn apply(
     let r = r
         .as_object()
         .ok_or_else(|| shape("Request", "an object (use ReturnData)", &r))?;
+    check_session_fields(&ret, ctx)?;
 
     // A lazy field the script never touched holds its empty initial value:
     // reading it would only build it to find nothing to apply. `undefined`
@@ -636,9 +637,14 @@ pub(crate) fn apply(
     let ignore_body = get(&r, js_string!("IgnoreBody"), ctx)?.to_boolean();
     if !ignore_body {
         let body = get(&r, js_string!("Body"), ctx)?;
-        let body = body
-            .as_string()
-            .ok_or_else(|| shape("Request.Body", "a string", &body))?;
+        // Any value, as Tyk's `b64enc(Body)` turns it into text (`42`
+        // becomes "42"); only a Symbol cannot be.
+        let body = match body.as_string() {
+            Some(s) => s,
+            None => body
+                .to_string(ctx)
+                .map_err(|e| MwError(format!("Request.Body cannot be made a string: {e}")))?,
+        };
         if body != built.body {
             req.body = Bytes::from(body.to_std_string_lossy());
             if req.headers.contains_key(CONTENT_LENGTH) {
@@ -682,6 +688,46 @@ pub(crate) fn apply(
         edit_query(req, &deletes, &adds, &extended);
     }
     Ok(Flow::Continue)
+}
+
+/// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
+/// request when one has the wrong type (`session.rs`). The common answer,
+/// `ReturnData(request, {})`, has an empty `SessionMeta` and costs one read.
+fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError> {
+    type Check = fn(&serde_json::Value) -> Result<(), MwError>;
+    let fields: [(JsString, Check); 3] = [
+        (
+            js_string!("SessionMeta"),
+            super::session::check_session_meta,
+        ),
+        (js_string!("Session"), super::session::check_session),
+        (js_string!("AuthValue"), super::session::check_auth_value),
+    ];
+    for (key, check) in fields {
+        let v = get(ret, key.clone(), ctx)?;
+        if v.is_undefined() || v.as_object().is_some_and(|o| is_empty_plain(&o)) {
+            continue;
+        }
+        let json = v.to_json(ctx).map_err(|e| {
+            MwError(format!(
+                "ProcessRequest result: {} cannot be encoded as JSON: {e}",
+                key.to_std_string_lossy()
+            ))
+        })?;
+        if let Some(json) = json {
+            check(&json)?;
+        }
+    }
+    Ok(())
+}
+
+/// An ordinary object without own properties (`{}`).
+fn is_empty_plain(o: &JsObject) -> bool {
+    if o.is_array() || o.downcast_ref::<OrdinaryObject>().is_none() {
+        return false;
+    }
+    let b = o.borrow();
+    b.shape().keys().is_empty() && b.properties().index_property_keys().next().is_none()
 }
 
 fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<String>)>, MwError> {

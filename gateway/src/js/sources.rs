@@ -23,6 +23,8 @@ pub(crate) struct ApiScripts {
     pub(crate) response: Vec<(String, String)>,
     /// `(response_function_name, field)` per virtual endpoint.
     pub(crate) endpoints: Vec<(String, String)>,
+    /// The file of each of `entries`, then of each of `response`.
+    pub(crate) entry_files: Vec<PathBuf>,
 }
 
 /// Reads `spec`'s scripts. Middleware entries are the JS host's only when
@@ -35,6 +37,7 @@ pub(crate) fn read(spec: &ApiSpec) -> Result<ApiScripts, LoadError> {
         hooks: Vec::new(),
         response: Vec::new(),
         endpoints: Vec::new(),
+        entry_files: Vec::new(),
     };
     let ours = matches!(spec.driver, Some(Driver::Js));
     for hook in [Hook::Pre, Hook::Post, Hook::Response] {
@@ -45,12 +48,13 @@ pub(crate) fn read(spec: &ApiSpec) -> Result<ApiScripts, LoadError> {
             if !out.scripts.iter().any(|s| s.file == file) {
                 let text = read_file(spec, &file, &format!("{field}.path"))?;
                 out.scripts.push(ScriptFile {
-                    file,
+                    file: file.clone(),
                     field: format!("{field}.path"),
                     text,
                 });
             }
             let named = (e.name.clone(), format!("{field}.name"));
+            out.entry_files.push(file.clone());
             if hook == Hook::Response {
                 out.response.push(named);
             } else {
@@ -108,4 +112,23 @@ fn read_file(spec: &ApiSpec, file: &std::path::Path, field: &str) -> Result<Stri
             ),
         )
     })
+}
+
+/// Gives each middleware file its own scope (`scope.rs`), serving the
+/// request and response entries whose `path` it is. A file that serves no
+/// entry (a virtual endpoint's source) is left as written: its functions
+/// stay global, where `response_function_name` finds them.
+pub(crate) fn scope(read: &mut ApiScripts) {
+    let named: Vec<(String, String)> = read
+        .entries
+        .iter()
+        .chain(&read.response)
+        .cloned()
+        .collect();
+    for s in &mut read.scripts {
+        let served = super::scope::served(&named, &read.entry_files, &s.file);
+        if !served.is_empty() {
+            s.text = super::scope::wrap(&s.text, &served);
+        }
+    }
 }

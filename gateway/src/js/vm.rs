@@ -19,7 +19,7 @@ use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source
 mod phases;
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
-use super::{depth, prelude, request, tykjson, Strategy};
+use super::{depth, prelude, request, scope, tykapi, tykjson, Strategy};
 use crate::middleware::{Flow, MwError, MwRequest};
 
 /// Recursion depth at which a call is stopped (boa's default, stated here
@@ -124,6 +124,13 @@ impl Vm {
             ctx.eval(Source::from_bytes(tykjson::HELPER))
                 .map_err(internal)?;
         }
+        tykapi::boa::install(&mut ctx).map_err(internal)?;
+        ctx.eval(Source::from_bytes(scope::PROLOGUE))
+            .map_err(internal)?;
+        if src.scripts.iter().any(|s| tykapi::uses_underscore(&s.text)) {
+            ctx.eval(Source::from_bytes(tykapi::PRELOAD_UNDERSCORE))
+                .map_err(internal)?;
+        }
 
         // Tyk runs each file and only logs a top-level throw: whatever the
         // script defined before it still works. An object it never got to
@@ -153,8 +160,12 @@ impl Vm {
             }
         }
 
+        // Each entry's object, found through its file's scope (`scope.rs`).
+        let h = prelude::HOST_GLOBAL;
+        ctx.eval(Source::from_bytes(&format!("{h}.mw = {}", scope::RESOLVE)))
+            .map_err(internal)?;
         let mut dispatch = Vec::with_capacity(src.entries.len());
-        for (name, field) in &src.entries {
+        for (index, (name, field)) in src.entries.iter().enumerate() {
             let fail = |message: String| BuildError {
                 field: field.clone(),
                 message,
@@ -163,7 +174,7 @@ impl Vm {
                 return Err(fail(format!("{name:?} is not a JavaScript identifier")));
             }
             let check = format!(
-                "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessRequest === 'function') : null"
+                "(function (o) {{ return (typeof o === 'object' && o !== null) ? (typeof o.ProcessRequest === 'function') : null; }})({h}.mw[{index}])"
             );
             match ctx.eval(Source::from_bytes(&check)) {
                 Ok(v) if v.as_boolean() == Some(true) => {}
@@ -184,7 +195,6 @@ impl Vm {
                     )))
                 }
             }
-            let h = prelude::HOST_GLOBAL;
             // The session is a fresh `{}` per call (no auth plugins here):
             // made by the script itself, it costs less than a host write.
             //
@@ -198,7 +208,7 @@ impl Vm {
             // truncates its stack. The host object stands for "threw"; the
             // exception is handed over in its `thrown` field.
             let expr = format!(
-                "try {{ {name}.ProcessRequest({h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
+                "try {{ {h}.mw[{index}].ProcessRequest({h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
             );
             let script = Script::parse(Source::from_bytes(&expr), None, &mut ctx)
                 .map_err(|e| fail(format!("cannot compile the dispatch for {name:?}: {e}")))?;
@@ -263,6 +273,8 @@ impl Vm {
         deadline: Instant,
     ) -> Result<Flow, CallError> {
         let body_len = req.body.len();
+        // What TykMakeHttpRequest and TykBatchRequest may wait until.
+        let _deadline = tykapi::call_scope(deadline);
         let result = self.call_once(index, req, deadline).await;
         if body_len >= LARGE_BODY {
             collect_large_body();

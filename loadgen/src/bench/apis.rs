@@ -335,6 +335,14 @@ fn rewrite(def: &mut Value, root: &Path, upstream_port: u16) {
             }
         }
     }
+    // A script that calls a service (apis/jsvm-makehttp.json) calls the
+    // same upstream, named in `config_data.upstream`.
+    if let Some(up) = def
+        .get_mut("config_data")
+        .and_then(|c| c.get_mut("upstream"))
+    {
+        *up = Value::String(format!("http://127.0.0.1:{upstream_port}"));
+    }
     for hook in HOOKS {
         // `get_mut`, not indexing: indexing would insert null fields.
         let list = def

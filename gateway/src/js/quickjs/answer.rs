@@ -341,8 +341,24 @@ fn string_map<'js>(
         .collect()
 }
 
+/// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
+/// request when one has the wrong type (`js/session.rs`): `host.js` hands
+/// them over as JSON text when there is anything to check.
+fn check_session_fields(v: Value<'_>) -> Result<(), MwError> {
+    let Some(text) = v.as_string().and_then(|s| s.to_string().ok()) else {
+        return Ok(());
+    };
+    let parsed: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| MwError(format!("JS host: session fields: {e}")))?;
+    let parts = parsed.as_array().map(Vec::as_slice).unwrap_or_default();
+    for (part, check) in parts.iter().zip(crate::js::session::CHECKS) {
+        check(part)?;
+    }
+    Ok(())
+}
+
 /// Applies the script's answer to `req`. `out` is what `host.js`'s `answer`
-/// read from it: `[ret]` when the shape is wrong, else the ten fields.
+/// read from it: `[ret]` when the shape is wrong, else the ten fields and the session check's JSON.
 pub(crate) fn apply<'js>(
     ctx: &Ctx<'js>,
     out: Value<'js>,
@@ -367,6 +383,7 @@ pub(crate) fn apply<'js>(
         let r = get(obj, "Request", ctx)?;
         return Err(shape("Request", "an object (use ReturnData)", &r));
     }
+    check_session_fields(at(10)?)?;
     if let Some(resp) = overrides(at(1)?, ErrorFormat::of(&req.headers), ctx)? {
         return Ok(Flow::Respond(resp));
     }
@@ -377,7 +394,13 @@ pub(crate) fn apply<'js>(
     {
         let body = at(3)?;
         if body != sent.body {
-            req.body = Bytes::from(string(&body, "Request.Body")?);
+            // Any value, as Tyk's `b64enc(Body)` turns it into text
+            // (`42` becomes "42").
+            let text = body
+                .get::<Coerced<String>>()
+                .map_err(|e| thrown(ctx, e, "Request.Body"))?
+                .0;
+            req.body = Bytes::from(text);
             if req.headers.contains_key(CONTENT_LENGTH) {
                 req.headers
                     .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));

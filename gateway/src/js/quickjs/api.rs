@@ -81,6 +81,9 @@ pub(crate) fn setup<'js>(
         message: format!("JS host setup failed: {}", caught(ctx, e)),
     };
     engine::install_natives(ctx, &api_id).map_err(|e| internal(ctx, e))?;
+    crate::js::tykapi::qjs::install(ctx).map_err(|e| internal(ctx, e))?;
+    ctx.eval::<(), _>(crate::js::scope::PROLOGUE)
+        .map_err(|e| internal(ctx, e))?;
     engine::run(ctx, &p.prelude).map_err(|e| internal(ctx, e))?;
     if p.strategy == Strategy::TykJson {
         engine::eval_sloppy(ctx, tykjson::HELPER).map_err(|e| internal(ctx, e))?;
@@ -100,7 +103,7 @@ pub(crate) fn setup<'js>(
             } else {
                 Kind::Endpoint
             };
-            check_entry(ctx, name, field, kind)?;
+            check_entry(ctx, i, name, field, kind)?;
         }
     }
     let dispatch = engine::run(ctx, &p.dispatch).map_err(|e| internal(ctx, e))?;
@@ -121,17 +124,26 @@ enum Kind {
     Endpoint,
 }
 
-fn check_entry(ctx: &Ctx<'_>, name: &str, field: &str, kind: Kind) -> Result<(), BuildError> {
+fn check_entry(
+    ctx: &Ctx<'_>,
+    index: usize,
+    name: &str,
+    field: &str,
+    kind: Kind,
+) -> Result<(), BuildError> {
     let fail = |message: String| BuildError {
         field: field.to_string(),
         message,
     };
+    // Request and response entries are found through their file's scope
+    // (`js/scope.rs`); a virtual endpoint's function is a global.
+    let scoped = format!("(__tykScope[{index}] ? __tykScope[{index}]() : undefined)");
     let probe = match kind {
         Kind::Request => format!(
-            "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessRequest === 'function') : null"
+            "(function (o) {{ return (typeof o === 'object' && o !== null) ? (typeof o.ProcessRequest === 'function') : null; }})({scoped})"
         ),
         Kind::Response => format!(
-            "(typeof {name} === 'object' && {name} !== null) ? (typeof {name}.ProcessResponse === 'function') : null"
+            "(function (o) {{ return (typeof o === 'object' && o !== null) ? (typeof o.ProcessResponse === 'function') : null; }})({scoped})"
         ),
         Kind::Endpoint => format!("(typeof {name} === 'function') ? true : null"),
     };
@@ -312,6 +324,8 @@ impl QjsApi {
             self.live = Some(live);
         }
         let p = &*self.program;
+        // What TykMakeHttpRequest and TykBatchRequest may wait until.
+        let _deadline = crate::js::tykapi::call_scope(deadline);
         let (result, interrupted) = match self.live.as_ref().expect("built above") {
             Live::Persistent {
                 call, ctx, watch, ..

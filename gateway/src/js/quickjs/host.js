@@ -112,7 +112,22 @@ function answer(ret) {
         ro = null;
     }
     return [r, ro, r.IgnoreBody, r.Body, r.URL, empty(r.DeleteHeaders),
-        r.SetHeaders, empty(r.DeleteParams), r.AddParams, r.ExtendedParams];
+        r.SetHeaders, empty(r.DeleteParams), r.AddParams, r.ExtendedParams,
+        session(ret)];
+}
+
+// The answer's SessionMeta, Session and AuthValue as JSON text for the
+// host's type check (js/session.rs), or null when there is nothing to
+// check (the usual `ReturnData(request, {})`).
+function session(ret) {
+    var meta = ret.SessionMeta, s = ret.Session, auth = ret.AuthValue;
+    var emptyMeta = meta === undefined || (meta !== null && typeof meta === "object" &&
+        !Array.isArray(meta) && Object.keys(meta).length === 0);
+    if (emptyMeta && s === undefined && auth === undefined) {
+        return null;
+    }
+    return JSON.stringify([emptyMeta ? null : meta, s === undefined ? null : s,
+        auth === undefined ? null : auth]);
 }
 
 function empty(list) {

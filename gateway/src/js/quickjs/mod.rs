@@ -118,7 +118,9 @@ struct Read {
 
 /// Reads each distinct script once (`super::sources`, shared with boa).
 fn read_sources(spec: &ApiSpec) -> Result<Read, LoadError> {
-    let read = super::sources::read(spec)?;
+    let mut read = super::sources::read(spec)?;
+    // Each file in a scope of its own, as on boa (`js/scope.rs`).
+    super::sources::scope(&mut read);
     let scripts = read
         .scripts
         .into_iter()
@@ -170,7 +172,15 @@ fn compile(
     let ctx = Context::full(&rt).map_err(|e| fail("custom_middleware", e.to_string()))?;
     ctx.with(|ctx| {
         let internal = |m: String| fail("custom_middleware", format!("JS host: {m}"));
-        let prelude = engine::compile(&ctx, PRELUDE, "js/tyk_prelude.js").map_err(internal)?;
+        // Scripts that use `_` get underscore evaluated with the prelude,
+        // while the context is built (`tykapi::uses_underscore`).
+        let prelude_source = if sources.iter().any(|(_, _, t)| crate::js::tykapi::uses_underscore(t)) {
+            format!("{PRELUDE}\n{}", crate::js::tykapi::PRELOAD_UNDERSCORE)
+        } else {
+            PRELUDE.to_string()
+        };
+        let prelude =
+            engine::compile(&ctx, &prelude_source, "js/tyk_prelude.js").map_err(internal)?;
         let mut scripts = Vec::new();
         for (file, field, text) in sources {
             let shown = file.display().to_string();
@@ -180,20 +190,26 @@ fn compile(
         }
         // One function per entry, in `entries` order: request phase,
         // response entries, virtual endpoints (see `host.js`'s `call`).
+        // Request and response entries' objects are found once, through
+        // their file's scope (`mw`); a virtual endpoint's function is global.
         let calls: Vec<String> = entries
             .iter()
             .enumerate()
             .map(|(i, (n, _))| {
                 if i < requests {
-                    format!("function (request, spec) {{ return {n}.ProcessRequest(request, {{}}, spec); }}")
+                    format!("function (request, spec) {{ return mw[{i}].ProcessRequest(request, {{}}, spec); }}")
                 } else if i < requests + read.response {
-                    format!("function (request, spec, response) {{ return {n}.ProcessResponse(response, request, {{}}, spec); }}")
+                    format!("function (request, spec, response) {{ return mw[{i}].ProcessResponse(response, request, {{}}, spec); }}")
                 } else {
                     format!("function (request, spec, json) {{ return {n}(JSON.parse(json), {{}}, spec); }}")
                 }
             })
             .collect();
-        let dispatch = format!("[{}]", calls.join(",\n"));
+        let dispatch = format!(
+            "(function (mw) {{ return [{}]; }})({})",
+            calls.join(",\n"),
+            super::scope::RESOLVE
+        );
         let dispatch = engine::compile(&ctx, &dispatch, "<dispatch>").map_err(internal)?;
         let host = engine::compile(&ctx, &host_source(spec), "<host.js>").map_err(internal)?;
         let json = (strategy == Strategy::TykJson).then(|| {

@@ -1,0 +1,249 @@
+//! The blocking HTTP/1.1 client behind `TykMakeHttpRequest` and
+//! `TykBatchRequest`: hyper's client connection on a current-thread tokio
+//! runtime that each VM thread builds once, so a call is one `block_on`.
+//!
+//! Why not the gateway's upstream pool: it belongs to an I/O worker (its
+//! connections are driven by that worker's runtime), and Tyk itself opens a
+//! new connection per call (a new `http.Transport`, `Connection: close` for
+//! `TykMakeHttpRequest`). Why hyper rather than another client crate: it is
+//! already here, and it does HTTP/1.1 framing (chunked, keep-alive, header
+//! case) right.
+//!
+//! As Go's `http.Client`: redirects are followed (at most 10; 301/302/303
+//! turn the request into a GET without body), `User-Agent:
+//! Go-http-client/1.1` is sent when the script sets none, header names go
+//! out in canonical case. Plain `http://` only: an `https://` target is an
+//! error (there is no TLS client in this gateway).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, HOST, LOCATION, USER_AGENT};
+use http::{HeaderMap, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+
+/// The largest response body a call reads; past it the call fails.
+pub(crate) const MAX_RESPONSE_BODY: usize = 32 << 20;
+
+/// Go's `http.Client` limit.
+const MAX_REDIRECTS: usize = 10;
+
+/// One outgoing request, as a script described it.
+#[derive(Clone)]
+pub(crate) struct Outgoing {
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    /// Names as the script wrote them; sent in canonical case.
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Bytes,
+    /// Send `Connection: close` (Tyk's `r.Close = true`).
+    pub(crate) close: bool,
+}
+
+/// What came back: status, headers (Go's `http.Header`: canonical name to
+/// every value, keys sorted as Go's JSON encoder writes a map), body.
+pub(crate) struct Reply {
+    pub(crate) code: u16,
+    pub(crate) headers: BTreeMap<String, Vec<String>>,
+    pub(crate) body: String,
+}
+
+thread_local! {
+    /// This thread's runtime, built on the first call.
+    static RUNTIME: RefCell<Option<tokio::runtime::Runtime>> = const { RefCell::new(None) };
+}
+
+/// Runs `fut` to completion on this thread's runtime, or fails at `deadline`.
+pub(crate) fn block_on<F, T>(deadline: Instant, fut: F) -> Result<T, String>
+where
+    F: std::future::Future<Output = Result<T, String>>,
+{
+    RUNTIME.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+                .map_err(|e| format!("cannot start the HTTP client runtime: {e}"))?;
+            *slot = Some(rt);
+        }
+        let rt = slot.as_ref().expect("just built");
+        let until = tokio::time::Instant::from_std(deadline);
+        rt.block_on(async move {
+            tokio::time::timeout_at(until, fut)
+                .await
+                .unwrap_or_else(|_| Err("timed out at the middleware call's deadline".into()))
+        })
+    })
+}
+
+/// Sends `out`, following redirects as Go's client does.
+pub(crate) async fn fetch(mut out: Outgoing) -> Result<Reply, String> {
+    for _ in 0..=MAX_REDIRECTS {
+        let (status, headers, body) = send_once(&out).await?;
+        let location = headers
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .filter(|_| status.is_redirection() && status != StatusCode::NOT_MODIFIED);
+        let Some(location) = location else {
+            return Ok(reply(status, &headers, &body));
+        };
+        out.uri = resolve(&out.uri, location)?;
+        if matches!(status.as_u16(), 301..=303) && out.method != Method::HEAD {
+            out.method = Method::GET;
+            out.body = Bytes::new();
+        }
+    }
+    Err(format!("stopped after {MAX_REDIRECTS} redirects"))
+}
+
+/// One request on a new connection.
+async fn send_once(out: &Outgoing) -> Result<(StatusCode, HeaderMap, Bytes), String> {
+    let (host, port, authority) = target(&out.uri)?;
+    let stream = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+        .title_case_headers(true)
+        .handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("{authority}: {e}"))?;
+    // The connection task ends with the exchange (or when dropped below).
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let req = build(out, &authority)?;
+    let result = async {
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("{authority}: {e}"))?;
+        let (parts, body) = resp.into_parts();
+        let body = Limited::new(body, MAX_RESPONSE_BODY)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the response of {authority}: {e}"))?
+            .to_bytes();
+        Ok((parts.status, parts.headers, body))
+    }
+    .await;
+    driver.abort();
+    result
+}
+
+/// Host, port and `host:port` of an absolute `http://` URI.
+fn target(uri: &Uri) -> Result<(String, u16, String), String> {
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(format!(
+                "{uri}: https is not supported (this gateway has no TLS client)"
+            ))
+        }
+        Some(other) => return Err(format!("{uri}: unsupported protocol scheme {other:?}")),
+        None => return Err(format!("{uri}: unsupported protocol scheme \"\"")),
+    }
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| format!("{uri}: no host"))?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(80);
+    let authority = uri.authority().map_or(host.clone(), |a| a.to_string());
+    Ok((host, port, authority))
+}
+
+fn build(out: &Outgoing, authority: &str) -> Result<Request<Full<Bytes>>, String> {
+    let path = out.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let mut req = Request::builder()
+        .method(out.method.clone())
+        .uri(path)
+        .body(Full::new(out.body.clone()))
+        .map_err(|e| format!("cannot build the request: {e}"))?;
+    let headers = req.headers_mut();
+    for (name, value) in &out.headers {
+        let n = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("Headers: {name:?} is not a valid header name"))?;
+        let v = HeaderValue::from_str(value)
+            .map_err(|_| format!("Headers[{name:?}]: value not allowed in a header"))?;
+        // Go sends the URL's host, whatever `Header["Host"]` says.
+        if n != HOST {
+            headers.insert(n, v);
+        }
+    }
+    let host = HeaderValue::from_str(authority).map_err(|e| e.to_string())?;
+    headers.insert(HOST, host);
+    headers
+        .entry(USER_AGENT)
+        .or_insert(HeaderValue::from_static("Go-http-client/1.1"));
+    if !out.body.is_empty() || !matches!(out.method, Method::GET | Method::HEAD) {
+        headers.insert(http::header::CONTENT_LENGTH, out.body.len().into());
+    }
+    if out.close {
+        headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(req)
+}
+
+/// A redirect's `Location` against the URI that answered it.
+fn resolve(base: &Uri, location: &str) -> Result<Uri, String> {
+    if location.contains("://") {
+        return location
+            .parse()
+            .map_err(|e| format!("redirect to {location:?}: {e}"));
+    }
+    let scheme = base.scheme_str().unwrap_or("http");
+    let authority = base.authority().map_or("", |a| a.as_str());
+    let path = if location.starts_with('/') {
+        location.to_string()
+    } else {
+        let dir = base.path().rsplit_once('/').map_or("", |(d, _)| d);
+        format!("{dir}/{location}")
+    };
+    format!("{scheme}://{authority}{path}")
+        .parse()
+        .map_err(|e| format!("redirect to {location:?}: {e}"))
+}
+
+/// The reply as Go's client hands it over: `Transfer-Encoding` is not a
+/// header there (it is `resp.TransferEncoding`), everything else is.
+fn reply(status: StatusCode, headers: &HeaderMap, body: &Bytes) -> Reply {
+    let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, value) in headers {
+        if name == http::header::TRANSFER_ENCODING {
+            continue;
+        }
+        map.entry(crate::js::request::canonical(name.as_str()))
+            .or_default()
+            .push(String::from_utf8_lossy(value.as_bytes()).into_owned());
+    }
+    Reply {
+        code: status.as_u16(),
+        headers: map,
+        body: String::from_utf8_lossy(body).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn redirects_resolve_as_urls_do() {
+        let base: http::Uri = "http://h:1/a/b?q".parse().unwrap();
+        assert_eq!(resolve(&base, "/x").unwrap().to_string(), "http://h:1/x");
+        assert_eq!(resolve(&base, "c").unwrap().to_string(), "http://h:1/a/c");
+        assert_eq!(
+            resolve(&base, "http://o/p").unwrap().to_string(),
+            "http://o/p"
+        );
+    }
+}

@@ -1,0 +1,52 @@
+//! The Tyk API globals on QuickJS (rquickjs): thin wrappers around the
+//! engine-agnostic core in this module's parent.
+
+use rquickjs::function::Opt;
+use rquickjs::{Coerced, Ctx, Function, Value};
+
+/// Registers `TykMakeHttpRequest`, `TykBatchRequest`, `TykGetKeyData`,
+/// `TykSetKeyData` and the lazy `_` in `ctx`'s global object.
+pub(crate) fn install(ctx: &Ctx<'_>) -> rquickjs::Result<()> {
+    let g = ctx.globals();
+    g.set(
+        "TykMakeHttpRequest",
+        Function::new(ctx.clone(), |v: Opt<Value<'_>>| {
+            arg(v).map(|json| super::make_http_request(&json))
+        })?,
+    )?;
+    g.set(
+        "TykBatchRequest",
+        Function::new(ctx.clone(), |v: Opt<Value<'_>>| {
+            arg(v).map(|json| super::batch_request(&json))
+        })?,
+    )?;
+    g.set(
+        "TykGetKeyData",
+        Function::new(ctx.clone(), |k: Opt<Value<'_>>, a: Opt<Value<'_>>| {
+            rquickjs::Result::Ok(super::get_key_data(&arg(k)?, &arg(a)?))
+        })?,
+    )?;
+    g.set(
+        "TykSetKeyData",
+        Function::new(ctx.clone(), |k: Opt<Value<'_>>, s: Opt<Value<'_>>| {
+            super::set_key_data(&arg(k)?, &arg(s)?);
+            rquickjs::Result::Ok(())
+        })?,
+    )?;
+    let define: Function = ctx.eval(super::LAZY_UNDERSCORE)?;
+    let load = Function::new(ctx.clone(), load_underscore)?;
+    define.call::<_, ()>((load,))
+}
+
+/// Evaluates our underscore once in this context (the first read of `_`).
+fn load_underscore<'js>(ctx: Ctx<'js>) -> rquickjs::Result<Value<'js>> {
+    ctx.eval(super::UNDERSCORE)
+}
+
+/// An argument with JS `String(x)` semantics; a missing one is "undefined".
+fn arg(v: Opt<Value<'_>>) -> rquickjs::Result<String> {
+    match v.0 {
+        Some(v) => Ok(v.get::<Coerced<String>>()?.0),
+        None => Ok("undefined".into()),
+    }
+}

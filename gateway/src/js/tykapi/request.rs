@@ -1,0 +1,324 @@
+//! `TykMakeHttpRequest` and `TykBatchRequest`: the script's JSON decoded as
+//! Go's `encoding/json` decodes it into Tyk's structs, the calls made, and
+//! the answer encoded as Tyk encodes it.
+//!
+//! Go's decoder matches field names case-insensitively (an exact match
+//! first), leaves a `null` field at its zero value, ignores unknown fields,
+//! and fails on a value of the wrong type: all reproduced here, since a
+//! script written against Tyk may rely on any of them.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use http::{Method, Uri};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::task::JoinSet;
+
+use super::http::{block_on, fetch, Outgoing, Reply};
+use super::{deadline, refusal};
+
+/// Requests of one batch in flight at once (Tyk starts them all; a bound
+/// keeps a script from opening thousands of sockets).
+const BATCH_PARALLELISM: usize = 32;
+
+/// `TykMakeHttpRequest(json)`: Tyk's `TykJSHttpResponse` JSON, or `None`
+/// (the script sees `undefined`) after logging why.
+pub(crate) fn make_http_request(arg: &str) -> Option<String> {
+    // Tyk: called with no argument, `String(undefined)` is "undefined".
+    if arg == "undefined" {
+        return None;
+    }
+    let run = || -> Result<String, String> {
+        if let Some(why) = refusal("TykMakeHttpRequest") {
+            return Err(why);
+        }
+        let out = http_request(arg)?;
+        let reply = block_on(deadline(), fetch(out))?;
+        Ok(response_json(&reply))
+    };
+    run()
+        .map_err(|e| tracing::error!(target: "jsvm", "TykMakeHttpRequest: {e}"))
+        .ok()
+}
+
+/// `TykBatchRequest(json)`: Tyk's array of `BatchReplyUnit`, or `None`.
+pub(crate) fn batch_request(arg: &str) -> Option<String> {
+    let run = || -> Result<String, String> {
+        if let Some(why) = refusal("TykBatchRequest") {
+            return Err(why);
+        }
+        let (requests, sequential) = batch(arg)?;
+        let replies = block_on(deadline(), run_batch(requests, sequential))?;
+        serde_json::to_string(&replies).map_err(|e| e.to_string())
+    };
+    run()
+        .map_err(|e| tracing::error!(target: "jsvm", "TykBatchRequest: Batch request error: {e}"))
+        .ok()
+}
+
+/// Tyk's `TykJSHttpResponse`, fields in its order: `Code`, `Body`,
+/// `Headers`, then the lower-case copies that make it a `BatchReplyUnit`.
+#[derive(Serialize)]
+struct JsHttpResponse<'a> {
+    #[serde(rename = "Code")]
+    code_upper: u16,
+    #[serde(rename = "Body")]
+    body_upper: &'a str,
+    #[serde(rename = "Headers")]
+    headers_upper: &'a BTreeMap<String, Vec<String>>,
+    code: u16,
+    body: &'a str,
+    headers: &'a BTreeMap<String, Vec<String>>,
+}
+
+fn response_json(r: &Reply) -> String {
+    let v = JsHttpResponse {
+        code_upper: r.code,
+        body_upper: &r.body,
+        headers_upper: &r.headers,
+        code: r.code,
+        body: &r.body,
+        headers: &r.headers,
+    };
+    serde_json::to_string(&v).expect("strings and numbers serialise")
+}
+
+/// Tyk's `BatchReplyUnit`; a request that failed is the zero value
+/// (`relative_url` empty, `code` 0, `headers` null), as Tyk answers it.
+#[derive(Serialize, Default)]
+struct BatchReply {
+    relative_url: String,
+    code: u16,
+    headers: Option<BTreeMap<String, Vec<String>>>,
+    body: String,
+}
+
+/// Decodes `{Method, Domain, Resource, Headers, Body, FormData}` as Tyk's
+/// `TykJSHttpRequest` and builds the request: `Domain + Resource` is the
+/// URL; `Body` if not empty, else `FormData` form-encoded (keys sorted).
+fn http_request(arg: &str) -> Result<Outgoing, String> {
+    let v: Value = serde_json::from_str(arg)
+        .map_err(|e| format!("JSVM: Failed to deserialise HTTP Request object: {e}"))?;
+    let obj = object(&v, "the argument")?;
+    let method = string_field(obj, "Method")?;
+    let body = string_field(obj, "Body")?;
+    let headers = map_field(obj, "Headers")?;
+    let domain = string_field(obj, "Domain")?;
+    let resource = string_field(obj, "Resource")?;
+    let form = map_field(obj, "FormData")?;
+    let url = format!("{domain}{resource}");
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("JSVM: Failed to parse request URI {url:?}: {e}"))?;
+    let body = if !body.is_empty() {
+        body
+    } else if !form.is_empty() {
+        let mut pairs = form;
+        pairs.sort();
+        form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .finish()
+    } else {
+        String::new()
+    };
+    Ok(Outgoing {
+        method: method_of(&method)?,
+        uri,
+        headers,
+        body: Bytes::from(body),
+        close: true,
+    })
+}
+
+/// Decodes `{requests: [{method, headers, body, relative_url}],
+/// suppress_parallel_execution}` (Tyk's `BatchRequestStructure`). As in
+/// Tyk's "unsafe" batch from JS, `relative_url` is the whole URL.
+fn batch(arg: &str) -> Result<(Vec<(Outgoing, String)>, bool), String> {
+    let v: Value = serde_json::from_str(arg)
+        .map_err(|e| format!("could not decode batch request, decoding failed: {e}"))?;
+    let obj = object(&v, "the argument")?;
+    let sequential = match field(obj, "suppress_parallel_execution") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err("suppress_parallel_execution must be a boolean".into()),
+    };
+    let list = match field(obj, "requests") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return Err("requests must be an array".into()),
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let r = object(item, &format!("requests[{i}]"))?;
+        let url = string_field(r, "relative_url")?;
+        let method = method_of(&string_field(r, "method")?)?;
+        // Go's `http.NewRequest` accepts a URL without scheme or host; the
+        // call then fails and its reply is the zero value.
+        let uri: Uri = url.parse().map_err(|e| {
+            format!("batch request creation failed, request structure malformed: requests[{i}].relative_url {url:?}: {e}")
+        })?;
+        let outgoing = Outgoing {
+            method,
+            uri,
+            headers: map_field(r, "headers")?,
+            body: Bytes::from(string_field(r, "body")?),
+            close: false,
+        };
+        out.push((outgoing, url));
+    }
+    Ok((out, sequential))
+}
+
+/// Runs a batch: in order when `sequential`, else concurrently with the
+/// replies in the order they complete (Tyk collects them from a channel).
+async fn run_batch(
+    requests: Vec<(Outgoing, String)>,
+    sequential: bool,
+) -> Result<Vec<BatchReply>, String> {
+    let one = |out: Outgoing, url: String| async move {
+        match fetch(out).await {
+            Ok(r) => BatchReply {
+                relative_url: url,
+                code: r.code,
+                headers: Some(r.headers),
+                body: r.body,
+            },
+            Err(e) => {
+                tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}");
+                BatchReply::default()
+            }
+        }
+    };
+    let mut replies = Vec::with_capacity(requests.len());
+    if sequential {
+        for (out, url) in requests {
+            replies.push(one(out, url).await);
+        }
+        return Ok(replies);
+    }
+    let mut pending = requests.into_iter();
+    let mut running = JoinSet::new();
+    loop {
+        while running.len() < BATCH_PARALLELISM {
+            match pending.next() {
+                Some((out, url)) => {
+                    running.spawn(one(out, url));
+                }
+                None => break,
+            }
+        }
+        match running.join_next().await {
+            Some(Ok(reply)) => replies.push(reply),
+            Some(Err(e)) => return Err(format!("a batch request panicked: {e}")),
+            None => return Ok(replies),
+        }
+    }
+}
+
+/// Go's `http.NewRequest`: an empty method is GET; otherwise a token.
+fn method_of(m: &str) -> Result<Method, String> {
+    if m.is_empty() {
+        return Ok(Method::GET);
+    }
+    Method::from_bytes(m.as_bytes()).map_err(|_| format!("net/http: invalid method {m:?}"))
+}
+
+fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
+    match v {
+        Value::Object(o) => Ok(o),
+        Value::Null => {
+            static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+            Ok(EMPTY.get_or_init(Map::new))
+        }
+        other => Err(format!("{what} must be an object, got {}", kind(other))),
+    }
+}
+
+/// Go's field matching: the exact name, else any case-insensitive match.
+fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    obj.get(name).or_else(|| {
+        obj.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    })
+}
+
+fn string_field(obj: &Map<String, Value>, name: &str) -> Result<String, String> {
+    match field(obj, name) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(format!("{name} must be a string, got {}", kind(other))),
+    }
+}
+
+/// A `map[string]string` field, in the object's order.
+fn map_field(obj: &Map<String, Value>, name: &str) -> Result<Vec<(String, String)>, String> {
+    match field(obj, name) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                other => Err(format!(
+                    "{name}[{k:?}] must be a string, got {}",
+                    kind(other)
+                )),
+            })
+            .collect(),
+        Some(other) => Err(format!("{name} must be an object, got {}", kind(other))),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_match_as_go_decodes_them() {
+        let out = http_request(
+            r#"{"method":"POST","DOMAIN":"http://h:1","Resource":"/p","FormData":{"b":"2","a":"1"}}"#,
+        )
+        .unwrap();
+        assert_eq!(out.method, Method::POST);
+        assert_eq!(out.uri.to_string(), "http://h:1/p");
+        assert_eq!(&out.body[..], b"a=1&b=2");
+        assert!(http_request(r#"{"Method": 1}"#).is_err());
+        assert!(http_request(r#"{"Headers": {"a": 1}}"#).is_err());
+        assert!(http_request("{not json}").is_err());
+        // No Domain or Resource: Go's ParseRequestURI refuses "".
+        assert!(http_request(r#"{"Method":"GET"}"#).is_err());
+    }
+
+    #[test]
+    fn the_answer_has_tyks_fields_in_tyks_order() {
+        let mut headers = BTreeMap::new();
+        headers.insert("X-A".to_string(), vec!["1".to_string()]);
+        let r = Reply {
+            code: 201,
+            headers,
+            body: "b".into(),
+        };
+        assert_eq!(
+            response_json(&r),
+            r#"{"Code":201,"Body":"b","Headers":{"X-A":["1"]},"code":201,"body":"b","headers":{"X-A":["1"]}}"#
+        );
+        let failed = serde_json::to_string(&BatchReply::default()).unwrap();
+        assert_eq!(
+            failed,
+            r#"{"relative_url":"","code":0,"headers":null,"body":""}"#
+        );
+    }
+}
