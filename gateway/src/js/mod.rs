@@ -83,12 +83,12 @@ mod phase;
 mod prelude;
 pub mod quickjs;
 mod request;
-mod sniff;
-mod sources;
-mod tykjson;
 mod scope;
 mod session;
+mod sniff;
+mod sources;
 mod tykapi;
+mod tykjson;
 mod vm;
 mod vmthread;
 

@@ -119,12 +119,7 @@ fn read_file(spec: &ApiSpec, file: &std::path::Path, field: &str) -> Result<Stri
 /// entry (a virtual endpoint's source) is left as written: its functions
 /// stay global, where `response_function_name` finds them.
 pub(crate) fn scope(read: &mut ApiScripts) {
-    let named: Vec<(String, String)> = read
-        .entries
-        .iter()
-        .chain(&read.response)
-        .cloned()
-        .collect();
+    let named: Vec<(String, String)> = read.entries.iter().chain(&read.response).cloned().collect();
     for s in &mut read.scripts {
         let served = super::scope::served(&named, &read.entry_files, &s.file);
         if !served.is_empty() {

@@ -33,12 +33,12 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderMap, StatusCode};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::request::{canonical, edit_query, header, set_url};
+use crate::error::ErrorFormat;
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
 
 /// Tyk's `DoProcessRequest`, as a non-writable, non-enumerable global
@@ -302,7 +302,7 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
             ))
         }
     };
-    if let Some(resp) = overrides(r.get("ReturnOverrides"))? {
+    if let Some(resp) = overrides(r.get("ReturnOverrides"), ErrorFormat::of(&req.headers))? {
         return Ok(Flow::Respond(resp));
     }
     if !truthy(r.get("IgnoreBody")) {
@@ -359,9 +359,12 @@ fn apply_params(r: &Map<String, Value>, req: &mut MwRequest) -> Result<(), MwErr
     Ok(())
 }
 
-/// `ReturnOverrides`: a `ResponseCode` >= 400 without `OverrideError` is
-/// answered with Tyk's error body; any other non-zero code with `ResponseBody`.
-fn overrides(v: Option<&Value>) -> Result<Option<MwResponse>, MwError> {
+/// `ReturnOverrides`, read with the other strategies' type rules and
+/// answered by the same rules (`forced.rs`): a non-empty `ResponseError`
+/// replaces `ResponseBody`; a code >= 400 without `OverrideError` is Tyk's
+/// error template in the request's `format`; any other non-zero code is a
+/// forced response.
+fn overrides(v: Option<&Value>, format: ErrorFormat) -> Result<Option<MwResponse>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);
@@ -374,16 +377,12 @@ fn overrides(v: Option<&Value>) -> Result<Option<MwResponse>, MwError> {
     if code == 0.0 {
         return Ok(None);
     }
-    let status = Some(code)
+    let code = Some(code)
         .filter(|c| c.fract() == 0.0 && (100.0..=999.0).contains(c))
-        .and_then(|c| StatusCode::from_u16(c as u16).ok())
+        .map(|c| c as u16)
         .ok_or_else(|| MwError(format!("{field}.ResponseCode {code} is not an HTTP status")))?;
-    let mut headers = HeaderMap::new();
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
-    for (name, value) in string_map(ro.get("ResponseHeaders"), hfield)? {
-        let (n, v) = header(&name, &value, hfield)?;
-        headers.insert(n, v);
-    }
+    let headers = string_map(ro.get("ResponseHeaders"), hfield)?;
     let text = |key: &str| -> Result<String, MwError> {
         match ro.get(key) {
             None | Some(Value::Null) => Ok(String::new()),
@@ -391,22 +390,20 @@ fn overrides(v: Option<&Value>) -> Result<Option<MwResponse>, MwError> {
             Some(other) => Err(shape(&format!("{field}.{key}"), "a string", other)),
         }
     };
-    let body = if status.as_u16() >= 400 && !truthy(ro.get("OverrideError")) {
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        Bytes::from(serde_json::json!({ "error": text("ResponseError")? }).to_string())
-    } else {
-        Bytes::from(text("ResponseBody")?)
-    };
-    Ok(Some(MwResponse {
-        status,
+    let o = super::forced::Overrides {
+        code,
+        error: text("ResponseError")?,
+        body: text("ResponseBody")?,
         headers,
-        body,
-    }))
+        override_error: truthy(ro.get("OverrideError")),
+    };
+    o.respond(format).map(Some)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
 
     fn req(uri: &str, body: &str) -> MwRequest {
         let (path, query) = match uri.split_once('?') {
