@@ -484,7 +484,8 @@ mod tests {
         match apply(over, &mut r) {
             Ok(Flow::Respond(resp)) => {
                 assert_eq!(resp.status, 403);
-                assert_eq!(&resp.body[..], br#"{"error":"no"}"#);
+                // Tyk's error template (templates/error.json).
+                assert_eq!(&resp.body[..], b"{\n    \"error\": \"no\"\n}");
             }
             other => panic!("{other:?}"),
         }

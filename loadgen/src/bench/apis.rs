@@ -147,6 +147,12 @@ fn has_virtual(def: &Value) -> bool {
         .any(|e| !e["disabled"].as_bool().unwrap_or(false))
 }
 
+/// True when the definition's script calls a service (`config_data.upstream`,
+/// as apis/jsvm-makehttp.json): its cost is the call-out, not the design.
+fn calls_out(def: &Value) -> bool {
+    def["config_data"]["upstream"].is_string()
+}
+
 /// True when the definition's only middleware is in the response phase.
 fn response_only(def: &Value) -> bool {
     let cm = &def["custom_middleware"];
@@ -293,9 +299,10 @@ pub fn prepare(
                 source: Some(source),
                 has_middleware: !entries(&def).is_empty() || has_virtual(&def),
                 marker: None,
-                // Virtual endpoints and response hooks are not request
+                // Virtual endpoints, response hooks and scripts that call
+                // a service are capabilities, not designs of the seed's
                 // middleware: the design-choice table leaves them out.
-                kind: if has_virtual(&def) || response_only(&def) {
+                kind: if has_virtual(&def) || response_only(&def) || calls_out(&def) {
                     None
                 } else {
                     kind_of(&def)
