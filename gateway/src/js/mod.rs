@@ -78,6 +78,7 @@
 mod budget;
 mod depth;
 mod forced;
+pub(crate) mod goquery;
 mod jobs;
 mod phase;
 mod prelude;

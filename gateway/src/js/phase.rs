@@ -91,13 +91,11 @@ fn header_object(headers: &HeaderMap) -> Map<String, Value> {
 /// query's) and `Scheme`.
 pub(crate) fn endpoint_request(req: &MwRequest) -> String {
     let mut params: Map<String, Value> = Map::new();
-    let mut add = |pairs: form_urlencoded::Parse<'_>| {
+    let mut add = |pairs: Vec<(String, String)>| {
         for (k, v) in pairs {
-            let slot = params
-                .entry(k.into_owned())
-                .or_insert_with(|| Value::Array(Vec::new()));
+            let slot = params.entry(k).or_insert_with(|| Value::Array(Vec::new()));
             if let Value::Array(list) = slot {
-                list.push(Value::from(v.into_owned()));
+                list.push(Value::from(v));
             }
         }
     };
@@ -107,10 +105,10 @@ pub(crate) fn endpoint_request(req: &MwRequest) -> String {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.split(';').next() == Some("application/x-www-form-urlencoded"));
     if form && matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
-        add(form_urlencoded::parse(&req.body));
+        add(super::goquery::parse(&req.body));
     }
     if let Some(q) = &req.query {
-        add(form_urlencoded::parse(q.as_bytes()));
+        add(super::goquery::parse(q.as_bytes()));
     }
     serde_json::json!({
         "Headers": header_object(&req.headers),

@@ -271,10 +271,10 @@ fn materialise(f: Lazy, p: &Pending, ctx: &mut Context) -> JsResult<JsValue> {
             let params = plain(ctx);
             if let Some(q) = &p.query {
                 let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
-                for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+                for (k, v) in super::goquery::parse(q.as_bytes()) {
                     match grouped.iter_mut().find(|(name, _)| *name == k) {
-                        Some((_, vals)) => vals.push(v.into_owned()),
-                        None => grouped.push((k.into_owned(), vec![v.into_owned()])),
+                        Some((_, vals)) => vals.push(v),
+                        None => grouped.push((k, vec![v])),
                     }
                 }
                 for (k, vals) in grouped {
@@ -827,7 +827,7 @@ pub(crate) fn edit_query(
     let mut values: Vec<(String, String)> = req
         .query
         .as_deref()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .map(|q| super::goquery::parse(q.as_bytes()))
         .unwrap_or_default();
     values.retain(|(k, _)| !deletes.contains(k));
     for (k, v) in adds {

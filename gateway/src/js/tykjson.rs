@@ -164,11 +164,8 @@ pub(crate) fn request_json(req: &MwRequest) -> String {
     }
     let mut params: BTreeMap<String, Vec<String>> = BTreeMap::new();
     if let Some(q) = &req.query {
-        for (k, v) in form_urlencoded::parse(q.as_bytes()) {
-            params
-                .entry(k.into_owned())
-                .or_default()
-                .push(v.into_owned());
+        for (k, v) in super::goquery::parse(q.as_bytes()) {
+            params.entry(k).or_default().push(v);
         }
     }
     let url = req.path_and_query();

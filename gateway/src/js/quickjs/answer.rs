@@ -208,10 +208,10 @@ fn canonical_into(out: &mut String, name: &str) {
 /// appearance order, each with every value in order.
 fn params<'js>(ctx: &Ctx<'js>, query: &str) -> rquickjs::Result<Array<'js>> {
     let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
-    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+    for (k, v) in crate::js::goquery::parse(query.as_bytes()) {
         match grouped.iter_mut().find(|(name, _)| *name == k) {
-            Some((_, vals)) => vals.push(v.into_owned()),
-            None => grouped.push((k.into_owned(), vec![v.into_owned()])),
+            Some((_, vals)) => vals.push(v),
+            None => grouped.push((k, vec![v])),
         }
     }
     let out = Array::new(ctx.clone())?;
