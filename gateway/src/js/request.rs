@@ -245,27 +245,26 @@ fn lazy_set(f: Lazy, this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsR
     Ok(JsValue::undefined())
 }
 
+/// `headers` as Go's `http.Header` decodes into JS: each canonical name to
+/// the array of its values (the request's and the response's `Headers`).
+pub(crate) fn header_object(headers: &http::HeaderMap, ctx: &mut Context) -> JsResult<JsObject> {
+    let object = plain(ctx);
+    for name in headers.keys() {
+        let values = headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let arr = string_array(values, ctx);
+        object.create_data_property_or_throw(JsString::from(canonical(name.as_str())), arr, ctx)?;
+    }
+    Ok(object)
+}
+
 /// Builds the initial value of field `f`, as Tyk's JSON would decode it.
 fn materialise(f: Lazy, p: &Pending, ctx: &mut Context) -> JsResult<JsValue> {
     let empty = |ctx: &mut Context| JsValue::from(plain(ctx));
     Ok(match f {
-        Lazy::Headers => {
-            let headers = plain(ctx);
-            for name in p.headers.keys() {
-                let values = p
-                    .headers
-                    .get_all(name)
-                    .iter()
-                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-                let arr = string_array(values, ctx);
-                headers.create_data_property_or_throw(
-                    JsString::from(canonical(name.as_str())),
-                    arr,
-                    ctx,
-                )?;
-            }
-            headers.into()
-        }
+        Lazy::Headers => header_object(&p.headers, ctx)?.into(),
         // Params as Go's `url.Values`: name -> every value, in order.
         Lazy::Params => {
             let params = plain(ctx);

@@ -17,9 +17,7 @@ use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source
 use super::super::budget::{self, Guard, SLICE_BUDGET};
 use super::super::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use super::super::prelude::HOST_GLOBAL;
-use super::super::request::{
-    self, canonical, get, opt_object, plain, shape, string_array, string_map, strings,
-};
+use super::super::request::{self, get, opt_object, plain, shape, string_map, strings};
 use super::{
     collect_large_body, error_text, is_identifier, BuildError, CallError, Sources, Vm, LARGE_BODY,
 };
@@ -195,20 +193,7 @@ fn response_object(
     resp: &MwResponse,
     ctx: &mut Context,
 ) -> boa_engine::JsResult<(JsObject, JsString)> {
-    let headers = plain(ctx);
-    for name in resp.headers.keys() {
-        let values = resp
-            .headers
-            .get_all(name)
-            .iter()
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-        let arr = string_array(values, ctx);
-        headers.create_data_property_or_throw(
-            JsString::from(canonical(name.as_str())),
-            arr,
-            ctx,
-        )?;
-    }
+    let headers = request::header_object(&resp.headers, ctx)?;
     let body = JsString::from(String::from_utf8_lossy(&resp.body).as_ref());
     let object = plain(ctx);
     object.create_data_property_or_throw(js_string!("StatusCode"), resp.status.as_u16(), ctx)?;
