@@ -31,6 +31,10 @@
 //!    scripts from the I/O thread costs (wall time includes the two thread
 //!    wake-ups, `cpu` the work of both threads).
 //!
+//! 7. `JSVM_WAIT_US=0` makes the I/O side await every answer
+//!    asynchronously (`--jsvm-wait 0`) instead of first waiting in place
+//!    (default 200 µs; `js/vmthread/answer.rs`).
+//!
 //! Allocations are counted by a wrapper around the system allocator that
 //! exists only in this benchmark binary.
 
@@ -168,6 +172,11 @@ fn measure(name: &str, spec: &ApiSpec, jsvm_threads: usize, default_calls: usize
     let opts = HostOptions {
         jsvm_timeout: Duration::from_secs(5),
         jsvm_threads,
+        jsvm_wait: std::env::var("JSVM_WAIT_US")
+            .ok()
+            .map_or(gateway::js::DEFAULT_WAIT, |v| {
+                Duration::from_micros(v.parse().expect("JSVM_WAIT_US: microseconds"))
+            }),
         ..HostOptions::default()
     };
     let factory = gateway::js::load(spec, &opts).expect("load");

@@ -32,6 +32,7 @@
 // carrying the work on, and its tests and benches use the public API.
 #![deny(missing_docs)]
 
+pub mod affinity;
 pub mod body;
 pub mod config;
 pub mod conn;

@@ -26,12 +26,21 @@ struct Args {
     /// Worker threads, each with its own listener, upstream pool and JS contexts [default: one per core]
     #[arg(long)]
     threads: Option<usize>,
+    /// Pin worker i to the i-th CPU the process may use, with its JS VM threads (auto), or leave placement to the kernel (off)
+    #[arg(long, default_value = "auto", value_parser = ["auto", "off"])]
+    cpu_affinity: String,
     /// Longest a JS middleware call may run before the request gets 500 (Tyk's jsvm_timeout)
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     jsvm_timeout: Duration,
     /// JS VM threads per worker and API; 0 runs scripts inline on the I/O thread (no isolation)
     #[arg(long, default_value_t = 1)]
     jsvm_threads: usize,
+    /// How long a worker's I/O thread waits in place (blocked, not spinning) for a VM thread's answer before it serves other connections; APIs whose calls usually take longer are never waited for; 0 always serves others first
+    #[arg(long, default_value = "200us", value_parser = parse_wait)]
+    jsvm_wait: Duration,
+    /// QuickJS: how long one call may run inline on the I/O thread; the first call past it moves its API to VM threads on that worker (and runs again there); 0 starts every QuickJS API on VM threads
+    #[arg(long, default_value = "1ms", value_parser = parse_wait)]
+    jsvm_inline_budget: Duration,
     /// JS strategy of APIs whose custom_middleware.strategy is unset: persistent (state kept across requests), tyk-json (Tyk's JSON marshalling, state kept) or fresh (Tyk's: fresh state per request)
     #[arg(long, default_value = "persistent", value_parser = parse_strategy)]
     jsvm_strategy: gateway::js::Strategy,
@@ -107,6 +116,27 @@ fn parse_strategy(s: &str) -> Result<gateway::js::Strategy, String> {
 }
 
 /// Parses `5s`, `250ms`, `2m` or a bare number of seconds.
+/// `--jsvm-wait`: microseconds or milliseconds, 0 allowed.
+fn parse_wait(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let (num, scale) = if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else {
+        return Err(format!("{s:?} is not a wait like 200us, 1ms or 0"));
+    };
+    match num.parse::<f64>() {
+        Ok(n) if n.is_finite() && (0.0..=1000.0).contains(&(n * scale * 1e3)) => {
+            Ok(Duration::from_secs_f64(n * scale))
+        }
+        _ => Err(format!("{s:?} is not a wait between 0 and 1s like 200us")),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, unit) = s
@@ -165,6 +195,9 @@ fn main() -> std::process::ExitCode {
         apis_dir: args.apis,
         jsvm_timeout: args.jsvm_timeout,
         jsvm_threads: args.jsvm_threads,
+        jsvm_wait: args.jsvm_wait,
+        jsvm_inline_budget: args.jsvm_inline_budget,
+        cpu_affinity: args.cpu_affinity == "auto",
         jsvm_strategy: args.jsvm_strategy,
         jsvm_engine: args.jsvm_engine,
         jsvm_memory: args.jsvm_memory,

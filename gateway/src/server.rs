@@ -48,6 +48,12 @@ pub struct GatewayConfig {
     pub jsvm_timeout: Duration,
     /// JS VM threads per worker and API; 0 runs scripts on the I/O thread.
     pub jsvm_threads: usize,
+    /// Longest an I/O thread waits in place for a VM thread's answer
+    /// (`--jsvm-wait`).
+    pub jsvm_wait: Duration,
+    /// QuickJS's inline slice before an API moves to VM threads
+    /// (`--jsvm-inline-budget`).
+    pub jsvm_inline_budget: Duration,
     /// JS strategy of APIs whose definition names none.
     pub jsvm_strategy: js::Strategy,
     /// JS engine of APIs that name none (`--jsvm-engine`).
@@ -58,6 +64,9 @@ pub struct GatewayConfig {
     pub wasm: crate::wasm::WasmLimits,
     /// Control API secret; `None` turns `/tyk/` off.
     pub secret: Option<String>,
+    /// Pin worker *i* to the *i*-th allowed CPU, and its VM threads with it
+    /// (`--cpu-affinity`; `affinity.rs` says why).
+    pub cpu_affinity: bool,
     /// How long to wait for an upstream's response head (504 after).
     pub upstream_timeout: Duration,
     /// How long shutdown waits for in-flight requests before exiting anyway.
@@ -90,11 +99,14 @@ impl Default for GatewayConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             jsvm_timeout: Duration::from_secs(5),
             jsvm_threads: 1,
+            jsvm_wait: crate::js::DEFAULT_WAIT,
+            jsvm_inline_budget: crate::js::quickjs::DEFAULT_INLINE_BUDGET,
             jsvm_strategy: js::Strategy::default(),
             jsvm_engine: JsEngine::Boa,
             jsvm_memory: crate::middleware::DEFAULT_JSVM_MEMORY,
             wasm: crate::wasm::WasmLimits::default(),
             secret: None,
+            cpu_affinity: true,
             upstream_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             client_header_timeout: Duration::from_secs(60),
@@ -129,6 +141,8 @@ impl Gateway {
         let opts = HostOptions {
             jsvm_timeout: config.jsvm_timeout,
             jsvm_threads: config.jsvm_threads,
+            jsvm_wait: config.jsvm_wait,
+            jsvm_inline_budget: config.jsvm_inline_budget,
             jsvm_strategy: config.jsvm_strategy,
             jsvm_engine: config.jsvm_engine,
             jsvm_memory: config.jsvm_memory,
@@ -199,12 +213,26 @@ impl Gateway {
                 hop: self.hop.clone(),
             };
             let (apis, rx) = (apis.clone(), rx.clone());
+            let cpu = self
+                .config
+                .cpu_affinity
+                .then(|| crate::affinity::worker_cpu(i))
+                .flatten();
             let handle = std::thread::Builder::new()
                 .name(format!("gw-worker-{i}"))
                 // Scripts run here with `--jsvm-threads 0`: the JS host's
                 // stack (reserved, committed only when touched).
                 .stack_size(js::SCRIPT_STACK_SIZE)
-                .spawn(move || worker(listener, &apis, rx, shared))
+                .spawn(move || {
+                    // First, so the VM threads this worker starts inherit
+                    // its core.
+                    if let Some(cpu) = cpu {
+                        if let Err(e) = crate::affinity::pin_current(cpu) {
+                            tracing::warn!(cpu, error = %e, "cannot pin worker {i}; left to the kernel");
+                        }
+                    }
+                    worker(listener, &apis, rx, shared)
+                })
                 .context("cannot spawn a worker thread")?;
             handles.push(handle);
         }

@@ -93,7 +93,7 @@ mod tykjson;
 mod vm;
 mod vmthread;
 
-pub use vmthread::SCRIPT_STACK_SIZE;
+pub use vmthread::{DEFAULT_WAIT, SCRIPT_STACK_SIZE};
 
 /// How an API's scripts keep state across requests
 /// (`custom_middleware.strategy`, default `--jsvm-strategy`).
@@ -186,6 +186,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         timeout: opts.jsvm_timeout,
         file: spec.file.clone(),
         threads: opts.jsvm_threads,
+        wait: opts.jsvm_wait,
         strategy,
     }))
 }
@@ -199,6 +200,8 @@ struct JsFactory {
     file: PathBuf,
     /// VM threads per worker (`--jsvm-threads`); 0 runs scripts inline.
     threads: usize,
+    /// `--jsvm-wait`.
+    wait: Duration,
     strategy: Strategy,
 }
 
@@ -227,7 +230,7 @@ impl ChainFactory for JsFactory {
             let build: vmthread::Builder<Vm> = Arc::new(move || build_vm(&sources));
             let name = format!("gw-js-{}", self.sources.api_id);
             ApiVm::Threads(ThreadedVm {
-                pool: VmPool::new(&name, self.threads, build),
+                pool: VmPool::new(&name, self.threads, self.wait, build),
                 timeout: self.timeout,
                 fresh: self.strategy == Strategy::Fresh,
             })

@@ -22,6 +22,9 @@
 //! (boa's `Context`, QuickJS's runtime) can use it. States are not `Send`;
 //! only jobs and their answers cross threads.
 //!
+//! The answer comes back through [`answer`]: the I/O thread first waits for
+//! it in place, briefly, then asynchronously (see that module for why).
+//!
 //! One job at a time per thread: a request queued for a busy thread waits
 //! on the I/O side (an async lock with the request's own deadline), never in
 //! the thread's channel, so a request never sits behind a job that is about
@@ -34,6 +37,10 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::middleware::MwError;
+
+mod answer;
+
+pub use answer::DEFAULT_WAIT;
 
 /// Stack of every thread that runs scripts: the VM threads, and the I/O
 /// threads when scripts run inline (`--jsvm-threads 0`). boa recurses on the
@@ -127,6 +134,8 @@ impl<S: 'static> VmThread<S> {
             // SAFETY: setpriority on a thread id of this process; a stale id
             // (the thread just exited) fails harmlessly with ESRCH.
             unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) };
+            // Off its worker's core (`affinity.rs`): it burns an idle one.
+            crate::affinity::release(tid);
         }
         // Dropping `jobs` closes the channel: the thread's next recv fails.
     }
@@ -175,6 +184,11 @@ pub(crate) struct VmPool<S> {
     lanes: Vec<Lane<S>>,
     build: Builder<S>,
     name: String,
+    /// Longest the I/O thread waits in place for an answer (`--jsvm-wait`).
+    wait: Duration,
+    /// Mean time from hand-off to answer of this API's recent calls, in
+    /// nanoseconds ([`answer::mix`]).
+    recent_ns: Cell<u64>,
 }
 
 /// Decrements a lane's load when the call leaves it, however it leaves.
@@ -188,8 +202,9 @@ impl Drop for LoadGuard<'_> {
 
 impl<S: 'static> VmPool<S> {
     /// Starts `threads` (at least one) VM threads named `name`, each
-    /// building its state with `build`.
-    pub(crate) fn new(name: &str, threads: usize, build: Builder<S>) -> VmPool<S> {
+    /// building its state with `build`; the I/O thread waits in place for
+    /// an answer for up to `wait`.
+    pub(crate) fn new(name: &str, threads: usize, wait: Duration, build: Builder<S>) -> VmPool<S> {
         let lanes = (0..threads.max(1))
             .map(|_| Lane {
                 thread: tokio::sync::Mutex::new(VmThread::spawn(name, build.clone()).ok()),
@@ -200,6 +215,8 @@ impl<S: 'static> VmPool<S> {
             lanes,
             build,
             name: name.to_string(),
+            wait,
+            recent_ns: Cell::new(0),
         }
     }
 
@@ -233,25 +250,42 @@ impl<S: 'static> VmPool<S> {
             *held = Some(VmThread::spawn(&self.name, self.build.clone())?);
         }
         let thread = held.as_ref().expect("just ensured");
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (reply, pending) = answer::slot();
+        let sent_at = Instant::now();
         let sent = thread.jobs.send(Box::new(move |slot: &mut Slot<S>| {
-            let _ = tx.send(job(slot));
+            reply.send(job(slot));
         }));
         if sent.is_err() {
             *held = None;
             return Err(RunError::Unavailable("the JS thread has exited".into()));
         }
 
-        // Phase 3: the answer, or abandonment at the deadline.
-        match tokio::time::timeout_at(until + ABANDON_GRACE, rx).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(RunError::Unavailable("the JS call panicked".into())),
-            Err(_) => {
-                if let Some(t) = held.take() {
-                    t.abandon();
+        // Phase 3: the answer, waited for in place while the API's calls
+        // are usually quick, then asynchronously until the deadline; at the
+        // deadline the thread is abandoned.
+        let recent = Duration::from_nanos(self.recent_ns.get());
+        let in_place = answer::budget(recent, self.wait);
+        let quick = if in_place.is_zero() {
+            None
+        } else {
+            pending.wait_until((sent_at + in_place).min(deadline))
+        };
+        let got = match quick {
+            Some(got) => got,
+            None => match tokio::time::timeout_at(until + ABANDON_GRACE, pending).await {
+                Ok(got) => got,
+                Err(_) => {
+                    if let Some(t) = held.take() {
+                        t.abandon();
+                    }
+                    let spent = answer::mix(self.recent_ns.get(), sent_at.elapsed());
+                    self.recent_ns.set(spent);
+                    return Err(RunError::Timeout);
                 }
-                Err(RunError::Timeout)
-            }
-        }
+            },
+        };
+        self.recent_ns
+            .set(answer::mix(self.recent_ns.get(), sent_at.elapsed()));
+        got.map_err(|_| RunError::Unavailable("the JS call panicked".into()))
     }
 }

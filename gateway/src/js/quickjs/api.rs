@@ -233,6 +233,9 @@ pub(crate) struct QjsApi {
     program: Arc<Program>,
     /// `None` after a stopped call discarded it; the next call rebuilds.
     live: Option<Live>,
+    /// The last call was stopped by the interrupt handler (its deadline),
+    /// not by the memory limit: [`QjsApi::take_interrupted`].
+    interrupted: bool,
 }
 
 impl QjsApi {
@@ -242,6 +245,7 @@ impl QjsApi {
         Ok(QjsApi {
             program,
             live: Some(live),
+            interrupted: false,
         })
     }
 
@@ -302,6 +306,13 @@ impl QjsApi {
         self.with_until(deadline, f)
     }
 
+    /// True once after a call the interrupt handler stopped at the deadline
+    /// it was given (the state is discarded too, as [`Self::is_spent`]
+    /// says): an inline call that overran its slice (`mod.rs`, `Adaptive`).
+    pub(crate) fn take_interrupted(&mut self) -> bool {
+        std::mem::take(&mut self.interrupted)
+    }
+
     /// True when a stopped call discarded the state: the next call would
     /// rebuild it (a VM thread rebuilds it right away, off the request path).
     pub(crate) fn is_spent(&self) -> bool {
@@ -352,6 +363,7 @@ impl QjsApi {
             // a fresh runtime near its memory limit): start over.
             Err(_) if interrupted => {
                 self.live = None;
+                self.interrupted = true;
                 Err(MwError(format!(
                     "stopped after the jsvm timeout ({:?})",
                     p.timeout

@@ -23,16 +23,38 @@
 //!
 //! # What the limits guarantee (see `engine.rs`)
 //!
-//! A call runs on the API's VM thread (`vmthread.rs`, as boa's; inline on
-//! the I/O thread with `--jsvm-threads 0`) and is stopped by QuickJS's
-//! interrupt handler once the `--jsvm-timeout` deadline has passed, wherever
-//! the time goes: script loops, callbacks of builtins, regular expressions.
+//! A call is stopped by QuickJS's interrupt handler once the
+//! `--jsvm-timeout` deadline has passed, wherever the time goes: script
+//! loops, callbacks of builtins, regular expressions.
 //! Memory past `--jsvm-memory` and native stack past [`engine::STACK_LIMIT`]
 //! fail the call. Each is a 500; after a timeout or the memory limit the
 //! API's state on that thread is rebuilt (globals reset), after a stack
 //! overflow it is kept (it is an ordinary `RangeError`). Inline, a call
 //! cannot yield: other requests on the same worker wait for it (up to the
-//! timeout); on VM threads they never do.
+//! slice below, or with `--jsvm-threads 0` the timeout); on VM threads they
+//! never do.
+//!
+//! # Where a call runs: inline until it overruns (decided by measurement)
+//!
+//! Because the interrupt handler reaches everywhere, QuickJS need not pay
+//! for a VM thread up front, as boa must. An API starts *inline* on the I/O
+//! thread ([`Place::Adaptive`]), each call bounded by a short slice
+//! (`--jsvm-inline-budget`, 1 ms) as well as its deadline. The first call
+//! that overruns the slice is stopped there, the API moves to VM threads
+//! (`vmthread.rs`) on that worker for good, and the call runs again there,
+//! from the request as it came (nothing of a stopped call is applied), with
+//! what is left of its deadline. The move costs what a timeout costs: that
+//! worker's context is rebuilt, so its globals start over. APIs whose
+//! scripts call out (`TykMakeHttpRequest`, `TykBatchRequest`: they block)
+//! or that have response or virtual-endpoint entries start on VM threads.
+//! Measured (`gateway/benches/js_placement.sh`, release, ab -c 10,
+//! `--threads 1`): gateway CPU per request over the native plugin's, +7 µs
+//! inline against +36 µs on a VM thread on the worker's core. What inline
+//! gives up: a native step that never polls the handler (sorting a large
+//! array without a comparator, one huge `repeat`; each bounded by
+//! `--jsvm-memory`) holds the worker until it ends, once; after the move
+//! it holds only the API's VM thread. `--jsvm-inline-budget 0` starts every
+//! API on VM threads; `--jsvm-threads 0` keeps every call inline.
 //!
 //! # Layout
 //!
@@ -46,7 +68,7 @@ mod answer;
 mod api;
 mod engine;
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -63,6 +85,11 @@ use crate::middleware::{
 use super::vmthread::{self, RunError, Slot, VmPool};
 use super::{tykjson, Strategy};
 use api::{Program, QjsApi};
+
+/// Default `--jsvm-inline-budget`: a few hundred ordinary calls' worth,
+/// short enough that the one call that overruns it delays the worker's
+/// other requests by about as much as a slow upstream read would.
+pub const DEFAULT_INLINE_BUDGET: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// `host.js`, compiled into the binary with the prelude.
 const HOST_JS: &str = include_str!("host.js");
@@ -98,7 +125,19 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         hooks,
         file: spec.file.clone(),
         threads: opts.jsvm_threads,
+        wait: opts.jsvm_wait,
+        inline_first: !opts.jsvm_inline_budget.is_zero()
+            && read.scripts.iter().all(|(_, _, text)| !calls_out(text)),
+        inline_budget: opts.jsvm_inline_budget,
     }))
+}
+
+/// True when a script names a global that blocks the thread it runs on
+/// (its call waits for another service): such an API starts on VM threads.
+/// A script that reaches them without naming them (`this["Tyk" + ...]`)
+/// gets the inline refusal (`undefined`, logged) until the API moves.
+fn calls_out(script: &str) -> bool {
+    script.contains("TykMakeHttpRequest") || script.contains("TykBatchRequest")
 }
 
 /// One script file: (path, definition field, text).
@@ -267,6 +306,35 @@ struct QjsFactory {
     file: PathBuf,
     /// VM threads per worker (`--jsvm-threads`); 0 runs calls inline.
     threads: usize,
+    /// `--jsvm-wait`.
+    wait: std::time::Duration,
+    /// Start inline ([`Place::Adaptive`]): no script calls out, and a
+    /// budget is set.
+    inline_first: bool,
+    /// `--jsvm-inline-budget`: the slice of an inline call.
+    inline_budget: std::time::Duration,
+}
+
+impl QjsFactory {
+    /// What starts this API's VM threads on the calling worker (threads
+    /// inherit the worker's core, `affinity.rs`).
+    fn pool_maker(&self) -> Box<dyn Fn() -> VmPool<QjsApi>> {
+        let (program, threads, wait) = (self.program.clone(), self.threads, self.wait);
+        Box::new(move || {
+            // A runtime is not `Send`: each VM thread builds its own.
+            let p = program.clone();
+            let build: vmthread::Builder<QjsApi> = Arc::new(move || {
+                QjsApi::new(p.clone()).map_err(|e| {
+                    MwError(format!(
+                        "building the JS context failed: {}: {}",
+                        e.field, e.message
+                    ))
+                })
+            });
+            let name = format!("gw-js-{}", program.api_id);
+            VmPool::new(&name, threads.max(1), wait, build)
+        })
+    }
 }
 
 impl ChainFactory for QjsFactory {
@@ -282,22 +350,21 @@ impl ChainFactory for QjsFactory {
         // Built here whatever the placement: a worker that cannot build the
         // API's state fails to start with the file and field named.
         let api = QjsApi::new(self.program.clone()).map_err(fail)?;
+        // Only request-phase APIs start inline: a response or endpoint call
+        // that overran could not be run again (its inputs are moved).
+        let adaptive = self.inline_first && self.program.requests == self.program.entries.len();
         let place = Rc::new(if self.threads == 0 {
             Place::Inline(RefCell::new(api))
+        } else if adaptive {
+            Place::Adaptive(Adaptive {
+                inline: RefCell::new(Some(api)),
+                pool: OnceCell::new(),
+                budget: self.inline_budget,
+                make: self.pool_maker(),
+            })
         } else {
-            // A runtime is not `Send`: each VM thread builds its own.
             drop(api);
-            let program = self.program.clone();
-            let build: vmthread::Builder<QjsApi> = Arc::new(move || {
-                QjsApi::new(program.clone()).map_err(|e| {
-                    MwError(format!(
-                        "building the JS context failed: {}: {}",
-                        e.field, e.message
-                    ))
-                })
-            });
-            let name = format!("gw-js-{}", self.program.api_id);
-            Place::Threads(VmPool::new(&name, self.threads, build))
+            Place::Threads((self.pool_maker())())
         });
         let mut chain = Chain::default();
         for (index, ((name, _), hook)) in self.program.entries.iter().zip(&self.hooks).enumerate() {
@@ -394,9 +461,38 @@ enum Place {
     /// when first polled, so calls on one worker never overlap and the
     /// borrow is never contended.
     Inline(RefCell<QjsApi>),
-    /// On VM threads (the default), as boa's (`vmthread.rs`): the I/O
-    /// thread hands the request over and awaits the answer.
+    /// On VM threads, as boa's (`vmthread.rs`): the I/O thread hands the
+    /// request over and awaits the answer.
     Threads(VmPool<QjsApi>),
+    /// Inline, each call within a slice, until one overruns it; then on VM
+    /// threads for good (the default for request-phase APIs; see the
+    /// module's docs).
+    Adaptive(Adaptive),
+}
+
+/// [`Place::Adaptive`]'s state.
+struct Adaptive {
+    /// The inline state; `None` once the API has moved.
+    inline: RefCell<Option<QjsApi>>,
+    /// The VM threads, once the API has moved.
+    pool: OnceCell<VmPool<QjsApi>>,
+    /// The slice of an inline call (`--jsvm-inline-budget`).
+    budget: std::time::Duration,
+    make: Box<dyn Fn() -> VmPool<QjsApi>>,
+}
+
+impl Adaptive {
+    /// Moves the API to VM threads (once; later calls find the pool).
+    fn migrate(&self, entry: &str) -> &VmPool<QjsApi> {
+        self.pool.get_or_init(|| {
+            self.inline.borrow_mut().take();
+            tracing::warn!(
+                "{entry}: a call ran past the inline budget ({:?}); this API's scripts now run on VM threads on this worker (their globals start over)",
+                self.budget
+            );
+            (self.make)()
+        })
+    }
 }
 
 impl Place {
@@ -409,31 +505,37 @@ impl Place {
         T: Send + 'static,
         F: FnOnce(&mut QjsApi) -> Result<T, MwError> + Send + 'static,
     {
-        match self {
-            Place::Inline(api) => f(&mut api.borrow_mut()),
-            Place::Threads(pool) => {
-                let deadline = Instant::now() + timeout;
-                let job = move |slot: &mut Slot<QjsApi>| {
-                    let (r, spent) = match slot.get() {
-                        Ok(api) => {
-                            let r = f(api);
-                            (r, api.is_spent())
-                        }
-                        Err(e) => (Err(e), false),
-                    };
-                    if spent {
-                        slot.discard();
-                    }
-                    r
-                };
-                match pool.run(deadline, job).await {
-                    Ok(r) => r,
-                    Err(RunError::Timeout) => Err(MwError(format!(
-                        "stopped after the jsvm timeout ({timeout:?})"
-                    ))),
-                    Err(RunError::Unavailable(m)) => Err(MwError(m)),
+        let pool = match self {
+            Place::Inline(api) => return f(&mut api.borrow_mut()),
+            Place::Threads(pool) => pool,
+            // Not built for APIs with these phases (`instantiate`); served
+            // where the API is, should that change.
+            Place::Adaptive(a) => match (a.pool.get(), a.inline.borrow_mut().as_mut()) {
+                (Some(pool), _) => pool,
+                (None, Some(api)) => return f(api),
+                (None, None) => return Err(MwError("the JS state is gone".into())),
+            },
+        };
+        let deadline = Instant::now() + timeout;
+        let job = move |slot: &mut Slot<QjsApi>| {
+            let (r, spent) = match slot.get() {
+                Ok(api) => {
+                    let r = f(api);
+                    (r, api.is_spent())
                 }
+                Err(e) => (Err(e), false),
+            };
+            if spent {
+                slot.discard();
             }
+            r
+        };
+        match pool.run(deadline, job).await {
+            Ok(r) => r,
+            Err(RunError::Timeout) => Err(MwError(format!(
+                "stopped after the jsvm timeout ({timeout:?})"
+            ))),
+            Err(RunError::Unavailable(m)) => Err(MwError(m)),
         }
     }
 }
@@ -447,10 +549,15 @@ struct QjsMiddleware {
 }
 
 impl QjsMiddleware {
-    async fn on_thread(&self, pool: &VmPool<QjsApi>, req: &mut MwRequest) -> Result<Flow, MwError> {
-        // The deadline counts from here, so a wait for the API's busy
-        // thread is inside it (as for boa).
-        let deadline = Instant::now() + self.timeout;
+    /// The call on a VM thread, answered by `deadline` (counted from when
+    /// the request reached the middleware, so a wait for the API's busy
+    /// thread is inside it, as for boa).
+    async fn on_thread(
+        &self,
+        pool: &VmPool<QjsApi>,
+        req: &mut MwRequest,
+        deadline: Instant,
+    ) -> Result<Flow, MwError> {
         let owned = super::take_request(req);
         let index = self.index;
         let job = move |slot: &mut Slot<QjsApi>| {
@@ -482,6 +589,35 @@ impl QjsMiddleware {
     }
 }
 
+impl QjsMiddleware {
+    /// [`Place::Adaptive`]: inline within the slice; a call that overruns
+    /// it moves the API and runs again on its VM thread.
+    async fn adaptive(
+        &self,
+        a: &Adaptive,
+        req: &mut MwRequest,
+        deadline: Instant,
+    ) -> Result<Flow, MwError> {
+        if let Some(pool) = a.pool.get() {
+            return self.on_thread(pool, req, deadline).await;
+        }
+        let overran = {
+            let mut inline = a.inline.borrow_mut();
+            let api = inline.as_mut().expect("inline until the pool exists");
+            let slice_end = (Instant::now() + a.budget).min(deadline);
+            let r = api.call_until(self.index, req, slice_end);
+            // Stopped at the slice, not at the call's own deadline.
+            if !(api.take_interrupted() && Instant::now() < deadline) {
+                return r;
+            }
+            true
+        };
+        debug_assert!(overran);
+        let pool = a.migrate(&self.name);
+        self.on_thread(pool, req, deadline).await
+    }
+}
+
 impl Middleware for QjsMiddleware {
     fn name(&self) -> &str {
         &self.name
@@ -489,9 +625,11 @@ impl Middleware for QjsMiddleware {
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
         Box::pin(async move {
+            let deadline = Instant::now() + self.timeout;
             let r = match &*self.place {
                 Place::Inline(api) => api.borrow_mut().call(self.index, req),
-                Place::Threads(pool) => self.on_thread(pool, req).await,
+                Place::Threads(pool) => self.on_thread(pool, req, deadline).await,
+                Place::Adaptive(a) => self.adaptive(a, req, deadline).await,
             };
             r.map_err(|e| MwError(format!("{}: {e}", self.name)))
         })
