@@ -6,11 +6,13 @@
 //! costs: on this project's 2-core test VM a futex round trip between two
 //! threads on one core costs ~6 µs of CPU, and ~30 µs (44 µs of wall time)
 //! when the woken thread lands on the other, idle core (an inter-processor
-//! interrupt and a vCPU wake-up each way). Left alone, the scheduler picks
-//! the idle core. Measured through the gateway (`gateway/benches/
-//! js_placement.sh`, `--threads 1`, ab -c 10, 5 alternated rounds, gateway
-//! CPU per request over the native plugin's): boa +61..75 µs and QuickJS
-//! +61..75 µs unpinned, +32 / +36 µs with the gateway on one core.
+//! interrupt and a vCPU wake-up each way; `gateway/benches/wakeup_cost.c`: two threads
+//! ping-ponging through a futex). Left alone, the scheduler often picks the
+//! other core. Measured through the gateway (`gateway/benches/
+//! js_placement.sh`, release, `--threads 1`, ab -c 10, 7 alternated
+//! rounds; gateway CPU per request over the native plugin's, median): boa
+//! on its VM thread +76 µs unpinned, +52 µs pinned, and its mean call time
+//! (hand-off included) 755 µs unpinned, 84 µs pinned.
 //!
 //! So each worker pins itself to one core of the CPUs the process may use
 //! (round robin, worker *i* on the *i*-th allowed CPU), before it builds its

@@ -31,12 +31,26 @@
 //! still inside a native step (regex, a `forEach` callback) is abandoned
 //! (lowered to nice 19; it exits when the step returns) and replaced.
 //!
-//! The price is a thread hand-off per call (a channel send, two wake-ups).
-//! `--jsvm-threads 0` keeps the old placement (inline, sliced, yielding) so
-//! the bench can show that price: `gateway/benches/js_placement.sh` (gateway
-//! CPU per request, `ab -c 10`, alternated) and `JSVM_THREADS=0|1 cargo
-//! bench -p gateway --bench js_call`. With more than one thread per API,
-//! calls go to the least busy; each thread has its own context.
+//! The price is a thread hand-off per call (a channel send, two wake-ups),
+//! engineered down by measurement (`gateway/benches/js_placement.sh`,
+//! release, `--threads 1`, ab -c 10, 7 alternated rounds, gateway CPU per
+//! request over the native plugin's, median):
+//! - each worker is pinned to a core and its VM threads inherit it
+//!   (`affinity.rs`): a wake-up never crosses cores, which on the test VM
+//!   costs ~30 µs each way. +76 → +52 µs; mean call 755 → 84 µs.
+//! - the I/O thread waits for a quick answer in place, blocked on a futex,
+//!   rather than through its reactor (`vmthread/answer.rs`, `--jsvm-wait`):
+//!   latency, not CPU (mean call 186 → 63 µs with the gateway on one core).
+//! - inline (`--jsvm-threads 0`, no isolation) the route costs +18 µs: the
+//!   isolation costs ~34 µs per call on this machine, mostly the two
+//!   context switches and the caches they leave cold. QuickJS can be
+//!   stopped anywhere, so it starts inline and moves to a VM thread only
+//!   when a call overruns (`quickjs/mod.rs`); boa cannot, so it never runs
+//!   inline unless asked.
+//!
+//! `JSVM_THREADS=0|1 JSVM_WAIT_US=0|200 cargo bench -p gateway --bench
+//! js_call` gives the call-level figures. With more than one thread per
+//! API, calls go to the least busy; each thread has its own context.
 //!
 //! # What `--jsvm-timeout` guarantees
 //!

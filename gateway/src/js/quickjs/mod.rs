@@ -48,8 +48,9 @@
 //! scripts call out (`TykMakeHttpRequest`, `TykBatchRequest`: they block)
 //! or that have response or virtual-endpoint entries start on VM threads.
 //! Measured (`gateway/benches/js_placement.sh`, release, ab -c 10,
-//! `--threads 1`): gateway CPU per request over the native plugin's, +7 µs
-//! inline against +36 µs on a VM thread on the worker's core. What inline
+//! `--threads 1`, alternated rounds; gateway CPU per request over the
+//! native plugin's, median): +11..21 µs inline or starting inline, +44 µs
+//! on a VM thread on the worker's core; mean call 19-23 µs against 77 µs. What inline
 //! gives up: a native step that never polls the handler (sorting a large
 //! array without a comparator, one huge `repeat`; each bounded by
 //! `--jsvm-memory`) holds the worker until it ends, once; after the move
