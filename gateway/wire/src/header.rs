@@ -44,13 +44,22 @@ pub fn canonical_header_bytes(name: &str) -> impl Iterator<Item = u8> + Clone + 
     })
 }
 
-/// Appends Go's `CanonicalMIMEHeaderKey(name)` to `out`.
+/// Appends Go's `CanonicalMIMEHeaderKey(name)` to `out`. (A plain loop: the
+/// QuickJS host writes every request header's name through this.)
 pub fn push_canonical_header_key(out: &mut String, name: &str) {
-    if is_canonicalisable(name) {
-        // Token characters are ASCII: each byte is one char.
-        out.extend(canonical_header_bytes(name).map(char::from));
-    } else {
+    if !is_canonicalisable(name) {
         out.push_str(name);
+        return;
+    }
+    let mut upper = true;
+    for &b in name.as_bytes() {
+        // Token characters are ASCII: each byte is one char.
+        out.push(char::from(if upper {
+            b.to_ascii_uppercase()
+        } else {
+            b.to_ascii_lowercase()
+        }));
+        upper = b == b'-';
     }
 }
 
