@@ -15,7 +15,10 @@
 //!    directly: not counted). The mean includes GC pauses, the median does
 //!    not. On a busy machine `cpu` is the steadier figure.
 //! 3. `ENGINE=boa|quickjs` and `STRATEGY=persistent|tyk-json|fresh` pick one
-//!    mode; `CALLS` and `ROUNDS` (default 5) size the rounds.
+//!    mode; `CALLS` and `ROUNDS` (default 5) size the rounds. `fresh` also
+//!    runs `fresh _`: the seed's handler plus one `_.keys` call, so every
+//!    call's fresh context loads underscore (what a `fresh` API whose
+//!    script uses `_` pays per request).
 //! 4. `EVICT_KB=8192` writes 8 MiB between calls (untimed), so each call
 //!    starts with cold caches, as in the gateway, where the kernel's network
 //!    stack, the load generator and the upstream run between two calls on
@@ -79,8 +82,17 @@ fn env_count(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn spec(engine: JsEngine, strategy: &str) -> ApiSpec {
-    let hello = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
+/// The seed's handler with one use of underscore's `_` before its write.
+const HELLO_UNDERSCORE: &str = r#"var jsvmHelloPreHook = new TykJS.TykMiddleware.NewMiddleware({});
+jsvmHelloPreHook.NewProcessRequest(function(request, session) {
+    request.SetHeaders["X-Keys"] = _.keys({a: 1, b: 2}).join();
+    request.SetHeaders["X-Custom-JSVM"] = "hello-from-jsvm";
+    return jsvmHelloPreHook.ReturnData(request, {});
+});
+"#;
+
+fn spec(engine: JsEngine, strategy: &str, script: &str) -> ApiSpec {
+    let hello = script.to_string();
     ApiSpec {
         file: PathBuf::from("apis/jsvm-hello.json"),
         api_id: "jsvm-hello".into(),
@@ -144,8 +156,19 @@ fn main() {
     // hands each call to a VM thread, as the gateway does by default.
     let jsvm_threads = env_count("JSVM_THREADS", 1);
     println!("jsvm_threads = {jsvm_threads}");
+    let hello = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let with_underscore = dir.path().join("jsvm_hello_underscore.js");
+    std::fs::write(&with_underscore, HELLO_UNDERSCORE).expect("write the script");
+    let with_underscore = with_underscore.display().to_string();
+    let modes = [
+        ("persistent", "persistent", &hello),
+        ("tyk-json", "tyk-json", &hello),
+        ("fresh", "fresh", &hello),
+        ("fresh _", "fresh", &with_underscore),
+    ];
     for (e, name) in [(JsEngine::Boa, "boa"), (JsEngine::QuickJs, "quickjs")] {
-        for s in ["persistent", "tyk-json", "fresh"] {
+        for (label, s, script) in modes {
             if engine.as_deref().is_some_and(|o| o != name)
                 || strategy.as_deref().is_some_and(|o| o != s)
             {
@@ -159,8 +182,8 @@ fn main() {
                 _ => 20_000,
             };
             measure(
-                &format!("{name} {s}"),
-                &spec(e, s),
+                &format!("{name} {label}"),
+                &spec(e, s, script),
                 jsvm_threads,
                 default_calls,
             );

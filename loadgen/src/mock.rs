@@ -16,6 +16,7 @@ use std::io;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use gateway_wire::header;
 use http::{HeaderMap, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -189,8 +190,9 @@ pub fn echo_json(method: &str, raw_path: &str, headers: &HeaderMap) -> String {
     out
 }
 
-/// A header name as Go's `CanonicalMIMEHeaderKey` prints it, compared and
-/// written without building the canonical string.
+/// A header name as Go's `CanonicalMIMEHeaderKey` prints it
+/// (`gateway_wire::header`), compared and written without building the
+/// canonical string.
 struct Canonical<'a> {
     raw: &'a str,
     /// A byte that is not a token character: Go leaves the name as is.
@@ -201,24 +203,12 @@ impl<'a> Canonical<'a> {
     fn of(raw: &'a str) -> Self {
         Canonical {
             raw,
-            verbatim: !raw.bytes().all(is_token),
+            verbatim: !header::is_canonicalisable(raw),
         }
     }
 
     fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
-        let mut upper = !self.verbatim;
-        self.raw.bytes().map(move |b| {
-            if self.verbatim {
-                return b;
-            }
-            let out = if upper {
-                b.to_ascii_uppercase()
-            } else {
-                b.to_ascii_lowercase()
-            };
-            upper = b == b'-';
-            out
-        })
+        header::canonical_header_bytes(self.raw)
     }
 
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
@@ -234,10 +224,6 @@ impl<'a> Canonical<'a> {
         out.extend(self.bytes().map(char::from));
         out.push('"');
     }
-}
-
-fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// The echo with `"body"` first and `"query"` last, where Go's sorted keys
@@ -261,11 +247,8 @@ fn with_extras(echo_body: &str, echo: Echo, query: &str, data: &[u8]) -> String 
 }
 
 /// Go's `textproto.CanonicalMIMEHeaderKey`: `x-custom-goplugin` becomes
-/// `X-Custom-Goplugin`. A name with a byte that is not a token character is
-/// returned unchanged, as Go does.
-pub fn canonical_header_key(name: &str) -> String {
-    Canonical::of(name).bytes().map(char::from).collect()
-}
+/// `X-Custom-Goplugin`; the one rule the gateway follows too.
+pub use gateway_wire::canonical_header_key;
 
 /// Appends `s` as a JSON string the way Go's encoder writes it (HTML-safe).
 fn go_json_string(out: &mut String, s: &str) {

@@ -105,148 +105,191 @@ fn is_identifier(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
 }
 
-impl Vm {
-    /// Builds the context: prelude, scripts (top-level code runs once, here),
-    /// the `spec` object and the dispatch scripts.
-    pub(crate) fn build(src: &Sources) -> Result<Vm, BuildError> {
-        let mut ctx = Context::default();
-        let mut limits = RuntimeLimits::default();
-        limits.set_recursion_limit(RECURSION_LIMIT);
-        limits.set_loop_iteration_limit(LOOP_ITERATION_LIMIT);
-        ctx.set_runtime_limits(limits);
-        let internal = |e: boa_engine::JsError| BuildError {
-            field: "custom_middleware".into(),
-            message: format!("JS host setup failed: {e}"),
+/// A failure of the host's own setup code (not the user's scripts).
+fn internal(e: boa_engine::JsError) -> BuildError {
+    BuildError {
+        field: "custom_middleware".into(),
+        message: format!("JS host setup failed: {e}"),
+    }
+}
+
+/// Build phase 1: a context with the runtime limits and every global the
+/// host provides (depth guard, TykJS prelude, the `tyk-json` helper, Tyk's
+/// API globals, the file scopes' prologue), and underscore evaluated when a
+/// script uses `_`.
+fn new_context(src: &Sources) -> Result<Context, BuildError> {
+    let mut ctx = Context::default();
+    let mut limits = RuntimeLimits::default();
+    limits.set_recursion_limit(RECURSION_LIMIT);
+    limits.set_loop_iteration_limit(LOOP_ITERATION_LIMIT);
+    ctx.set_runtime_limits(limits);
+    depth::install(&mut ctx).map_err(internal)?;
+    prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
+    if src.strategy == Strategy::TykJson {
+        ctx.eval(Source::from_bytes(tykjson::HELPER))
+            .map_err(internal)?;
+    }
+    tykapi::boa::install(&mut ctx).map_err(internal)?;
+    ctx.eval(Source::from_bytes(scope::PROLOGUE))
+        .map_err(internal)?;
+    if src.scripts.iter().any(|s| tykapi::uses_underscore(&s.text)) {
+        ctx.eval(Source::from_bytes(tykapi::PRELOAD_UNDERSCORE))
+            .map_err(internal)?;
+    }
+    Ok(ctx)
+}
+
+/// Build phase 2: each script's top-level code, within the timeout. Tyk
+/// runs each file and only logs a top-level throw: whatever the script
+/// defined before it still works. The throws are returned; an object a
+/// script never got to define is caught by [`compile_dispatch`], which
+/// quotes them.
+fn run_scripts(src: &Sources, ctx: &mut Context) -> Result<Vec<String>, BuildError> {
+    let mut thrown = Vec::new();
+    for s in &src.scripts {
+        let fail = |message: String| BuildError {
+            field: s.field.clone(),
+            message: format!("{}: {message}", s.file.display()),
         };
-        depth::install(&mut ctx).map_err(internal)?;
-        prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
-        if src.strategy == Strategy::TykJson {
-            ctx.eval(Source::from_bytes(tykjson::HELPER))
-                .map_err(internal)?;
-        }
-        tykapi::boa::install(&mut ctx).map_err(internal)?;
-        ctx.eval(Source::from_bytes(scope::PROLOGUE))
-            .map_err(internal)?;
-        if src.scripts.iter().any(|s| tykapi::uses_underscore(&s.text)) {
-            ctx.eval(Source::from_bytes(tykapi::PRELOAD_UNDERSCORE))
-                .map_err(internal)?;
-        }
-
-        // Tyk runs each file and only logs a top-level throw: whatever the
-        // script defined before it still works. An object it never got to
-        // define is caught by the check below, which quotes the throw.
-        let mut thrown = Vec::new();
-        for s in &src.scripts {
-            let fail = |message: String| BuildError {
-                field: s.field.clone(),
-                message: format!("{}: {message}", s.file.display()),
-            };
-            let source = Source::from_bytes(&s.text).with_path(&s.file);
-            let script = Script::parse(source, None, &mut ctx)
-                .map_err(|e| fail(format!("does not compile: {e}")))?;
-            let deadline = Instant::now() + src.timeout;
-            let run = budget::block_guarded(
-                script.evaluate_async_with_budget(&mut ctx, SLICE_BUDGET),
-                Guard::new(deadline),
-            );
-            match run {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => thrown.push(format!(
-                    "{}: top-level code threw: {}",
-                    s.file.display(),
-                    error_text(&e)
-                )),
-                Err(stop) => return Err(fail(format!("top-level code was stopped: {stop:?}"))),
-            }
-        }
-
-        // Each entry's object, found through its file's scope (`scope.rs`).
-        let h = prelude::HOST_GLOBAL;
-        ctx.eval(Source::from_bytes(&format!("{h}.mw = {}", scope::RESOLVE)))
-            .map_err(internal)?;
-        let mut dispatch = Vec::with_capacity(src.entries.len());
-        for (index, (name, field)) in src.entries.iter().enumerate() {
-            let fail = |message: String| BuildError {
-                field: field.clone(),
-                message,
-            };
-            if !is_identifier(name) {
-                return Err(fail(format!("{name:?} is not a JavaScript identifier")));
-            }
-            let check = format!(
-                "(function (o) {{ return (typeof o === 'object' && o !== null) ? (typeof o.ProcessRequest === 'function') : null; }})({h}.mw[{index}])"
-            );
-            match ctx.eval(Source::from_bytes(&check)) {
-                Ok(v) if v.as_boolean() == Some(true) => {}
-                Ok(v) if v.as_boolean() == Some(false) => {
-                    return Err(fail(format!(
-                        "object {name:?} has no ProcessRequest function (call NewProcessRequest)"
-                    )))
-                }
-                _ if !thrown.is_empty() => {
-                    return Err(fail(format!(
-                        "the scripts define no object {name:?}: {}",
-                        thrown.join("; ")
-                    )))
-                }
-                _ => {
-                    return Err(fail(format!(
-                        "the scripts define no object {name:?} (expected `var {name} = new TykJS.TykMiddleware.NewMiddleware({{}})`)"
-                    )))
-                }
-            }
-            // The session is a fresh `{}` per call (no auth plugins here):
-            // made by the script itself, it costs less than a host write.
-            //
-            // The call is wrapped in a try/catch at the script's own level:
-            // boa 0.22 leaves a throwing function's frame values on its VM
-            // stack when the exception leaves the script uncaught (its
-            // `handle_throw` returns before truncating the stack), so ~540
-            // uncaught exceptions filled the stack and every later call of
-            // the context failed with `RuntimeLimitError: reached the maximum
-            // stack size`. Caught here, the script returns normally and boa
-            // truncates its stack. The host object stands for "threw"; the
-            // exception is handed over in its `thrown` field.
-            let expr = format!(
-                "try {{ {h}.mw[{index}].ProcessRequest({h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
-            );
-            let script = Script::parse(Source::from_bytes(&expr), None, &mut ctx)
-                .map_err(|e| fail(format!("cannot compile the dispatch for {name:?}: {e}")))?;
-            dispatch.push(script);
-        }
-
-        let host = ctx
-            .global_object()
-            .get(JsString::from(prelude::HOST_GLOBAL), &mut ctx)
-            .ok()
-            .and_then(|v| v.as_object())
-            .ok_or_else(|| BuildError {
-                field: "custom_middleware".into(),
-                message: "JS host setup failed: host global missing".into(),
-            })?;
-        let mut spec = ObjectInitializer::new(&mut ctx);
-        spec.property(
-            js_string!("APIID"),
-            JsString::from(src.api_id.as_str()),
-            Attribute::all(),
-        )
-        .property(
-            js_string!("OrgID"),
-            JsString::from(src.org_id.as_str()),
-            Attribute::all(),
+        let source = Source::from_bytes(&s.text).with_path(&s.file);
+        let script =
+            Script::parse(source, None, ctx).map_err(|e| fail(format!("does not compile: {e}")))?;
+        let deadline = Instant::now() + src.timeout;
+        let run = budget::block_guarded(
+            script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
+            Guard::new(deadline),
         );
-        let spec = spec.build();
-        // Tyk's `specToJson` omits the key when `config_data_disabled`.
-        if let Some(data) = &src.config_data {
-            let config = JsValue::from_json(data, &mut ctx).map_err(|e| BuildError {
-                field: "config_data".into(),
-                message: format!("cannot be given to JS: {e}"),
-            })?;
-            spec.set(js_string!("config_data"), config, false, &mut ctx)
-                .map_err(internal)?;
+        match run {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => thrown.push(format!(
+                "{}: top-level code threw: {}",
+                s.file.display(),
+                error_text(&e)
+            )),
+            Err(stop) => return Err(fail(format!("top-level code was stopped: {stop:?}"))),
         }
-        host.set(js_string!("spec"), spec, false, &mut ctx)
+    }
+    Ok(thrown)
+}
+
+/// Build phase 3: each request entry's object, found through its file's
+/// scope (`scope.rs`) and checked to have `ProcessRequest`, and its
+/// compiled dispatch expression.
+fn compile_dispatch(
+    src: &Sources,
+    thrown: &[String],
+    ctx: &mut Context,
+) -> Result<Vec<Script>, BuildError> {
+    let h = prelude::HOST_GLOBAL;
+    ctx.eval(Source::from_bytes(&format!("{h}.mw = {}", scope::RESOLVE)))
+        .map_err(internal)?;
+    let mut dispatch = Vec::with_capacity(src.entries.len());
+    for (index, (name, field)) in src.entries.iter().enumerate() {
+        let fail = |message: String| BuildError {
+            field: field.clone(),
+            message,
+        };
+        if !is_identifier(name) {
+            return Err(fail(format!("{name:?} is not a JavaScript identifier")));
+        }
+        check_entry(ctx, index, name, thrown).map_err(fail)?;
+        // The session is a fresh `{}` per call (no auth plugins here):
+        // made by the script itself, it costs less than a host write.
+        //
+        // The call is wrapped in a try/catch at the script's own level:
+        // boa 0.22 leaves a throwing function's frame values on its VM
+        // stack when the exception leaves the script uncaught (its
+        // `handle_throw` returns before truncating the stack), so ~540
+        // uncaught exceptions filled the stack and every later call of
+        // the context failed with `RuntimeLimitError: reached the maximum
+        // stack size`. Caught here, the script returns normally and boa
+        // truncates its stack. The host object stands for "threw"; the
+        // exception is handed over in its `thrown` field.
+        let expr = format!(
+            "try {{ {h}.mw[{index}].ProcessRequest({h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
+        );
+        let script = Script::parse(Source::from_bytes(&expr), None, ctx)
+            .map_err(|e| fail(format!("cannot compile the dispatch for {name:?}: {e}")))?;
+        dispatch.push(script);
+    }
+    Ok(dispatch)
+}
+
+/// Entry `index` (named `name`) resolved to an object with a
+/// `ProcessRequest` function; otherwise what is wrong, quoting the scripts'
+/// top-level throws when there were some.
+fn check_entry(
+    ctx: &mut Context,
+    index: usize,
+    name: &str,
+    thrown: &[String],
+) -> Result<(), String> {
+    let h = prelude::HOST_GLOBAL;
+    let check = format!(
+        "(function (o) {{ return (typeof o === 'object' && o !== null) ? (typeof o.ProcessRequest === 'function') : null; }})({h}.mw[{index}])"
+    );
+    match ctx.eval(Source::from_bytes(&check)) {
+        Ok(v) if v.as_boolean() == Some(true) => Ok(()),
+        Ok(v) if v.as_boolean() == Some(false) => Err(format!(
+            "object {name:?} has no ProcessRequest function (call NewProcessRequest)"
+        )),
+        _ if !thrown.is_empty() => Err(format!(
+            "the scripts define no object {name:?}: {}",
+            thrown.join("; ")
+        )),
+        _ => Err(format!(
+            "the scripts define no object {name:?} (expected `var {name} = new TykJS.TykMiddleware.NewMiddleware({{}})`)"
+        )),
+    }
+}
+
+/// Build phase 4: the hidden host global, given this API's `spec`
+/// (`APIID`, `OrgID`, and `config_data` unless `config_data_disabled`, as
+/// Tyk's `specToJson` leaves the key out).
+fn host_with_spec(src: &Sources, ctx: &mut Context) -> Result<JsObject, BuildError> {
+    let host = ctx
+        .global_object()
+        .get(JsString::from(prelude::HOST_GLOBAL), ctx)
+        .ok()
+        .and_then(|v| v.as_object())
+        .ok_or_else(|| BuildError {
+            field: "custom_middleware".into(),
+            message: "JS host setup failed: host global missing".into(),
+        })?;
+    let mut spec = ObjectInitializer::new(ctx);
+    spec.property(
+        js_string!("APIID"),
+        JsString::from(src.api_id.as_str()),
+        Attribute::all(),
+    )
+    .property(
+        js_string!("OrgID"),
+        JsString::from(src.org_id.as_str()),
+        Attribute::all(),
+    );
+    let spec = spec.build();
+    if let Some(data) = &src.config_data {
+        let config = JsValue::from_json(data, ctx).map_err(|e| BuildError {
+            field: "config_data".into(),
+            message: format!("cannot be given to JS: {e}"),
+        })?;
+        spec.set(js_string!("config_data"), config, false, ctx)
             .map_err(internal)?;
+    }
+    host.set(js_string!("spec"), spec, false, ctx)
+        .map_err(internal)?;
+    Ok(host)
+}
+
+impl Vm {
+    /// Builds the context, in phases: the host's globals, the scripts
+    /// (top-level code runs once, here), the request entries' dispatch,
+    /// the `spec` object, then the response and endpoint phases.
+    pub(crate) fn build(src: &Sources) -> Result<Vm, BuildError> {
+        let mut ctx = new_context(src)?;
+        let thrown = run_scripts(src, &mut ctx)?;
+        let dispatch = compile_dispatch(src, &thrown, &mut ctx)?;
+        let host = host_with_spec(src, &mut ctx)?;
         let accessors = request::Accessors::new(&mut ctx);
         let phases = phases::compile(src, &mut ctx)?;
         let json = (src.strategy == Strategy::TykJson).then(|| {
@@ -342,7 +385,7 @@ impl Vm {
 
     /// A `tyk-json` call: Tyk's source, the request JSON pasted in, parsed
     /// and run here; the answer is JSON text (`tykjson.rs`). The try/catch
-    /// is the dispatch's (see [`Vm::build`] for the boa stack leak it avoids).
+    /// is the dispatch's (see [`compile_dispatch`] for the boa stack leak it avoids).
     async fn call_json(
         &mut self,
         index: usize,

@@ -6,8 +6,14 @@
 //!
 //! `gateway/tests/stats_wire.rs` round-trips a running gateway's
 //! `GET /tyk/stats` through loadgen's reader.
+//!
+//! [`header`] holds the one Go-compatible header-name rule both crates
+//! follow (the names JS scripts see, the names the mock upstream echoes).
 
 #![deny(missing_docs)]
+
+pub mod header;
+pub use header::canonical_header_key;
 
 use serde::{Deserialize, Serialize};
 

@@ -181,7 +181,7 @@ fn header_text(headers: &HeaderMap) -> String {
         if !out.is_empty() {
             out.push('\n');
         }
-        canonical_into(&mut out, name.as_str());
+        gateway_wire::header::push_canonical_header_key(&mut out, name.as_str());
         out.push('\n');
         for (i, v) in headers.get_all(name).iter().enumerate() {
             if i > 0 {
@@ -191,17 +191,6 @@ fn header_text(headers: &HeaderMap) -> String {
         }
     }
     out
-}
-
-/// Go's `textproto.CanonicalMIMEHeaderKey` of a lowercase token (what
-/// [`HeaderName`] holds): upper-case the first letter and each one after `-`.
-/// Tyk's scripts index `request.Headers["X-Api-Key"]`.
-fn canonical_into(out: &mut String, name: &str) {
-    let mut upper = true;
-    for c in name.chars() {
-        out.push(if upper { c.to_ascii_uppercase() } else { c });
-        upper = c == '-';
-    }
 }
 
 /// The query as Go's `url.Values`: `[name, [values], ...]`, names in first

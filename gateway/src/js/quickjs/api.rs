@@ -82,8 +82,11 @@ pub(crate) fn setup<'js>(
     };
     engine::install_natives(ctx, &api_id).map_err(|e| internal(ctx, e))?;
     crate::js::tykapi::qjs::install(ctx).map_err(|e| internal(ctx, e))?;
-    ctx.eval::<(), _>(crate::js::scope::PROLOGUE)
-        .map_err(|e| internal(ctx, e))?;
+    // The scopes' prologue and the lazy `_`, from bytecode compiled once.
+    super::hostcode::install(ctx).map_err(|m| BuildError {
+        field: "custom_middleware".into(),
+        message: format!("JS host setup failed: {m}"),
+    })?;
     engine::run(ctx, &p.prelude).map_err(|e| internal(ctx, e))?;
     if p.strategy == Strategy::TykJson {
         engine::eval_sloppy(ctx, tykjson::HELPER).map_err(|e| internal(ctx, e))?;

@@ -156,15 +156,28 @@ fn decoded(d: Result<Vec<u8>, base64::DecodeError>) -> Option<String> {
 }
 
 /// Compiles a sloppy-mode global script to QuickJS bytecode, which any
-/// runtime of this build can load ([`run`]) without parsing.
+/// runtime of this build can load ([`run`]) without parsing. Users'
+/// scripts are sloppy, as Tyk's engines run them.
 pub(crate) fn compile(ctx: &Ctx<'_>, source: &str, file: &str) -> Result<Vec<u8>, String> {
+    compile_with(ctx, source, file, false)
+}
+
+/// [`compile`] in strict mode: the host's own code (`hostcode.rs`).
+pub(crate) fn compile_strict(ctx: &Ctx<'_>, source: &str, file: &str) -> Result<Vec<u8>, String> {
+    compile_with(ctx, source, file, true)
+}
+
+fn compile_with(ctx: &Ctx<'_>, source: &str, file: &str, strict: bool) -> Result<Vec<u8>, String> {
     let src = CString::new(source).map_err(|_| "contains a NUL character".to_string())?;
     let name = CString::new(file).map_err(|_| "file name contains NUL".to_string())?;
     let raw = ctx.as_raw().as_ptr();
     // SAFETY: `raw` is the live context `ctx` borrows; the source and name
     // outlive the call; every JSValue returned is freed exactly once.
     unsafe {
-        let flags = (qjs::JS_EVAL_TYPE_GLOBAL | qjs::JS_EVAL_FLAG_COMPILE_ONLY) as i32;
+        let mut flags = (qjs::JS_EVAL_TYPE_GLOBAL | qjs::JS_EVAL_FLAG_COMPILE_ONLY) as i32;
+        if strict {
+            flags |= qjs::JS_EVAL_FLAG_STRICT as i32;
+        }
         let func = qjs::JS_Eval(raw, src.as_ptr(), source.len() as _, name.as_ptr(), flags);
         if qjs::JS_IsException(func) {
             return Err(describe(&ctx.catch(), true));

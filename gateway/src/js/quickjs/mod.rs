@@ -60,6 +60,7 @@
 //! # Layout
 //!
 //! - `engine`: the runtime and its limits, native globals, bytecode.
+//! - `hostcode`: the host's own JS (scopes, underscore) as bytecode, once.
 //! - `api`: one API's state on one thread (`persistent`, `tyk-json`,
 //!   `fresh`); a call.
 //! - `answer`: the request handed to the script; applying its answer.
@@ -68,6 +69,7 @@
 mod answer;
 mod api;
 mod engine;
+mod hostcode;
 
 use std::cell::{OnceCell, RefCell};
 use std::path::PathBuf;
@@ -187,7 +189,10 @@ fn is_identifier(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
 }
 
-/// Compiles the prelude, the scripts, the dispatch array and the host.
+/// Compiles the prelude, the scripts, the dispatch array and the host, in
+/// phases: check the entries' names, compile the prelude (with underscore's
+/// preload when a script uses `_`), each script, the dispatch array, the
+/// host; then gather them with the limits into a [`Program`].
 fn compile(
     spec: &ApiSpec,
     opts: &HostOptions,
@@ -196,60 +201,16 @@ fn compile(
 ) -> Result<Program, api::BuildError> {
     let (sources, entries) = (&read.scripts, read.entries.clone());
     let requests = entries.len() - read.response - read.endpoints;
-    let fail = |field: &str, message: String| api::BuildError {
-        field: field.to_string(),
-        message,
-    };
-    for (name, field) in &entries {
-        if !is_identifier(name) {
-            return Err(fail(
-                field,
-                format!("{name:?} is not a JavaScript identifier"),
-            ));
-        }
-    }
-    let rt = Runtime::new().map_err(|e| fail("custom_middleware", e.to_string()))?;
-    let ctx = Context::full(&rt).map_err(|e| fail("custom_middleware", e.to_string()))?;
+    check_identifiers(&entries)?;
+    let internal = |m: String| build_error("custom_middleware", m);
+    let rt = Runtime::new().map_err(|e| internal(e.to_string()))?;
+    let ctx = Context::full(&rt).map_err(|e| internal(e.to_string()))?;
     ctx.with(|ctx| {
-        let internal = |m: String| fail("custom_middleware", format!("JS host: {m}"));
-        // Scripts that use `_` get underscore evaluated with the prelude,
-        // while the context is built (`tykapi::uses_underscore`).
-        let prelude_source = if sources.iter().any(|(_, _, t)| crate::js::tykapi::uses_underscore(t)) {
-            format!("{PRELUDE}\n{}", crate::js::tykapi::PRELOAD_UNDERSCORE)
-        } else {
-            PRELUDE.to_string()
-        };
-        let prelude =
-            engine::compile(&ctx, &prelude_source, "js/tyk_prelude.js").map_err(internal)?;
-        let mut scripts = Vec::new();
-        for (file, field, text) in sources {
-            let shown = file.display().to_string();
-            let code = engine::compile(&ctx, text, &shown)
-                .map_err(|m| fail(field, format!("{shown}: does not compile: {m}")))?;
-            scripts.push((code, field.clone(), shown));
-        }
-        // One function per entry, in `entries` order: request phase,
-        // response entries, virtual endpoints (see `host.js`'s `call`).
-        // Request and response entries' objects are found once, through
-        // their file's scope (`mw`); a virtual endpoint's function is global.
-        let calls: Vec<String> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, (n, _))| {
-                if i < requests {
-                    format!("function (request, spec) {{ return mw[{i}].ProcessRequest(request, {{}}, spec); }}")
-                } else if i < requests + read.response {
-                    format!("function (request, spec, response) {{ return mw[{i}].ProcessResponse(response, request, {{}}, spec); }}")
-                } else {
-                    format!("function (request, spec, json) {{ return {n}(JSON.parse(json), {{}}, spec); }}")
-                }
-            })
-            .collect();
-        let dispatch = format!(
-            "(function (mw) {{ return [{}]; }})({})",
-            calls.join(",\n"),
-            super::scope::RESOLVE
-        );
+        let internal = |m: String| internal(format!("JS host: {m}"));
+        let prelude = engine::compile(&ctx, &prelude_source(sources), "js/tyk_prelude.js")
+            .map_err(internal)?;
+        let scripts = compile_scripts(&ctx, sources)?;
+        let dispatch = dispatch_source(&entries, requests, read.response);
         let dispatch = engine::compile(&ctx, &dispatch, "<dispatch>").map_err(internal)?;
         let host = engine::compile(&ctx, &host_source(spec), "<host.js>").map_err(internal)?;
         let json = (strategy == Strategy::TykJson).then(|| {
@@ -276,6 +237,78 @@ fn compile(
             strategy,
         })
     })
+}
+
+fn build_error(field: &str, message: String) -> api::BuildError {
+    api::BuildError {
+        field: field.to_string(),
+        message,
+    }
+}
+
+/// Every entry's name is a JS identifier (it is pasted into the dispatch).
+fn check_identifiers(entries: &[(String, String)]) -> Result<(), api::BuildError> {
+    match entries.iter().find(|(name, _)| !is_identifier(name)) {
+        Some((name, field)) => Err(build_error(
+            field,
+            format!("{name:?} is not a JavaScript identifier"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The prelude, and `void _` after it when a script uses `_`: underscore
+/// is then evaluated while the context is built (`tykapi::uses_underscore`).
+fn prelude_source(sources: &[Source]) -> String {
+    if sources
+        .iter()
+        .any(|(_, _, t)| crate::js::tykapi::uses_underscore(t))
+    {
+        format!("{PRELUDE}\n{}", crate::js::tykapi::PRELOAD_UNDERSCORE)
+    } else {
+        PRELUDE.to_string()
+    }
+}
+
+/// Each script to bytecode, with its field and file for errors.
+fn compile_scripts(
+    ctx: &rquickjs::Ctx<'_>,
+    sources: &[Source],
+) -> Result<Vec<(Vec<u8>, String, String)>, api::BuildError> {
+    sources
+        .iter()
+        .map(|(file, field, text)| {
+            let shown = file.display().to_string();
+            let code = engine::compile(ctx, text, &shown)
+                .map_err(|m| build_error(field, format!("{shown}: does not compile: {m}")))?;
+            Ok((code, field.clone(), shown))
+        })
+        .collect()
+}
+
+/// The dispatch array: one function per entry, in `entries` order: request
+/// phase, response entries, virtual endpoints (see `host.js`'s `call`).
+/// Request and response entries' objects are found once, through their
+/// file's scope (`mw`); a virtual endpoint's function is global.
+fn dispatch_source(entries: &[(String, String)], requests: usize, response: usize) -> String {
+    let calls: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| {
+            if i < requests {
+                format!("function (request, spec) {{ return mw[{i}].ProcessRequest(request, {{}}, spec); }}")
+            } else if i < requests + response {
+                format!("function (request, spec, response) {{ return mw[{i}].ProcessResponse(response, request, {{}}, spec); }}")
+            } else {
+                format!("function (request, spec, json) {{ return {n}(JSON.parse(json), {{}}, spec); }}")
+            }
+        })
+        .collect();
+    format!(
+        "(function (mw) {{ return [{}]; }})({})",
+        calls.join(",\n"),
+        super::scope::RESOLVE
+    )
 }
 
 /// `host.js` wrapped in a function of the dispatch array, with this API's

@@ -4,8 +4,9 @@
 use rquickjs::function::Opt;
 use rquickjs::{Coerced, Ctx, Function, Value};
 
-/// Registers `TykMakeHttpRequest`, `TykBatchRequest`, `TykGetKeyData`,
-/// `TykSetKeyData` and the lazy `_` in `ctx`'s global object.
+/// Registers `TykMakeHttpRequest`, `TykBatchRequest`, `TykGetKeyData` and
+/// `TykSetKeyData` in `ctx`'s global object. (The lazy `_` is defined from
+/// bytecode compiled once: `js/quickjs/hostcode.rs`.)
 pub(crate) fn install(ctx: &Ctx<'_>) -> rquickjs::Result<()> {
     let g = ctx.globals();
     g.set(
@@ -33,14 +34,7 @@ pub(crate) fn install(ctx: &Ctx<'_>) -> rquickjs::Result<()> {
             rquickjs::Result::Ok(())
         })?,
     )?;
-    let define: Function = ctx.eval(super::LAZY_UNDERSCORE)?;
-    let load = Function::new(ctx.clone(), load_underscore)?;
-    define.call::<_, ()>((load,))
-}
-
-/// Evaluates our underscore once in this context (the first read of `_`).
-fn load_underscore<'js>(ctx: Ctx<'js>) -> rquickjs::Result<Value<'js>> {
-    ctx.eval(super::UNDERSCORE)
+    Ok(())
 }
 
 /// An argument with JS `String(x)` semantics; a missing one is "undefined".

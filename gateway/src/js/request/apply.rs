@@ -1,0 +1,451 @@
+//! Applying what a script returns (`ReturnData(request, session)`) to the
+//! request, by the rules of Tyk's `mw_js_plugin.go`, and the readers that
+//! enforce the type rules Go's JSON decoder would (a number where a string
+//! belongs is an error naming the field). The response phase and virtual
+//! endpoints (`vm/phases.rs`) and the other strategies (`tykjson.rs`,
+//! QuickJS's `answer.rs`) share these readers and edits.
+
+use boa_engine::builtins::object::OrdinaryObject;
+use boa_engine::object::builtins::JsArray;
+use boa_engine::property::PropertyKey;
+use boa_engine::{js_string, Context, JsObject, JsString, JsValue};
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+
+use super::build::{Accessors, Built, FieldState, Lazy};
+use crate::error::ErrorFormat;
+use crate::js::forced::Overrides;
+use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+
+/// A script's answer broke a type rule: names the field, as Go's decoder would.
+pub(crate) fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
+    MwError(format!(
+        "the script's answer: {field} must be {want}, got {}",
+        got.type_of()
+    ))
+}
+
+/// Reads field `key` of `obj`; a JS exception (a throwing getter) is an error.
+/// `key` is a `js_string!` literal: static, so the hot path allocates nothing
+/// to name a field.
+pub(crate) fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwError> {
+    let key = PropertyKey::from(key);
+    if let Some(v) = own_data(obj, &key) {
+        return Ok(v);
+    }
+    obj.get(key.clone(), ctx)
+        .map_err(|e| MwError(format!("reading {key}: {e}")))
+}
+
+/// The value of `obj`'s own data property `key`, read straight from its
+/// property table: what `[[Get]]` returns for an ordinary object, without
+/// the internal-method dispatch. `None` for an accessor, an inherited or
+/// absent key, or an exotic object (a Proxy keeps no own table), which then
+/// take the full `[[Get]]`.
+fn own_data(obj: &JsObject, key: &PropertyKey) -> Option<JsValue> {
+    let o = obj.borrow();
+    let desc = o.properties().get(key)?;
+    desc.is_data_descriptor()
+        .then(|| desc.expect_value().clone())
+}
+
+pub(crate) fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
+    match v {
+        v if v.is_null_or_undefined() => Ok(None),
+        v => v
+            .as_object()
+            .map(|o| Some(o.clone()))
+            .ok_or_else(|| shape(field, "an object", v)),
+    }
+}
+
+fn string(v: &JsValue, field: &str) -> Result<String, MwError> {
+    v.as_string()
+        .map(|s| s.to_std_string_lossy())
+        .ok_or_else(|| shape(field, "a string", v))
+}
+
+/// Own enumerable-or-not string keys of `obj`, with their values.
+fn entries(
+    obj: &JsObject,
+    field: &str,
+    ctx: &mut Context,
+) -> Result<Vec<(String, JsValue)>, MwError> {
+    let keys = obj
+        .own_property_keys(ctx)
+        .map_err(|e| MwError(format!("reading {field}: {e}")))?;
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let name = match &key {
+            PropertyKey::String(s) => s.to_std_string_lossy(),
+            PropertyKey::Index(i) => i.get().to_string(),
+            PropertyKey::Symbol(_) => continue,
+        };
+        let v = match own_data(obj, &key) {
+            Some(v) => v,
+            None => obj
+                .get(key, ctx)
+                .map_err(|e| MwError(format!("reading {field}[{name:?}]: {e}")))?,
+        };
+        out.push((name, v));
+    }
+    Ok(out)
+}
+
+/// Strings of an array-like (`DeleteHeaders`, `DeleteParams`, ...).
+pub(crate) fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec<String>, MwError> {
+    let Some(obj) = opt_object(v, field)? else {
+        return Ok(Vec::new());
+    };
+    if !obj.is_array() {
+        return Err(shape(field, "an array", v));
+    }
+    let arr = JsArray::from_object(obj).map_err(|e| MwError(e.to_string()))?;
+    let len = arr.length(ctx).map_err(|e| MwError(e.to_string()))?;
+    (0..len)
+        .map(|i| {
+            let item = arr.get(i, ctx).map_err(|e| MwError(e.to_string()))?;
+            item.as_string()
+                .map(|s| s.to_std_string_lossy())
+                .ok_or_else(|| shape(&format!("{field}[{i}]"), "a string", &item))
+        })
+        .collect()
+}
+
+pub(crate) fn header(
+    name: &str,
+    value: &str,
+    field: &str,
+) -> Result<(HeaderName, HeaderValue), MwError> {
+    let n = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| MwError(format!("{field}: {name:?} is not a valid header name")))?;
+    // HeaderValue refuses CR, LF and NUL: a script cannot split the request.
+    let v = HeaderValue::from_str(value).map_err(|_| {
+        MwError(format!(
+            "{field}[{name:?}]: value contains a character not allowed in a header (CR, LF or control)"
+        ))
+    })?;
+    Ok((n, v))
+}
+
+pub(crate) fn string_map(
+    v: &JsValue,
+    field: &str,
+    ctx: &mut Context,
+) -> Result<Vec<(String, String)>, MwError> {
+    let Some(obj) = opt_object(v, field)? else {
+        return Ok(Vec::new());
+    };
+    entries(&obj, field, ctx)?
+        .into_iter()
+        .map(|(k, v)| match v.as_string() {
+            Some(s) => Ok((k, s.to_std_string_lossy())),
+            None => Err(shape(&format!("{field}[{k:?}]"), "a string", &v)),
+        })
+        .collect()
+}
+
+/// Applies the script's answer `ret` to `req`, following Tyk's
+/// `mw_js_plugin.go`: overrides first (nothing proxied), then body, URL,
+/// header deletes before sets, then query deletes, sets and appends.
+pub(crate) fn apply(
+    ret: &JsValue,
+    built: &Built,
+    acc: &Accessors,
+    req: &mut MwRequest,
+    ctx: &mut Context,
+) -> Result<Flow, MwError> {
+    let answer = Answer::read(ret, built, acc, ctx)?;
+    let format = ErrorFormat::of(&req.headers);
+    let ro = answer.field(Lazy::ReturnOverrides, ctx)?;
+    if let Some(resp) = overrides(&ro, format, ctx)? {
+        return Ok(Flow::Respond(resp));
+    }
+    answer.apply_body(req, ctx)?;
+    answer.apply_url(req, ctx)?;
+    answer.apply_headers(req, ctx)?;
+    answer.apply_query(req, ctx)?;
+    Ok(Flow::Continue)
+}
+
+/// The `Request` object of a script's answer, and what the host knows of it
+/// from the build: when it is the object handed over (the common case, and
+/// still in its built shape), a lazy field's state is read from the host's
+/// own record instead of through the property.
+struct Answer<'a> {
+    r: JsObject,
+    built: &'a Built,
+    acc: &'a Accessors,
+    /// `r` is the request object this call built.
+    same: bool,
+    /// ... and still has its built shape ([`Built::unchanged`]).
+    unchanged: bool,
+}
+
+impl<'a> Answer<'a> {
+    /// Phase 1: the answer's shape (`ReturnData(request, session)`), and
+    /// its session fields' types.
+    fn read(
+        ret: &JsValue,
+        built: &'a Built,
+        acc: &'a Accessors,
+        ctx: &mut Context,
+    ) -> Result<Answer<'a>, MwError> {
+        let ret = ret
+            .as_object()
+            .ok_or_else(|| shape("the return value", "an object (use ReturnData)", ret))?;
+        let r = get(&ret, js_string!("Request"), ctx)?;
+        let r = r
+            .as_object()
+            .ok_or_else(|| shape("Request", "an object (use ReturnData)", &r))?;
+        check_session_fields(&ret, ctx)?;
+        let same = JsObject::equals(&r, &built.object);
+        let unchanged = same && built.unchanged();
+        Ok(Answer {
+            r,
+            built,
+            acc,
+            same,
+            unchanged,
+        })
+    }
+
+    /// Lazy field `f`. One the script never touched holds its empty initial
+    /// value: reading it would only build it to find nothing to apply, so
+    /// it reads as `undefined`, which the phases take as "nothing", exactly
+    /// as an absent field.
+    fn field(&self, f: Lazy, ctx: &mut Context) -> Result<JsValue, MwError> {
+        if self.same {
+            match self.acc.state(&self.r, f, self.unchanged) {
+                FieldState::Untouched => return Ok(JsValue::undefined()),
+                FieldState::Held(v) => return Ok(v),
+                FieldState::Replaced => {}
+            }
+        }
+        get(&self.r, f.key(), ctx)
+    }
+
+    /// Phase 2: `Body`, unless `IgnoreBody`. Any value, as Tyk's
+    /// `b64enc(Body)` turns it into text (`42` becomes "42"); only a Symbol
+    /// cannot be.
+    fn apply_body(&self, req: &mut MwRequest, ctx: &mut Context) -> Result<(), MwError> {
+        if get(&self.r, js_string!("IgnoreBody"), ctx)?.to_boolean() {
+            return Ok(());
+        }
+        let body = get(&self.r, js_string!("Body"), ctx)?;
+        let body = match body.as_string() {
+            Some(s) => s,
+            None => body
+                .to_string(ctx)
+                .map_err(|e| MwError(format!("Request.Body cannot be made a string: {e}")))?,
+        };
+        if body != self.built.body {
+            req.body = Bytes::from(body.to_std_string_lossy());
+            if req.headers.contains_key(CONTENT_LENGTH) {
+                req.headers
+                    .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase 3: `URL`, when the script changed it.
+    fn apply_url(&self, req: &mut MwRequest, ctx: &mut Context) -> Result<(), MwError> {
+        let url = get(&self.r, js_string!("URL"), ctx)?;
+        let url = url
+            .as_string()
+            .ok_or_else(|| shape("Request.URL", "a string", &url))?;
+        if url != self.built.url {
+            set_url(req, &url.to_std_string_lossy())?;
+        }
+        Ok(())
+    }
+
+    /// Phase 4: `DeleteHeaders`, then `SetHeaders`.
+    fn apply_headers(&self, req: &mut MwRequest, ctx: &mut Context) -> Result<(), MwError> {
+        let deletes = self.field(Lazy::DeleteHeaders, ctx)?;
+        for name in strings(&deletes, "Request.DeleteHeaders", ctx)? {
+            if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
+                req.headers.remove(n);
+            }
+        }
+        let sets = self.field(Lazy::SetHeaders, ctx)?;
+        for (name, value) in string_map(&sets, "Request.SetHeaders", ctx)? {
+            let (n, v) = header(&name, &value, "Request.SetHeaders")?;
+            req.headers.insert(n, v);
+        }
+        Ok(())
+    }
+
+    /// Phase 5: `DeleteParams`, `AddParams`, `ExtendedParams`, applied
+    /// together ([`edit_query`]) when any is non-empty.
+    fn apply_query(&self, req: &mut MwRequest, ctx: &mut Context) -> Result<(), MwError> {
+        let deletes = self.field(Lazy::DeleteParams, ctx)?;
+        let deletes = strings(&deletes, "Request.DeleteParams", ctx)?;
+        let adds = self.field(Lazy::AddParams, ctx)?;
+        let adds = string_map(&adds, "Request.AddParams", ctx)?;
+        let extended = extended_params(&self.field(Lazy::ExtendedParams, ctx)?, ctx)?;
+        if !deletes.is_empty() || !adds.is_empty() || !extended.is_empty() {
+            edit_query(req, &deletes, &adds, &extended);
+        }
+        Ok(())
+    }
+}
+
+/// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
+/// request when one has the wrong type (`session.rs`). The common answer,
+/// `ReturnData(request, {})`, has an empty `SessionMeta` and costs one read.
+fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError> {
+    type Check = fn(&serde_json::Value) -> Result<(), MwError>;
+    let fields: [(JsString, Check); 3] = [
+        (
+            js_string!("SessionMeta"),
+            crate::js::session::check_session_meta,
+        ),
+        (js_string!("Session"), crate::js::session::check_session),
+        (
+            js_string!("AuthValue"),
+            crate::js::session::check_auth_value,
+        ),
+    ];
+    for (key, check) in fields {
+        let v = get(ret, key.clone(), ctx)?;
+        if v.is_undefined() || v.as_object().is_some_and(|o| is_empty_plain(&o)) {
+            continue;
+        }
+        let json = v.to_json(ctx).map_err(|e| {
+            MwError(format!(
+                "ProcessRequest result: {} cannot be encoded as JSON: {e}",
+                key.to_std_string_lossy()
+            ))
+        })?;
+        if let Some(json) = json {
+            check(&json)?;
+        }
+    }
+    Ok(())
+}
+
+/// An ordinary object without own properties (`{}`).
+fn is_empty_plain(o: &JsObject) -> bool {
+    if o.is_array() || o.downcast_ref::<OrdinaryObject>().is_none() {
+        return false;
+    }
+    let b = o.borrow();
+    b.shape().keys().is_empty() && b.properties().index_property_keys().next().is_none()
+}
+
+fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<String>)>, MwError> {
+    let field = "Request.ExtendedParams";
+    let Some(obj) = opt_object(v, field)? else {
+        return Ok(Vec::new());
+    };
+    entries(&obj, field, ctx)?
+        .into_iter()
+        .map(|(k, v)| {
+            let vals = strings(&v, &format!("{field}[{k:?}]"), ctx)?;
+            Ok((k, vals))
+        })
+        .collect()
+}
+
+/// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the
+/// answer Tyk gives ([`Overrides::respond`]), in the request's error format.
+fn overrides(
+    v: &JsValue,
+    format: ErrorFormat,
+    ctx: &mut Context,
+) -> Result<Option<MwResponse>, MwError> {
+    let field = "Request.ReturnOverrides";
+    let Some(ro) = opt_object(v, field)? else {
+        return Ok(None);
+    };
+    let code = get(&ro, js_string!("ResponseCode"), ctx)?;
+    let code = match code.as_number() {
+        Some(0.0) => return Ok(None),
+        Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => n as u16,
+        Some(_) => {
+            return Err(MwError(format!(
+                "{field}.ResponseCode {} is not an HTTP status",
+                code.display()
+            )))
+        }
+        None if code.is_null_or_undefined() => return Ok(None),
+        None => {
+            return Err(shape(
+                "Request.ReturnOverrides.ResponseCode",
+                "a number",
+                &code,
+            ))
+        }
+    };
+    let headers = string_map(
+        &get(&ro, js_string!("ResponseHeaders"), ctx)?,
+        "Request.ReturnOverrides.ResponseHeaders",
+        ctx,
+    )?;
+    let override_error = get(&ro, js_string!("OverrideError"), ctx)?.to_boolean();
+    let mut text = |key: JsString, name: &str| -> Result<String, MwError> {
+        let v = get(&ro, key, ctx)?;
+        if v.is_null_or_undefined() {
+            Ok(String::new())
+        } else {
+            string(&v, &format!("{field}.{name}"))
+        }
+    };
+    let error = text(js_string!("ResponseError"), "ResponseError")?;
+    let body = text(js_string!("ResponseBody"), "ResponseBody")?;
+    Overrides {
+        code,
+        error,
+        body,
+        headers,
+        override_error,
+    }
+    .respond(format)
+    .map(Some)
+}
+
+/// `URL` replaces path and query: an origin-form `/path?query`, or an absolute
+/// URL whose path and query are taken (Tyk parses it with `url.Parse`).
+pub(crate) fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| MwError(format!("Request.URL {url:?} is not a URL: {e}")))?;
+    let path = uri.path();
+    if !path.starts_with('/') {
+        return Err(MwError(format!("Request.URL {url:?} has no absolute path")));
+    }
+    req.path = path.to_string();
+    req.query = uri.query().map(str::to_string);
+    Ok(())
+}
+
+/// Deletes, then sets, then appends query parameters, and re-encodes the
+/// query as Go's `url.Values.Encode` does (keys sorted, values in order).
+pub(crate) fn edit_query(
+    req: &mut MwRequest,
+    deletes: &[String],
+    adds: &[(String, String)],
+    extended: &[(String, Vec<String>)],
+) {
+    let mut values: Vec<(String, String)> = req
+        .query
+        .as_deref()
+        .map(|q| crate::js::goquery::parse(q.as_bytes()))
+        .unwrap_or_default();
+    values.retain(|(k, _)| !deletes.contains(k));
+    for (k, v) in adds {
+        values.retain(|(name, _)| name != k);
+        values.push((k.clone(), v.clone()));
+    }
+    for (k, vals) in extended {
+        values.extend(vals.iter().map(|v| (k.clone(), v.clone())));
+    }
+    // Stable sort: values of one key keep their order, as in Go.
+    values.sort_by(|a, b| a.0.cmp(&b.0));
+    let encoded = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(values)
+        .finish();
+    req.query = (!encoded.is_empty()).then_some(encoded);
+}
