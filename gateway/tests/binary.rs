@@ -106,3 +106,24 @@ fn a_port_another_gateway_serves_is_refused_not_shared() {
     assert!(!out.status.success(), "a second gateway joined {addr}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"));
 }
+
+#[test]
+fn placement_flags_reject_what_they_cannot_mean_naming_the_flag() {
+    for (flag, value, says) in [
+        ("--jsvm-wait", "5s", "200us"),
+        ("--jsvm-wait", "2000ms", "between 0 and 1s"),
+        ("--jsvm-inline-budget", "1.5s", "200us"),
+        ("--cpu-affinity", "sometimes", "auto"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gateway"))
+            .args(["--listen", "127.0.0.1:0", flag, value])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag} {value} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag) && err.contains(says),
+            "{flag} {value}: {err}"
+        );
+    }
+}
