@@ -22,13 +22,14 @@
 # To try this: 1. cargo build --release
 # 2. gateway/benches/js_placement.sh  [N=10000 ROUNDS=5 MODES="wait threads yield inline unpinned"
 #    ROUTES="/plain/hello/ /gopl/hello/ /jsvm/hello/ ..." PIN=0 (taskset
-#    the gateways to these CPUs)]
+#    the gateways to these CPUs) GW_THREADS=1 (the gateways' --threads)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-target/release}
 N=${N:-10000}
 ROUNDS=${ROUNDS:-5}
 MODES=${MODES:-wait threads yield inline unpinned}
+GW_THREADS=${GW_THREADS:-1}
 MOCK_PORT=${MOCK_PORT:-18322}
 GW_PORT=${GW_PORT:-18391}
 ROUTES=${ROUTES:-/plain/hello/ /gopl/hello/ /jsvm/hello/ /jsvm-tykjson/hello/ /jsvm-fresh/hello/ /jsvm-quickjs/hello/ /jsvm-quickjs-tykjson/hello/ /jsvm-quickjs-fresh/hello/}
@@ -60,7 +61,7 @@ declare -A gw port
 p=$GW_PORT
 for mode in $MODES; do
   # shellcheck disable=SC2046
-  ${PIN:+taskset -c "$PIN"} "$BIN/gateway" --apis "$work/apis" --listen "127.0.0.1:$p" --threads 1 \
+  ${PIN:+taskset -c "$PIN"} "$BIN/gateway" --apis "$work/apis" --listen "127.0.0.1:$p" --threads "$GW_THREADS" \
     --secret bench $(flags "$mode") >"$work/gw-$mode.log" 2>&1 &
   gw[$mode]=$!
   port[$mode]=$p
