@@ -21,7 +21,7 @@ use http::{HeaderMap, Method};
 
 use super::forced::Overrides;
 use crate::error::ErrorFormat;
-use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+use crate::middleware::{Flow, MwError, MwRequest};
 
 /// The object-valued fields of `request`, built on first access.
 ///
@@ -629,8 +629,8 @@ pub(crate) fn apply(
     };
 
     let format = ErrorFormat::of(&req.headers);
-    if let Some(resp) = overrides(&field(Lazy::ReturnOverrides, ctx)?, format, ctx)? {
-        return Ok(Flow::Respond(resp));
+    if let Some(answer) = overrides(&field(Lazy::ReturnOverrides, ctx)?, format, ctx)? {
+        return Ok(answer);
     }
 
     let ignore_body = get(&r, js_string!("IgnoreBody"), ctx)?.to_boolean();
@@ -745,11 +745,7 @@ fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<St
 
 /// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the
 /// answer Tyk gives ([`Overrides::respond`]), in the request's error format.
-fn overrides(
-    v: &JsValue,
-    format: ErrorFormat,
-    ctx: &mut Context,
-) -> Result<Option<MwResponse>, MwError> {
+fn overrides(v: &JsValue, format: ErrorFormat, ctx: &mut Context) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);

@@ -2,6 +2,16 @@
 //! entry's file (when the API's driver is JS) and every virtual endpoint's
 //! source (a file, or a base64 blob in the definition), each distinct
 //! script once, with the definition field that named it for errors.
+//!
+//! A virtual endpoint whose script cannot serve (its file is missing, its
+//! blob is not base64, its source type unknown, its script does not
+//! compile, its function is not defined) fails only its own path, as in
+//! Tyk, which logs the problem once at load (`preLoadVirtualMetaCode`) and
+//! answers that path's requests with its 500 (or proxies them, with
+//! `proxy_on_error`). The rest of the API, its other endpoints included,
+//! keeps serving. [`without_broken`] finds those endpoints for either
+//! engine by building the API and setting aside the endpoint a build error
+//! names; the chain then holds a [`BrokenEndpoint`] in its place.
 
 use std::path::PathBuf;
 
@@ -10,6 +20,7 @@ use base64::Engine as _;
 
 use super::vm::ScriptFile;
 use crate::config::{ApiSpec, Driver, Hook, LoadError, VirtualSource};
+use crate::middleware::{Endpoint, MwError, MwFutureOf, MwRequest, MwResponse};
 
 /// What the JS hosts load for one API.
 pub(crate) struct ApiScripts {
@@ -21,10 +32,28 @@ pub(crate) struct ApiScripts {
     pub(crate) hooks: Vec<Hook>,
     /// `(name, field)` per response entry.
     pub(crate) response: Vec<(String, String)>,
-    /// `(response_function_name, field)` per virtual endpoint.
+    /// `(response_function_name, field)` per virtual endpoint that loaded.
     pub(crate) endpoints: Vec<(String, String)>,
+    /// The script of each of `endpoints`.
+    pub(crate) endpoint_files: Vec<PathBuf>,
+    /// The `use_session` of each of `endpoints`: Tyk then hands the
+    /// function the request's session, which a keyless API (every API
+    /// here) does not have: `null`. Without it, a new empty session.
+    pub(crate) sessions: Vec<bool>,
+    /// Every virtual endpoint of the definition, in its order.
+    pub(crate) slots: Vec<Slot>,
     /// The file of each of `entries`, then of each of `response`.
     pub(crate) entry_files: Vec<PathBuf>,
+}
+
+/// One of the definition's virtual endpoints, as the chain serves it.
+#[derive(Debug, Clone)]
+pub(crate) enum Slot {
+    /// Served by the JS context: its index in `endpoints`.
+    Live(usize),
+    /// Cannot serve: every request to its path fails with this reason,
+    /// which names the definition file and field.
+    Broken { name: String, reason: String },
 }
 
 /// Reads `spec`'s scripts. Middleware entries are the JS host's only when
@@ -37,6 +66,9 @@ pub(crate) fn read(spec: &ApiSpec) -> Result<ApiScripts, LoadError> {
         hooks: Vec::new(),
         response: Vec::new(),
         endpoints: Vec::new(),
+        endpoint_files: Vec::new(),
+        sessions: Vec::new(),
+        slots: Vec::new(),
         entry_files: Vec::new(),
     };
     let ours = matches!(spec.driver, Some(Driver::Js));
@@ -64,40 +96,174 @@ pub(crate) fn read(spec: &ApiSpec) -> Result<ApiScripts, LoadError> {
         }
     }
     for v in &spec.virtual_endpoints {
-        let field = format!("{}.function_source_uri", v.field);
-        let (file, text) = match &v.source {
-            VirtualSource::File(path) => {
-                let file = PathBuf::from(path);
-                let text = read_file(spec, &file, &field)?;
-                (file, text)
-            }
-            VirtualSource::Blob(b64) => {
-                let bytes = STANDARD.decode(b64.trim()).map_err(|e| {
-                    LoadError::new(
-                        &spec.file,
-                        &field,
-                        format!("is not base64 (a \"blob\"): {e}"),
-                    )
-                })?;
-                let text = String::from_utf8(bytes).map_err(|_| {
-                    LoadError::new(&spec.file, &field, "decodes to text that is not UTF-8")
-                })?;
-                (PathBuf::from(format!("<{} blob>", v.field)), text)
+        let source = endpoint_source(spec, v);
+        let (file, text) = match source {
+            Ok(found) => found,
+            Err(e) => {
+                out.slots.push(broken(spec, v, &e.field, &e.message));
+                continue;
             }
         };
         if !out.scripts.iter().any(|s| s.file == file) {
             out.scripts.push(ScriptFile {
-                file,
-                field: field.clone(),
+                file: file.clone(),
+                field: format!("{}.function_source_uri", v.field),
                 text,
             });
         }
+        out.slots.push(Slot::Live(out.endpoints.len()));
         out.endpoints.push((
             v.function.clone(),
             format!("{}.response_function_name", v.field),
         ));
+        out.endpoint_files.push(file);
+        out.sessions.push(v.use_session);
     }
     Ok(out)
+}
+
+/// The script of virtual endpoint `v`: its file's path and text.
+fn endpoint_source(
+    spec: &ApiSpec,
+    v: &crate::config::VirtualEndpoint,
+) -> Result<(PathBuf, String), LoadError> {
+    let field = format!("{}.function_source_uri", v.field);
+    match &v.source {
+        VirtualSource::File(path) => {
+            let file = PathBuf::from(path);
+            let text = read_file(spec, &file, &field)?;
+            Ok((file, text))
+        }
+        VirtualSource::Blob(b64) => {
+            let bytes = STANDARD.decode(b64.trim()).map_err(|e| {
+                LoadError::new(
+                    &spec.file,
+                    &field,
+                    format!("is not base64 (a \"blob\"): {e}"),
+                )
+            })?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                LoadError::new(&spec.file, &field, "decodes to text that is not UTF-8")
+            })?;
+            Ok((PathBuf::from(format!("<{} blob>", v.field)), text))
+        }
+        VirtualSource::Unknown(other) => Err(LoadError::new(
+            &spec.file,
+            format!("{}.function_source_type", v.field),
+            format!("{other:?}: must be \"file\" or \"blob\" (base64), as in Tyk"),
+        )),
+    }
+}
+
+/// Sets endpoint `v` aside: logged once here, as Tyk logs it at load.
+fn broken(spec: &ApiSpec, v: &crate::config::VirtualEndpoint, field: &str, message: &str) -> Slot {
+    let reason = format!("{}: {field}: {message}", spec.file.display());
+    let then = if v.proxy_on_error {
+        "proxied (proxy_on_error)"
+    } else {
+        "answered 500"
+    };
+    tracing::error!(
+        "{reason}; virtual endpoint {:?} not loaded: {} {} requests are {then}",
+        v.function,
+        v.method,
+        v.path
+    );
+    Slot::Broken {
+        name: v.function.clone(),
+        reason,
+    }
+}
+
+/// Builds the API with `build`, setting aside every virtual endpoint a
+/// build error names (its function, or a script only endpoints use) and
+/// building again, until the build succeeds or fails on something else:
+/// a middleware entry's error still fails the whole API.
+pub(crate) fn without_broken<T>(
+    spec: &ApiSpec,
+    read: &mut ApiScripts,
+    mut build: impl FnMut(&ApiScripts) -> Result<T, (String, String)>,
+) -> Result<T, LoadError> {
+    loop {
+        let (field, message) = match build(read) {
+            Ok(built) => return Ok(built),
+            Err(e) => e,
+        };
+        let named = read.endpoints.iter().position(|(_, f)| *f == field);
+        let gone: Vec<usize> = match named {
+            Some(j) => vec![j],
+            None => match read.scripts.iter().position(|s| s.field == field) {
+                // Middleware files come first and keep their own field.
+                Some(i) if field.starts_with("version_data.") => {
+                    let script = read.scripts.remove(i);
+                    (0..read.endpoints.len())
+                        .filter(|&j| read.endpoint_files[j] == script.file)
+                        .collect()
+                }
+                _ => Vec::new(),
+            },
+        };
+        if gone.is_empty() {
+            return Err(LoadError::new(&spec.file, field, message));
+        }
+        for j in gone.into_iter().rev() {
+            set_aside(spec, read, j, &field, &message);
+        }
+    }
+}
+
+/// Moves loaded endpoint `j` to the broken ones.
+fn set_aside(spec: &ApiSpec, read: &mut ApiScripts, j: usize, field: &str, message: &str) {
+    read.endpoints.remove(j);
+    read.endpoint_files.remove(j);
+    read.sessions.remove(j);
+    for (at, slot) in read.slots.iter_mut().enumerate() {
+        match slot {
+            Slot::Live(k) if *k == j => {
+                *slot = broken(spec, &spec.virtual_endpoints[at], field, message);
+            }
+            Slot::Live(k) if *k > j => *k -= 1,
+            _ => {}
+        }
+    }
+}
+
+/// The chain's endpoints, one per slot in the definition's order: `live`
+/// makes a loaded one from its index in `endpoints` and its name.
+pub(crate) fn endpoint_chain(
+    slots: &[Slot],
+    names: &[(String, String)],
+    mut live: impl FnMut(usize, &str) -> Box<dyn Endpoint>,
+) -> Vec<Box<dyn Endpoint>> {
+    slots
+        .iter()
+        .map(|slot| match slot {
+            Slot::Live(j) => live(*j, &names[*j].0),
+            Slot::Broken { name, reason } => Box::new(BrokenEndpoint {
+                name: name.clone(),
+                reason: reason.clone(),
+            }) as Box<dyn Endpoint>,
+        })
+        .collect()
+}
+
+/// A virtual endpoint whose script could not load: each call fails with
+/// the reason (logged per request by the chain, as Tyk logs
+/// "Error during virtual endpoint execution").
+struct BrokenEndpoint {
+    name: String,
+    reason: String,
+}
+
+impl Endpoint for BrokenEndpoint {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn call<'a>(&'a self, _req: &'a MwRequest) -> MwFutureOf<'a, MwResponse> {
+        let e = MwError(format!("not loaded: {}", self.reason));
+        Box::pin(std::future::ready(Err(e)))
+    }
 }
 
 fn read_file(spec: &ApiSpec, file: &std::path::Path, field: &str) -> Result<String, LoadError> {

@@ -78,26 +78,34 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         name => super::Strategy::parse(name)
             .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
     };
-    let read = read_sources(spec)?;
-    let hooks = read.hooks.clone();
-    let program = compile(spec, opts, chosen, &read)
-        .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
-    let program = Arc::new(program);
+    let mut scripts = super::sources::read(spec)?;
+    // Each file in a scope of its own, as on boa (`js/scope.rs`).
+    super::sources::scope(&mut scripts);
     // One full build on the loading thread: top-level code runs and every
-    // entry's object is checked, whatever the strategy.
-    QjsApi::new(Arc::new(Program {
-        strategy: match program.strategy {
-            Strategy::Fresh => Strategy::Persistent,
-            other => other,
-        },
-        ..(*program).clone()
-    }))
-    .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
+    // entry's object is checked, whatever the strategy. A virtual endpoint
+    // that cannot build is set aside (its path fails); anything else fails
+    // the API's load.
+    let (read, program) = super::sources::without_broken(spec, &mut scripts, |scripts| {
+        let read = Read::of(scripts);
+        let program = compile(spec, opts, chosen, &read).map_err(|e| (e.field, e.message))?;
+        QjsApi::new(Arc::new(Program {
+            strategy: match program.strategy {
+                Strategy::Fresh => Strategy::Persistent,
+                other => other,
+            },
+            ..program.clone()
+        }))
+        .map_err(|e| (e.field, e.message))?;
+        Ok((read, program))
+    })?;
+    let hooks = read.hooks.clone();
+    let program = Arc::new(program);
     Ok(Arc::new(QjsFactory {
         program,
         hooks,
         file: spec.file.clone(),
         threads: opts.jsvm_threads,
+        slots: scripts.slots,
     }))
 }
 
@@ -114,29 +122,30 @@ struct Read {
     /// How many of `entries` are response entries, then endpoints.
     response: usize,
     endpoints: usize,
+    /// `use_session` per endpoint.
+    sessions: Vec<bool>,
 }
 
-/// Reads each distinct script once (`super::sources`, shared with boa).
-fn read_sources(spec: &ApiSpec) -> Result<Read, LoadError> {
-    let mut read = super::sources::read(spec)?;
-    // Each file in a scope of its own, as on boa (`js/scope.rs`).
-    super::sources::scope(&mut read);
-    let scripts = read
-        .scripts
-        .into_iter()
-        .map(|s| (s.file, s.field, s.text))
-        .collect();
-    let (response, endpoints) = (read.response.len(), read.endpoints.len());
-    let mut entries = read.entries;
-    entries.extend(read.response);
-    entries.extend(read.endpoints);
-    Ok(Read {
-        scripts,
-        entries,
-        hooks: read.hooks,
-        response,
-        endpoints,
-    })
+impl Read {
+    /// The scripts read (`super::sources`, shared with boa), in this shape.
+    fn of(read: &super::sources::ApiScripts) -> Read {
+        let scripts = read
+            .scripts
+            .iter()
+            .map(|s| (s.file.clone(), s.field.clone(), s.text.clone()))
+            .collect();
+        let mut entries = read.entries.clone();
+        entries.extend(read.response.iter().cloned());
+        entries.extend(read.endpoints.iter().cloned());
+        Read {
+            scripts,
+            entries,
+            hooks: read.hooks.clone(),
+            response: read.response.len(),
+            endpoints: read.endpoints.len(),
+            sessions: read.sessions.clone(),
+        }
+    }
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -201,7 +210,9 @@ fn compile(
                 } else if i < requests + read.response {
                     format!("function (request, spec, response) {{ return mw[{i}].ProcessResponse(response, request, {{}}, spec); }}")
                 } else {
-                    format!("function (request, spec, json) {{ return {n}(JSON.parse(json), {{}}, spec); }}")
+                    let use_session = read.sessions[i - requests - read.response];
+                    let session = crate::js::vm::session_argument(use_session);
+                    format!("function (request, spec, json) {{ return {n}(JSON.parse(json), {session}, spec); }}")
                 }
             })
             .collect();
@@ -267,6 +278,8 @@ struct QjsFactory {
     file: PathBuf,
     /// VM threads per worker (`--jsvm-threads`); 0 runs calls inline.
     threads: usize,
+    /// The definition's virtual endpoints, loaded or set aside.
+    slots: Vec<super::sources::Slot>,
 }
 
 impl ChainFactory for QjsFactory {
@@ -313,23 +326,24 @@ impl ChainFactory for QjsFactory {
             }
         }
         let p = &self.program;
-        for (index, (name, _)) in p.entries.iter().enumerate().skip(p.requests) {
-            if index < p.requests + p.response {
-                chain.response.push(Box::new(QjsResponse {
-                    name: name.clone(),
-                    index,
-                    place: place.clone(),
-                    timeout: self.program.timeout,
-                }));
-            } else {
-                chain.endpoints.push(Box::new(QjsEndpoint {
-                    name: name.clone(),
-                    index,
-                    place: place.clone(),
-                    timeout: self.program.timeout,
-                }));
-            }
+        let first = p.requests + p.response;
+        for (index, (name, _)) in p.entries.iter().enumerate().take(first).skip(p.requests) {
+            chain.response.push(Box::new(QjsResponse {
+                name: name.clone(),
+                index,
+                place: place.clone(),
+                timeout: self.program.timeout,
+            }));
         }
+        let endpoints = &p.entries[first..];
+        chain.endpoints = super::sources::endpoint_chain(&self.slots, endpoints, |j, name| {
+            Box::new(QjsEndpoint {
+                name: name.to_string(),
+                index: first + j,
+                place: place.clone(),
+                timeout: self.program.timeout,
+            })
+        });
         Ok(chain)
     }
 }
