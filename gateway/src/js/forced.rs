@@ -111,7 +111,7 @@ mod tests {
     /// The answer of `o`, and whether it is forced (not an error answer).
     trait Answer {
         fn answer(self) -> MwResponse;
-        fn is_forced(self) -> bool;
+        fn forced(self) -> bool;
     }
 
     impl Answer for Result<Flow, MwError> {
@@ -121,7 +121,7 @@ mod tests {
                 other => panic!("not an answer: {other:?}"),
             }
         }
-        fn is_forced(self) -> bool {
+        fn forced(self) -> bool {
             matches!(self, Ok(Flow::Forced(_)))
         }
     }
@@ -170,12 +170,8 @@ mod tests {
         let r = o(204, "", "", false).respond(ErrorFormat::Json).answer();
         assert!(r.headers.get("content-type").is_none());
         // Which of them Tyk writes through forceResponse.
-        assert!(!o(403, "", "x", false)
-            .respond(ErrorFormat::Json)
-            .is_forced());
-        assert!(o(403, "", "x", true).respond(ErrorFormat::Json).is_forced());
-        assert!(o(200, "", "x", false)
-            .respond(ErrorFormat::Json)
-            .is_forced());
+        assert!(!o(403, "", "x", false).respond(ErrorFormat::Json).forced());
+        assert!(o(403, "", "x", true).respond(ErrorFormat::Json).forced());
+        assert!(o(200, "", "x", false).respond(ErrorFormat::Json).forced());
     }
 }
