@@ -281,6 +281,18 @@ fn a_broken_virtual_endpoint_fails_only_its_path_naming_the_field() {
             endpoint("testVirtData", "/good2", "GET", ("blob", &blob)),
             None,
         ),
+        // Its own file is missing, but virt.js defines its function: Tyk's
+        // scripts share one VM, so it serves.
+        (
+            "elsewhere",
+            endpoint(
+                "testVirtData",
+                "/elsewhere",
+                "GET",
+                ("file", "/no/such2.js"),
+            ),
+            None,
+        ),
     ];
     let list: Vec<Value> = cases.iter().map(|c| c.1.clone()).collect();
     for engine in ENGINES {
@@ -331,6 +343,12 @@ fn a_broken_virtual_endpoint_fails_only_its_path_naming_the_field() {
                 "{engine} {path}: no request line naming {named}:\n{text}"
             );
         }
+        let served = format!("{def}: {at}[8].function_source_uri: cannot read /no/such2.js");
+        assert!(
+            text.lines()
+                .any(|l| l.contains(&served) && l.contains("still serves")),
+            "{engine}: the unread script is logged:\n{text}"
+        );
         let syntax_line = text
             .lines()
             .find(|l| l.contains(&def) && l.contains("syntax.js"));

@@ -3,15 +3,18 @@
 //! source (a file, or a base64 blob in the definition), each distinct
 //! script once, with the definition field that named it for errors.
 //!
-//! A virtual endpoint whose script cannot serve (its file is missing, its
+//! A virtual endpoint whose script cannot load (its file is missing, its
 //! blob is not base64, its source type unknown, its script does not
-//! compile, its function is not defined) fails only its own path, as in
-//! Tyk, which logs the problem once at load (`preLoadVirtualMetaCode`) and
-//! answers that path's requests with its 500 (or proxies them, with
-//! `proxy_on_error`). The rest of the API, its other endpoints included,
-//! keeps serving. [`without_broken`] finds those endpoints for either
-//! engine by building the API and setting aside the endpoint a build error
-//! names; the chain then holds a [`BrokenEndpoint`] in its place.
+//! compile) or whose function is not defined fails only its own path, as
+//! in Tyk: Tyk logs a script it cannot load once (`preLoadVirtualMetaCode`)
+//! and carries on, and a request to the path then finds no function and
+//! gets its 500 (or is proxied, with `proxy_on_error`). The rest of the
+//! API, its other endpoints included, keeps serving. Tyk's scripts share
+//! one VM, so an endpoint whose own script failed still serves when
+//! another script defines its function; so it does here.
+//! [`without_broken`] finds the endpoints that cannot serve, for either
+//! engine, by building the API and setting aside what a build error names;
+//! the chain then holds a [`BrokenEndpoint`] in each one's place.
 
 use std::path::PathBuf;
 
@@ -34,8 +37,12 @@ pub(crate) struct ApiScripts {
     pub(crate) response: Vec<(String, String)>,
     /// `(response_function_name, field)` per virtual endpoint that loaded.
     pub(crate) endpoints: Vec<(String, String)>,
-    /// The script of each of `endpoints`.
+    /// The script of each of `endpoints` (empty when it could not load).
     pub(crate) endpoint_files: Vec<PathBuf>,
+    /// Why the script of each of `endpoints` did not load, if it did not:
+    /// `(field, message)`. Such an endpoint serves only if another script
+    /// defines its function.
+    pub(crate) script_errors: Vec<Option<(String, String)>>,
     /// The `use_session` of each of `endpoints`: Tyk then hands the
     /// function the request's session, which a keyless API (every API
     /// here) does not have: `null`. Without it, a new empty session.
@@ -67,6 +74,7 @@ pub(crate) fn read(spec: &ApiSpec) -> Result<ApiScripts, LoadError> {
         response: Vec::new(),
         endpoints: Vec::new(),
         endpoint_files: Vec::new(),
+        script_errors: Vec::new(),
         sessions: Vec::new(),
         slots: Vec::new(),
         entry_files: Vec::new(),
@@ -96,27 +104,26 @@ pub(crate) fn read(spec: &ApiSpec) -> Result<ApiScripts, LoadError> {
         }
     }
     for v in &spec.virtual_endpoints {
-        let source = endpoint_source(spec, v);
-        let (file, text) = match source {
-            Ok(found) => found,
-            Err(e) => {
-                out.slots.push(broken(spec, v, &e.field, &e.message));
-                continue;
+        let (file, error) = match endpoint_source(spec, v) {
+            Ok((file, text)) => {
+                if !out.scripts.iter().any(|s| s.file == file) {
+                    out.scripts.push(ScriptFile {
+                        file: file.clone(),
+                        field: format!("{}.function_source_uri", v.field),
+                        text,
+                    });
+                }
+                (file, None)
             }
+            Err(e) => (PathBuf::new(), Some((e.field, e.message))),
         };
-        if !out.scripts.iter().any(|s| s.file == file) {
-            out.scripts.push(ScriptFile {
-                file: file.clone(),
-                field: format!("{}.function_source_uri", v.field),
-                text,
-            });
-        }
         out.slots.push(Slot::Live(out.endpoints.len()));
         out.endpoints.push((
             v.function.clone(),
             format!("{}.response_function_name", v.field),
         ));
         out.endpoint_files.push(file);
+        out.script_errors.push(error);
         out.sessions.push(v.use_session);
     }
     Ok(out)
@@ -175,10 +182,11 @@ fn broken(spec: &ApiSpec, v: &crate::config::VirtualEndpoint, field: &str, messa
     }
 }
 
-/// Builds the API with `build`, setting aside every virtual endpoint a
-/// build error names (its function, or a script only endpoints use) and
-/// building again, until the build succeeds or fails on something else:
-/// a middleware entry's error still fails the whole API.
+/// Builds the API with `build` until it builds or fails on something
+/// other than a virtual endpoint (a middleware entry's error still fails
+/// the whole API). A script only endpoints use that does not compile is
+/// dropped (its endpoints' script error); an endpoint whose function a
+/// build error names is set aside, with its script's error if it had one.
 pub(crate) fn without_broken<T>(
     spec: &ApiSpec,
     read: &mut ApiScripts,
@@ -186,28 +194,42 @@ pub(crate) fn without_broken<T>(
 ) -> Result<T, LoadError> {
     loop {
         let (field, message) = match build(read) {
-            Ok(built) => return Ok(built),
+            Ok(built) => {
+                log_served_despite(spec, read);
+                return Ok(built);
+            }
             Err(e) => e,
         };
-        let named = read.endpoints.iter().position(|(_, f)| *f == field);
-        let gone: Vec<usize> = match named {
-            Some(j) => vec![j],
-            None => match read.scripts.iter().position(|s| s.field == field) {
-                // Middleware files come first and keep their own field.
-                Some(i) if field.starts_with("version_data.") => {
-                    let script = read.scripts.remove(i);
-                    (0..read.endpoints.len())
-                        .filter(|&j| read.endpoint_files[j] == script.file)
-                        .collect()
-                }
-                _ => Vec::new(),
-            },
-        };
-        if gone.is_empty() {
-            return Err(LoadError::new(&spec.file, field, message));
-        }
-        for j in gone.into_iter().rev() {
+        if let Some(j) = read.endpoints.iter().position(|(_, f)| *f == field) {
+            let (field, message) = read.script_errors[j].clone().unwrap_or((field, message));
             set_aside(spec, read, j, &field, &message);
+            continue;
+        }
+        // Middleware files come first and keep their own field.
+        let script = read.scripts.iter().position(|s| s.field == field);
+        let Some(i) = script.filter(|_| field.starts_with("version_data.")) else {
+            return Err(LoadError::new(&spec.file, field, message));
+        };
+        let script = read.scripts.remove(i);
+        for j in 0..read.endpoints.len() {
+            if read.endpoint_files[j] == script.file {
+                read.endpoint_files[j] = PathBuf::new();
+                read.script_errors[j] = Some((field.clone(), message.clone()));
+            }
+        }
+    }
+}
+
+/// Tyk logs a script it cannot load even when the endpoint still serves
+/// (its function defined by another script): so do we, once.
+fn log_served_despite(spec: &ApiSpec, read: &ApiScripts) {
+    for (j, error) in read.script_errors.iter().enumerate() {
+        if let Some((field, message)) = error {
+            tracing::warn!(
+                "{}: {field}: {message}; virtual endpoint {:?} still serves: another script defines the function (Tyk's scripts share one VM)",
+                spec.file.display(),
+                read.endpoints[j].0
+            );
         }
     }
 }
@@ -216,6 +238,7 @@ pub(crate) fn without_broken<T>(
 fn set_aside(spec: &ApiSpec, read: &mut ApiScripts, j: usize, field: &str, message: &str) {
     read.endpoints.remove(j);
     read.endpoint_files.remove(j);
+    read.script_errors.remove(j);
     read.sessions.remove(j);
     for (at, slot) in read.slots.iter_mut().enumerate() {
         match slot {
