@@ -178,6 +178,7 @@ stamp.NewProcessResponse(function (response, request, session, spec) {
     let after = peak_rss_kb(child.id());
     let _ = child.kill();
     let _ = child.wait();
+    eprintln!("gateway peak RSS: {before} KiB before, {after} KiB after the large body");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), BODY.to_string(), "the upstream got every byte");
     assert_eq!(r.headers["x-stamped"], "POST", "the response hook ran");
