@@ -94,6 +94,11 @@ pub enum Flow {
     Continue,
     /// Answer the client with this response; stop the chain; do not proxy.
     Respond(MwResponse),
+    /// As `Respond`, for a response Tyk writes through `forceResponse` (a
+    /// JS `ReturnOverrides` below 400, or with `OverrideError`): from
+    /// `post` it passes the API's response chain, as Tyk's does (from
+    /// `pre` it does not, as in Tyk).
+    Forced(MwResponse),
 }
 
 /// A middleware failed. The client gets Tyk's 500; the message is logged.

@@ -46,6 +46,16 @@ pub fn clean<'a>(raw: &'a str, query: Option<&str>) -> Cleaned<'a> {
     ))
 }
 
+/// `raw` with every escape decoded, as Go's `URL.Path` holds it (what
+/// Tyk matches extended paths against); borrowed when it has none.
+pub fn decode(raw: &str) -> Cow<'_, str> {
+    if !raw.contains('%') {
+        return Cow::Borrowed(raw);
+    }
+    let bytes = percent_decode(raw.as_bytes(), |_| true);
+    Cow::Owned(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// Cleans a path a middleware wrote, so no dot segment reaches the upstream
 /// whatever a script does; `None` when it is clean already.
 pub fn clean_rewritten(path: &str) -> Option<String> {

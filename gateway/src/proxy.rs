@@ -10,8 +10,9 @@
 //!
 //! Routes without middleware take the streaming path: the request body and
 //! the upstream's response body flow through without being buffered. Routes
-//! with middleware buffer the request body first (a middleware may read or
-//! replace it), up to [`MAX_BUFFERED_BODY`].
+//! with request middleware or virtual endpoints buffer the request body
+//! first (a middleware may read or replace it), up to [`MAX_BUFFERED_BODY`];
+//! routes with response middleware only stream it.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -121,6 +122,12 @@ impl Proxy {
         match &route.chain {
             // Streaming path: no middleware, nothing buffered.
             None => self.stream(route, parts, body, remote).await,
+            // Response middleware only: the request body streams too.
+            Some(Ok(chain)) if crate::response::only_response(chain) => {
+                let head = crate::response::head_of_parts(&parts, remote);
+                let resp = self.stream(route, parts, body, remote).await?;
+                crate::response::upstream_answer(chain, &head, resp).await
+            }
             Some(Ok(chain)) => self.through_chain(route, chain, parts, body, remote).await,
             // Logged once at load (or when the worker built it), not per request.
             Some(Err(e)) => Err(ProxyError::reported(
@@ -252,7 +259,14 @@ async fn run_hook(
     }
     match chain.run(hook, req).await {
         Ok(Flow::Continue) => Ok(None),
-        Ok(Flow::Respond(r)) => Ok(Some(middleware_response(r))),
+        // Tyk's forceResponse from a post hook runs the response chain.
+        Ok(Flow::Forced(r)) if hook == Hook::Post && chain.has(Hook::Response) => {
+            let head = crate::response::head_of(req);
+            crate::response::forced_answer(chain, &head, r)
+                .await
+                .map(Some)
+        }
+        Ok(Flow::Respond(r) | Flow::Forced(r)) => Ok(Some(middleware_response(r))),
         Err(e) => Err(ProxyError::reported(
             Kind::MiddlewareFailed,
             Origin::Middleware,

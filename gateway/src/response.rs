@@ -10,8 +10,9 @@
 //! Only an API with response middleware buffers the upstream's body, up to
 //! [`MAX_BUFFERED_RESPONSE`]; a larger body, or one the upstream breaks
 //! off, is answered `500 Middleware error`, as Tyk answers a response hook
-//! that cannot read the body. A virtual endpoint's answer goes through the
-//! response chain too, as Tyk's `forceResponse` runs it.
+//! that cannot read the body. A virtual endpoint's answer, and a JS `post`
+//! hook's forced `ReturnOverrides` answer, go through the response chain
+//! too, as Tyk's `forceResponse` runs it (a `pre` hook's does not).
 
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
@@ -62,6 +63,17 @@ pub async fn upstream_answer(
         headers: parts.headers,
         body,
     };
+    run_chain(chain, req, mw).await
+}
+
+/// A forced response from `post` (Tyk's `forceResponse` with `isPre`
+/// false) through the response chain; `req` is the request as `post` left
+/// it, without its body.
+pub async fn forced_answer(
+    chain: &ApiChain,
+    req: &MwRequest,
+    mw: MwResponse,
+) -> Result<Response<ClientBody>, ProxyError> {
     run_chain(chain, req, mw).await
 }
 
@@ -122,6 +134,30 @@ pub async fn virtual_endpoint(
             Origin::Middleware,
             e,
         )),
+    }
+}
+
+/// True when the API's chain has response middleware and nothing that
+/// reads the request (no `pre`, `post` or virtual endpoint): its request
+/// body can stream to the upstream unbuffered.
+pub fn only_response(chain: &ApiChain) -> bool {
+    chain.has(Hook::Response)
+        && !chain.has(Hook::Pre)
+        && !chain.has(Hook::Post)
+        && !chain.has(Hook::Virtual)
+}
+
+/// The request head the response phase gets when the request body
+/// streams (`only_response`): the client's request, no body.
+pub fn head_of_parts(parts: &http::request::Parts, remote: std::net::SocketAddr) -> MwRequest {
+    MwRequest {
+        method: parts.method.clone(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().map(str::to_string),
+        headers: parts.headers.clone(),
+        body: Bytes::new(),
+        remote_addr: remote,
+        request_uri: parts.uri.clone(),
     }
 }
 

@@ -224,3 +224,84 @@ fn a_response_entry_without_process_response_fails_its_api_closed() {
     assert_eq!(rec.count(), 0, "a failing-closed API reached its upstream");
     gw.stop();
 }
+
+/// Answers itself when the request's `X-Answer` names this hook: a forced
+/// 200, or (`<hook>-error`) a 403 error answer.
+fn answering_hook(hook: &str) -> String {
+    format!(
+        r#"var {hook}Hook = new TykJS.TykMiddleware.NewMiddleware({{}});
+{hook}Hook.NewProcessRequest(function (request, session, spec) {{
+    var want = (request.Headers["X-Answer"] || [""])[0];
+    if (want === "{hook}") {{
+        request.ReturnOverrides.ResponseCode = 200;
+        request.ReturnOverrides.ResponseBody = "forced by {hook}";
+    }} else if (want === "{hook}-error") {{
+        request.ReturnOverrides.ResponseCode = 403;
+        request.ReturnOverrides.ResponseError = "refused by {hook}";
+    }}
+    return {hook}Hook.ReturnData(request, {{}});
+}});
+"#
+    )
+}
+
+/// Tyk's `forceResponse` runs the response chain unless the hook is a
+/// `pre` one (`isPre`); a `ReturnOverrides` error (>= 400 without
+/// `OverrideError`) is Tyk's error handler, which runs none.
+#[test]
+fn a_post_hooks_forced_answer_passes_the_response_chain_as_in_tyk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let pre = script(dir.path(), "pre.js", &answering_hook("pre"));
+    let post = script(dir.path(), "post.js", &answering_hook("post"));
+    let stamp = script(
+        dir.path(),
+        "stamp.js",
+        r#"var stamp = new TykJS.TykMiddleware.NewMiddleware({});
+stamp.NewProcessResponse(function (response, request, session, spec) {
+    response.SetHeaders["X-Stamped"] = String(response.StatusCode);
+    response.Body = "stamped:" + response.Body;
+    return stamp.ReturnResponseData(response, {});
+});"#,
+    );
+    for engine in ENGINES {
+        let mw = json!({
+            "pre": [{"name": "preHook", "path": pre}],
+            "post": [{"name": "postHook", "path": post}],
+            "response": [{"name": "stamp", "path": stamp}]
+        });
+        let def = js_api(engine, &format!("http://{up}"), engine, mw);
+        write_api(dir.path(), engine, &def);
+    }
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for engine in ENGINES {
+        let ask = |answer: &str| {
+            send(
+                gw.addr,
+                "GET",
+                &format!("/{engine}/x"),
+                &[("x-answer", answer)],
+                b"",
+            )
+        };
+        let r = ask("post");
+        assert_eq!(r.status, 200, "{engine}");
+        assert_eq!(r.text(), "stamped:forced by post", "{engine}");
+        assert_eq!(r.headers["x-stamped"], "200", "{engine}");
+        assert_eq!(r.headers["server"], "tyk", "{engine}");
+        let r = ask("pre");
+        assert_eq!(r.text(), "forced by pre", "{engine}: pre is not chained");
+        assert!(r.headers.get("x-stamped").is_none(), "{engine}");
+        for hook in ["pre", "post"] {
+            let r = ask(&format!("{hook}-error"));
+            assert_eq!(r.status, 403, "{engine} {hook}");
+            assert!(r.text().contains(&format!("refused by {hook}")), "{engine}");
+            assert!(r.headers.get("x-stamped").is_none(), "{engine} {hook}");
+        }
+        let r = ask("");
+        assert_eq!(r.text(), "stamped:recorded", "{engine}");
+    }
+    assert_eq!(rec.count(), 2, "only the unanswered requests were proxied");
+    gw.stop();
+}

@@ -207,54 +207,276 @@ fn virtual_answers_pass_the_response_chain_and_serve_beside_a_native_driver() {
     gw.stop();
 }
 
+/// Everything the gateway logs in this test binary (tests run in
+/// parallel: each looks for its own API's lines).
+fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<&'static std::sync::Mutex<Vec<u8>>> =
+        std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let log: &'static std::sync::Mutex<Vec<u8>> =
+            Box::leak(Box::new(std::sync::Mutex::new(Vec::new())));
+        struct Sink(&'static std::sync::Mutex<Vec<u8>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || Sink(log))
+            .try_init();
+        log
+    })
+}
+
 #[test]
-fn broken_virtual_endpoints_fail_their_api_closed_naming_the_field() {
+fn a_broken_virtual_endpoint_fails_only_its_path_naming_the_field() {
+    let log = captured_log();
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let file = script(dir.path(), "virt.js", VIRTUAL_JS);
+    let syntax = script(dir.path(), "syntax.js", "function f( {");
+    let blob = base64::engine::general_purpose::STANDARD.encode(VIRTUAL_JS);
+    let mut proxied = endpoint("f", "/proxied", "GET", ("file", &syntax));
+    proxied["proxy_on_error"] = json!(true);
+    // (path, entry, the field its log line names; None: it serves).
+    let cases = [
+        (
+            "good",
+            endpoint("testVirtData", "/good", "GET", ("file", &file)),
+            None,
+        ),
+        (
+            "nofn",
+            endpoint("missingFn", "/nofn", "GET", ("file", &file)),
+            Some("[1].response_function_name"),
+        ),
+        (
+            "nofile",
+            endpoint("f", "/nofile", "GET", ("file", "/no/such.js")),
+            Some("[2].function_source_uri"),
+        ),
+        (
+            "badblob",
+            endpoint("f", "/badblob", "GET", ("blob", "%%%")),
+            Some("[3].function_source_uri"),
+        ),
+        (
+            "badtype",
+            endpoint("f", "/badtype", "GET", ("url", "x")),
+            Some("[4].function_source_type"),
+        ),
+        (
+            "syntax",
+            endpoint("f", "/syntax", "GET", ("file", &syntax)),
+            Some("[5].function_source_uri"),
+        ),
+        ("proxied", proxied, None),
+        (
+            "good2",
+            endpoint("testVirtData", "/good2", "GET", ("blob", &blob)),
+            None,
+        ),
+        // Its own file is missing, but virt.js defines its function: Tyk's
+        // scripts share one VM, so it serves.
+        (
+            "elsewhere",
+            endpoint(
+                "testVirtData",
+                "/elsewhere",
+                "GET",
+                ("file", "/no/such2.js"),
+            ),
+            None,
+        ),
+    ];
+    let list: Vec<Value> = cases.iter().map(|c| c.1.clone()).collect();
+    for engine in ENGINES {
+        let id = format!("broken-{engine}");
+        let def = api(&id, &format!("http://{up}"), engine, json!(list));
+        write_api(dir.path(), &id, &def);
+    }
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for engine in ENGINES {
+        for (path, _, fails) in &cases {
+            let r = get(gw.addr, &format!("/broken-{engine}/{path}"));
+            match (fails, *path) {
+                (Some(_), _) => {
+                    assert_eq!(r.status, 500, "{engine} {path}: {}", r.text());
+                    assert!(r.text().contains("Error during virtual endpoint execution"));
+                }
+                (None, "proxied") => assert_eq!(r.text(), "recorded", "{engine}"),
+                (None, _) => assert_eq!(r.status, 202, "{engine} {path}: {}", r.text()),
+            }
+        }
+        // The API's other paths are proxied as ever.
+        assert_eq!(
+            get(gw.addr, &format!("/broken-{engine}/other")).text(),
+            "recorded"
+        );
+    }
+    assert_eq!(rec.count(), 4);
+    gw.stop();
+    let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+    let at = "version_data.versions.Default.extended_paths.virtual";
+    for engine in ENGINES {
+        let def = format!("broken-{engine}.json");
+        for (path, _, field) in &cases {
+            let Some(field) = field else { continue };
+            let named = format!("{def}: {at}{field}");
+            // Once at load, and in each failed request's line.
+            let lines: Vec<&str> = text.lines().filter(|l| l.contains(&named)).collect();
+            assert!(
+                lines.iter().any(|l| l.contains("not loaded")
+                    && l.contains(&format!("/{path} requests are answered 500"))),
+                "{engine} {path}: no load line naming {named}:\n{text}"
+            );
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.contains(&format!("API broken-{engine}: virtual endpoint"))),
+                "{engine} {path}: no request line naming {named}:\n{text}"
+            );
+        }
+        let served = format!("{def}: {at}[8].function_source_uri: cannot read /no/such2.js");
+        assert!(
+            text.lines()
+                .any(|l| l.contains(&served) && l.contains("still serves")),
+            "{engine}: the unread script is logged:\n{text}"
+        );
+        let syntax_line = text
+            .lines()
+            .find(|l| l.contains(&def) && l.contains("syntax.js"));
+        assert!(
+            syntax_line.is_some_and(|l| l.contains("does not compile")),
+            "{engine}: {text}"
+        );
+        assert!(text.contains("/no/such.js"), "the missing file is named");
+    }
+}
+
+#[test]
+fn a_bad_path_pattern_still_fails_its_api_closed_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let (up, rec) = recorder();
     let file = script(dir.path(), "virt.js", VIRTUAL_JS);
     let t = format!("http://{up}");
-    let at = "version_data.versions.Default.extended_paths.virtual[0]";
-    let cases = [
-        (
-            "nofn",
-            endpoint("missingFn", "/v", "GET", ("file", &file)),
-            "response_function_name",
-        ),
-        (
-            "nofile",
-            endpoint("f", "/v", "GET", ("file", "/no/such.js")),
-            "function_source_uri",
-        ),
-        (
-            "badblob",
-            endpoint("f", "/v", "GET", ("blob", "%%%")),
-            "function_source_uri",
-        ),
-        (
-            "badtype",
-            endpoint("f", "/v", "GET", ("url", "x")),
-            "function_source_type",
-        ),
-        (
-            "badpath",
-            endpoint("f", "/(v", "GET", ("file", &file)),
-            "path",
-        ),
-    ];
-    for (id, e, _) in &cases {
-        write_api(dir.path(), id, &api(id, &t, "boa", json!([e])));
+    let bad = endpoint("f", "/(v", "GET", ("file", &file));
+    write_api(
+        dir.path(),
+        "badpath",
+        &api("badpath", &t, "boa", json!([bad])),
+    );
+    let gw = start_gateway(dir.path());
+    let e = &gw.load_errors[0];
+    assert_eq!(
+        e.field, "version_data.versions.Default.extended_paths.virtual[0].path",
+        "{e}"
+    );
+    // Routed, failing closed: never proxied, not even off the path.
+    assert_eq!(get(gw.addr, "/badpath/other").status, 500);
+    assert_eq!(rec.count(), 0);
+    gw.stop();
+}
+
+/// Echoes what the function was given: the URL and the session argument.
+const ECHO_JS: &str = r#"
+function echo(request, session, config) {
+    return TykJsResponse({Body: JSON.stringify({url: request.URL, session: session}), Code: 200}, {});
+}
+"#;
+
+/// Tyk matches extended paths against `r.URL.Path`, the decoded path.
+#[test]
+fn virtual_paths_match_the_decoded_path_as_tyk_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let file = script(dir.path(), "echo.js", ECHO_JS);
+    for engine in ENGINES {
+        let endpoints = json!([
+            endpoint("echo", "^/a b$", "GET", ("file", &file)),
+            endpoint("echo", "^/files/{name}$", "GET", ("file", &file)),
+        ]);
+        let id = format!("dec-{engine}");
+        write_api(
+            dir.path(),
+            &id,
+            &api(&id, &format!("http://{up}"), engine, endpoints),
+        );
     }
     let gw = start_gateway(dir.path());
-    for (id, _, field) in &cases {
-        let e = gw
-            .load_errors
-            .iter()
-            .find(|e| e.file.ends_with(format!("{id}.json")))
-            .unwrap_or_else(|| panic!("{id}: no load error: {:?}", gw.load_errors));
-        assert_eq!(e.field, format!("{at}.{field}"), "{id}: {e}");
-        // Routed, failing closed: never proxied, not even off the path.
-        assert_eq!(get(gw.addr, &format!("/{id}/other")).status, 500, "{id}");
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for engine in ENGINES {
+        let r = get(gw.addr, &format!("/dec-{engine}/a%20b"));
+        assert_eq!(r.status, 200, "{engine}: {}", r.text());
+        // The script still gets the URL as sent.
+        assert_eq!(r.json()["url"], format!("/dec-{engine}/a%20b"), "{engine}");
+        // Decoded once: %2520 is "%20", not a space.
+        assert_eq!(
+            get(gw.addr, &format!("/dec-{engine}/a%2520b")).text(),
+            "recorded"
+        );
+        // An encoded slash is a slash to Tyk's matcher: {name} is one segment.
+        let r = get(gw.addr, &format!("/dec-{engine}/files/x%2Fy"));
+        assert_eq!(r.text(), "recorded", "{engine}");
+        let r = get(gw.addr, &format!("/dec-{engine}/files/x%20y"));
+        assert_eq!(r.status, 200, "{engine}");
     }
-    assert_eq!(rec.count(), 0);
+    assert_eq!(rec.count(), 4);
+    gw.stop();
+}
+
+/// `use_session`: Tyk hands the function the request's session, and a
+/// keyless API (every API here: there are no keys) has none, so the
+/// argument is `null`; a function that reads `session.meta_data` (Tyk's
+/// own sample) then fails its request as in Tyk. Without `use_session`
+/// the argument is an empty session.
+#[test]
+fn use_session_hands_the_function_a_null_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let echo = script(dir.path(), "echo.js", ECHO_JS);
+    let sample = script(dir.path(), "virt.js", VIRTUAL_JS);
+    for engine in ENGINES {
+        let mut with = endpoint("echo", "/with-session", "GET", ("file", &echo));
+        with["use_session"] = json!(true);
+        let mut meta = endpoint("testVirtData", "/meta", "GET", ("file", &sample));
+        meta["use_session"] = json!(true);
+        let mut fallback = meta.clone();
+        fallback["path"] = json!("/fallback");
+        fallback["proxy_on_error"] = json!(true);
+        let endpoints = json!([
+            with,
+            endpoint("echo", "/sessionless", "GET", ("file", &echo)),
+            meta,
+            fallback,
+        ]);
+        let id = format!("sess-{engine}");
+        write_api(
+            dir.path(),
+            &id,
+            &api(&id, &format!("http://{up}"), engine, endpoints),
+        );
+    }
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for engine in ENGINES {
+        let r = get(gw.addr, &format!("/sess-{engine}/with-session"));
+        assert_eq!(r.json()["session"], Value::Null, "{engine}: {}", r.text());
+        let r = get(gw.addr, &format!("/sess-{engine}/sessionless"));
+        assert_eq!(r.json()["session"], json!({}), "{engine}");
+        let r = get(gw.addr, &format!("/sess-{engine}/meta"));
+        assert_eq!(r.status, 500, "{engine}: session.meta_data of null");
+        assert_eq!(
+            get(gw.addr, &format!("/sess-{engine}/fallback")).text(),
+            "recorded"
+        );
+    }
+    assert_eq!(rec.count(), 2);
     gw.stop();
 }

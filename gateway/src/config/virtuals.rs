@@ -10,8 +10,10 @@
 //! `([^/]+)`, `/*/` becomes `/[^/]+/` and a trailing `/*` becomes `/.*`,
 //! and the result is a Go regular expression searched anywhere in the path
 //! (Go's RE2 syntax is what the `regex` crate speaks). It is tried against
-//! the path with the listen path stripped, then against the whole path.
+//! the decoded path with the listen path stripped, as Tyk's
+//! `CheckSpecMatchesStatus` does ([`VirtualEndpoint::matches`]).
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde_json::Value;
@@ -25,6 +27,10 @@ pub enum VirtualSource {
     File(String),
     /// `"blob"`: `function_source_uri` is the script, base64-encoded.
     Blob(String),
+    /// Any other type (as written). Tyk only logs it at load and never
+    /// loads a script, so the endpoint's path fails per request; the JS
+    /// host does the same (`js/sources.rs`).
+    Unknown(String),
 }
 
 /// One enabled virtual endpoint of the served version.
@@ -67,21 +73,36 @@ impl Default for VirtualEndpoint {
 
 impl VirtualEndpoint {
     /// True when this endpoint answers `method` on `path` (the request's
-    /// path, still percent-encoded) of an API on `listen_path`.
+    /// path as sent, percent-encoded) of an API on `listen_path`.
+    ///
+    /// Tyk matches `r.URL.Path`, the decoded path (`/a%20b` is `/a b`,
+    /// `%2F` a `/`), with the listen path stripped (`getMatchPathAndMethod`,
+    /// unless the listen path is `/`), and `matchesPath` strips it once
+    /// more before trying both: so a pattern never sees the listen path of
+    /// a request that carries it once.
     pub fn matches(&self, method: &str, listen_path: &str, path: &str) -> bool {
         if method != self.method {
             return false;
         }
-        let stripped = match path.strip_prefix(listen_path) {
-            Some(rest) if listen_path != "/" => rest,
-            _ => path,
-        };
-        let stripped = if stripped.starts_with('/') {
-            std::borrow::Cow::Borrowed(stripped)
+        let decoded = crate::path::decode(path);
+        let once = if listen_path == "/" {
+            decoded
         } else {
-            std::borrow::Cow::Owned(format!("/{stripped}"))
+            strip_listen_path(listen_path, &decoded)
         };
-        self.regex.is_match(&stripped) || self.regex.is_match(path)
+        let twice = strip_listen_path(listen_path, &once);
+        self.regex.is_match(&twice) || self.regex.is_match(&once)
+    }
+}
+
+/// Tyk's `httputil.StripListenPath` for a plain listen path: the prefix
+/// trimmed when the path has it, and a leading `/` always.
+fn strip_listen_path<'a>(listen_path: &str, path: &'a str) -> Cow<'a, str> {
+    let rest = path.strip_prefix(listen_path).unwrap_or(path);
+    if rest.starts_with('/') {
+        Cow::Borrowed(rest)
+    } else {
+        Cow::Owned(format!("/{rest}"))
     }
 }
 
@@ -179,23 +200,16 @@ fn endpoint(file: &Path, field: String, e: &Value) -> Result<VirtualEndpoint, Lo
             Some(other) => Err(err(f, format!("must be true or false, got {other}"))),
         }
     };
+    // An empty or unknown function, source type or source is not a
+    // definition error in Tyk: the script is not loaded (logged once) and
+    // requests to the endpoint's path fail. The JS host reproduces that
+    // per endpoint (`js/sources.rs`), naming these fields.
     let function = text("response_function_name")?;
-    if function.is_empty() {
-        return Err(err("response_function_name", "is missing or empty".into()));
-    }
     let uri = text("function_source_uri")?;
-    if uri.is_empty() {
-        return Err(err("function_source_uri", "is missing or empty".into()));
-    }
     let source = match text("function_source_type")?.as_str() {
         "file" => VirtualSource::File(uri),
         "blob" => VirtualSource::Blob(uri),
-        other => {
-            return Err(err(
-                "function_source_type",
-                format!("{other:?}: must be \"file\" or \"blob\" (base64), as in Tyk"),
-            ))
-        }
+        other => VirtualSource::Unknown(other.to_string()),
     };
     let path = text("path")?;
     if path.is_empty() {
@@ -249,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn matching_is_unanchored_on_the_stripped_then_the_whole_path() {
+    fn matching_is_unanchored_on_the_decoded_stripped_path() {
         let v = one("/hello");
         assert!(v.matches("GET", "/api/", "/api/hello"));
         assert!(v.matches("GET", "/api/", "/api/hello/world"), "unanchored");
@@ -259,11 +273,21 @@ mod tests {
         let v = one("/users/{id}");
         assert!(v.matches("GET", "/api/", "/api/users/42"));
         assert!(!v.matches("GET", "/api/", "/api/users/"));
-        // The whole path is tried too: a pattern naming the listen path.
+        // Tyk matches r.URL.Path: decoded.
+        let v = one("^/a b$");
+        assert!(v.matches("GET", "/api/", "/api/a%20b"));
+        assert!(!v.matches("GET", "/api/", "/api/a%2520b"), "decoded once");
+        let v = one("^/a/b$");
+        assert!(v.matches("GET", "/api/", "/api/a%2Fb"));
+        let v = one("^/a%20b$");
+        assert!(!v.matches("GET", "/api/", "/api/a%20b"), "not the raw path");
+        // The listen path is stripped (twice, as Tyk does), never matched.
         let v = one("^/api/x$");
-        assert!(v.matches("GET", "/api/", "/api/x"));
+        assert!(!v.matches("GET", "/api/", "/api/x"));
+        assert!(v.matches("GET", "/api/", "/api/api/x"));
         let v = one("^/x$");
         assert!(v.matches("GET", "/api/", "/api/x"));
+        assert!(v.matches("GET", "/api/", "/api/api/x"));
         assert!(v.matches("GET", "/", "/x"));
     }
 
@@ -283,8 +307,13 @@ mod tests {
             got[0].field,
             "version_data.versions.Default.extended_paths.virtual[1]"
         );
+        // A source Tyk cannot load fails its path, not the definition.
         let mut bad = good.clone();
         bad["function_source_type"] = json!("url");
+        let got = parse(Path::new("a.json"), &vd(json!([bad]))).unwrap();
+        assert_eq!(got[0].source, VirtualSource::Unknown("url".into()));
+        let mut bad = good.clone();
+        bad["function_source_type"] = json!(3);
         let e = parse(Path::new("a.json"), &vd(json!([bad]))).unwrap_err();
         assert!(e.field.ends_with("virtual[0].function_source_type"), "{e}");
         let mut bad = good.clone();

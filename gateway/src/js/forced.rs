@@ -10,7 +10,7 @@ use http::{HeaderMap, StatusCode};
 use super::request::header;
 use super::sniff;
 use crate::error::{error_response_as, ErrorFormat};
-use crate::middleware::{MwError, MwResponse};
+use crate::middleware::{Flow, MwError, MwResponse};
 
 /// A script's `ReturnOverrides` with a non-zero `ResponseCode`, as read by
 /// either engine (type rules already checked).
@@ -37,8 +37,9 @@ impl Overrides {
     ///    message is that body, rendered through Tyk's error template in
     ///    the request's `format`, after the script's headers (so the
     ///    template's `Content-Type` wins);
-    /// 3. any other code is a forced response ([`forced`]) with that body.
-    pub(crate) fn respond(self, format: ErrorFormat) -> Result<MwResponse, MwError> {
+    /// 3. any other code is a forced response ([`forced`]) with that body
+    ///    ([`Flow::Forced`]: from `post`, it passes the response chain).
+    pub(crate) fn respond(self, format: ErrorFormat) -> Result<Flow, MwError> {
         let status = StatusCode::from_u16(self.code).map_err(|_| {
             MwError(format!(
                 "Request.ReturnOverrides.ResponseCode {} is not an HTTP status",
@@ -65,13 +66,13 @@ impl Overrides {
                     headers.append(name, value.clone());
                 }
             }
-            return Ok(MwResponse {
+            return Ok(Flow::Respond(MwResponse {
                 status,
                 headers,
                 body,
-            });
+            }));
         }
-        Ok(forced(status, headers, Bytes::from(message)))
+        Ok(Flow::Forced(forced(status, headers, Bytes::from(message))))
     }
 }
 
@@ -107,6 +108,24 @@ fn body_allowed(status: StatusCode) -> bool {
 mod tests {
     use super::*;
 
+    /// The answer of `o`, and whether it is forced (not an error answer).
+    trait Answer {
+        fn answer(self) -> MwResponse;
+        fn forced(self) -> bool;
+    }
+
+    impl Answer for Result<Flow, MwError> {
+        fn answer(self) -> MwResponse {
+            match self {
+                Ok(Flow::Respond(r) | Flow::Forced(r)) => r,
+                other => panic!("not an answer: {other:?}"),
+            }
+        }
+        fn forced(self) -> bool {
+            matches!(self, Ok(Flow::Forced(_)))
+        }
+    }
+
     fn o(code: u16, error: &str, body: &str, override_error: bool) -> Overrides {
         Overrides {
             code,
@@ -122,7 +141,7 @@ mod tests {
         // ResponseError wins over ResponseBody, in the template.
         let r = o(403, "go away", "ignored", false)
             .respond(ErrorFormat::Json)
-            .unwrap();
+            .answer();
         assert_eq!(&r.body[..], b"{\n    \"error\": \"go away\"\n}");
         assert_eq!(r.headers["content-type"], "application/json");
         assert_eq!(r.headers["x-generator"], "tyk.io");
@@ -130,25 +149,29 @@ mod tests {
         // No ResponseError: the body is the message.
         let r = o(401, "", "who are you", false)
             .respond(ErrorFormat::Json)
-            .unwrap();
+            .answer();
         assert_eq!(&r.body[..], b"{\n    \"error\": \"who are you\"\n}");
         let r = o(401, "", "who", false)
             .respond(ErrorFormat::Xml("text/xml"))
-            .unwrap();
+            .answer();
         assert_eq!(r.headers["content-type"], "text/xml");
         // OverrideError: forced, ResponseError still replacing the body.
         let r = o(418, "short", "teapot body", true)
             .respond(ErrorFormat::Json)
-            .unwrap();
+            .answer();
         assert_eq!((r.status.as_u16(), &r.body[..]), (418, &b"short"[..]));
         assert_eq!(r.headers["server"], "tyk");
         assert_eq!(r.headers["content-type"], "text/plain; charset=utf-8");
         assert!(r.headers.get("x-generator").is_none());
         let r = o(200, "", "<html><p>hi</p></html>", false)
             .respond(ErrorFormat::Json)
-            .unwrap();
+            .answer();
         assert_eq!(r.headers["content-type"], "text/html; charset=utf-8");
-        let r = o(204, "", "", false).respond(ErrorFormat::Json).unwrap();
+        let r = o(204, "", "", false).respond(ErrorFormat::Json).answer();
         assert!(r.headers.get("content-type").is_none());
+        // Which of them Tyk writes through forceResponse.
+        assert!(!o(403, "", "x", false).respond(ErrorFormat::Json).forced());
+        assert!(o(403, "", "x", true).respond(ErrorFormat::Json).forced());
+        assert!(o(200, "", "x", false).respond(ErrorFormat::Json).forced());
     }
 }

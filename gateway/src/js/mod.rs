@@ -175,18 +175,24 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         s => Strategy::parse(s)
             .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
     };
-    let sources = Arc::new(Sources {
+    let make = |read: &sources::ApiScripts| Sources {
         api_id: spec.api_id.clone(),
         org_id: spec.org_id.clone(),
         config_data: (!spec.config_data_disabled).then(|| spec.config_data.clone()),
-        scripts: read.scripts,
-        entries: read.entries,
-        response: read.response,
-        endpoints: read.endpoints,
+        scripts: read.scripts.clone(),
+        entries: read.entries.clone(),
+        response: read.response.clone(),
+        endpoints: read.endpoints.clone(),
+        sessions: read.sessions.clone(),
         timeout: opts.jsvm_timeout,
         strategy,
-    });
-    let vm = Vm::build(&sources).map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
+    };
+    // A virtual endpoint that cannot build is set aside (its path fails),
+    // anything else fails the API's load.
+    let vm = sources::without_broken(spec, &mut read, |read| {
+        Vm::build(&make(read)).map_err(|e| (e.field, e.message))
+    })?;
+    let sources = Arc::new(make(&read));
     // Logged here, once: workers rebuild the same context and would repeat it.
     for t in &vm.thrown {
         tracing::warn!(
@@ -202,6 +208,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         threads: opts.jsvm_threads,
         wait: opts.jsvm_wait,
         strategy,
+        slots: read.slots,
     }))
 }
 
@@ -217,6 +224,8 @@ struct JsFactory {
     /// `--jsvm-wait`.
     wait: Duration,
     strategy: Strategy,
+    /// The definition's virtual endpoints, loaded or set aside.
+    slots: Vec<sources::Slot>,
 }
 
 impl ChainFactory for JsFactory {
@@ -268,13 +277,14 @@ impl ChainFactory for JsFactory {
                 api: api.clone(),
             }));
         }
-        for (index, (name, _)) in self.sources.endpoints.iter().enumerate() {
-            chain.endpoints.push(Box::new(jobs::JsEndpoint {
-                name: name.clone(),
-                index,
-                api: api.clone(),
-            }));
-        }
+        chain.endpoints =
+            sources::endpoint_chain(&self.slots, &self.sources.endpoints, |index, name| {
+                Box::new(jobs::JsEndpoint {
+                    name: name.to_string(),
+                    index,
+                    api: api.clone(),
+                })
+            });
         Ok(chain)
     }
 }

@@ -39,7 +39,7 @@ use serde_json::{Map, Value};
 
 use super::request::{canonical, edit_query, header, set_url};
 use crate::error::ErrorFormat;
-use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+use crate::middleware::{Flow, MwError, MwRequest};
 
 /// Tyk's `DoProcessRequest`, as a non-writable, non-enumerable global
 /// `__tykJson(mw, request, session, spec)`. It captures `b64dec`, `b64enc`
@@ -299,8 +299,8 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
             ))
         }
     };
-    if let Some(resp) = overrides(r.get("ReturnOverrides"), ErrorFormat::of(&req.headers))? {
-        return Ok(Flow::Respond(resp));
+    if let Some(answer) = overrides(r.get("ReturnOverrides"), ErrorFormat::of(&req.headers))? {
+        return Ok(answer);
     }
     if !truthy(r.get("IgnoreBody")) {
         let body = match r.get("Body") {
@@ -361,7 +361,7 @@ fn apply_params(r: &Map<String, Value>, req: &mut MwRequest) -> Result<(), MwErr
 /// replaces `ResponseBody`; a code >= 400 without `OverrideError` is Tyk's
 /// error template in the request's `format`; any other non-zero code is a
 /// forced response.
-fn overrides(v: Option<&Value>, format: ErrorFormat) -> Result<Option<MwResponse>, MwError> {
+fn overrides(v: Option<&Value>, format: ErrorFormat) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);

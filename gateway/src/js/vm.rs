@@ -17,6 +17,7 @@ use boa_engine::vm::RuntimeLimits;
 use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source};
 
 mod phases;
+pub(crate) use phases::session_argument;
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
 use super::{depth, prelude, request, scope, tykapi, tykjson, Strategy};
@@ -58,6 +59,8 @@ pub(crate) struct Sources {
     pub(crate) response: Vec<(String, String)>,
     /// `(response_function_name, field)` per virtual endpoint.
     pub(crate) endpoints: Vec<(String, String)>,
+    /// `use_session` per virtual endpoint (`sources::ApiScripts::sessions`).
+    pub(crate) sessions: Vec<bool>,
     /// Time allowed to a script's top-level code at build.
     pub(crate) timeout: std::time::Duration,
     /// How calls reach the scripts: `tyk-json` writes each call's source.

@@ -373,8 +373,8 @@ pub(crate) fn apply<'js>(
         return Err(shape("Request", "an object (use ReturnData)", &r));
     }
     check_session_fields(at(10)?)?;
-    if let Some(resp) = overrides(at(1)?, ErrorFormat::of(&req.headers), ctx)? {
-        return Ok(Flow::Respond(resp));
+    if let Some(answer) = overrides(at(1)?, ErrorFormat::of(&req.headers), ctx)? {
+        return Ok(answer);
     }
     if !at(2)?
         .get::<Coerced<bool>>()
@@ -444,7 +444,7 @@ fn overrides<'js>(
     v: Value<'js>,
     format: ErrorFormat,
     ctx: &Ctx<'js>,
-) -> Result<Option<MwResponse>, MwError> {
+) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);

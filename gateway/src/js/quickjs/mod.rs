@@ -108,21 +108,28 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         name => super::Strategy::parse(name)
             .map_err(|m| LoadError::new(&spec.file, "custom_middleware.strategy", m))?,
     };
-    let read = read_sources(spec)?;
-    let hooks = read.hooks.clone();
-    let program = compile(spec, opts, chosen, &read)
-        .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
-    let program = Arc::new(program);
+    let mut scripts = super::sources::read(spec)?;
+    // Each file in a scope of its own, as on boa (`js/scope.rs`).
+    super::sources::scope(&mut scripts);
     // One full build on the loading thread: top-level code runs and every
-    // entry's object is checked, whatever the strategy.
-    QjsApi::new(Arc::new(Program {
-        strategy: match program.strategy {
-            Strategy::Fresh => Strategy::Persistent,
-            other => other,
-        },
-        ..(*program).clone()
-    }))
-    .map_err(|e| LoadError::new(&spec.file, e.field, e.message))?;
+    // entry's object is checked, whatever the strategy. A virtual endpoint
+    // that cannot build is set aside (its path fails); anything else fails
+    // the API's load.
+    let (read, program) = super::sources::without_broken(spec, &mut scripts, |scripts| {
+        let read = Read::of(scripts);
+        let program = compile(spec, opts, chosen, &read).map_err(|e| (e.field, e.message))?;
+        QjsApi::new(Arc::new(Program {
+            strategy: match program.strategy {
+                Strategy::Fresh => Strategy::Persistent,
+                other => other,
+            },
+            ..program.clone()
+        }))
+        .map_err(|e| (e.field, e.message))?;
+        Ok((read, program))
+    })?;
+    let hooks = read.hooks.clone();
+    let program = Arc::new(program);
     Ok(Arc::new(QjsFactory {
         program,
         hooks,
@@ -132,6 +139,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         inline_first: !opts.jsvm_inline_budget.is_zero()
             && read.scripts.iter().all(|(_, _, text)| !calls_out(text)),
         inline_budget: opts.jsvm_inline_budget,
+        slots: scripts.slots,
     }))
 }
 
@@ -156,29 +164,30 @@ struct Read {
     /// How many of `entries` are response entries, then endpoints.
     response: usize,
     endpoints: usize,
+    /// `use_session` per endpoint.
+    sessions: Vec<bool>,
 }
 
-/// Reads each distinct script once (`super::sources`, shared with boa).
-fn read_sources(spec: &ApiSpec) -> Result<Read, LoadError> {
-    let mut read = super::sources::read(spec)?;
-    // Each file in a scope of its own, as on boa (`js/scope.rs`).
-    super::sources::scope(&mut read);
-    let scripts = read
-        .scripts
-        .into_iter()
-        .map(|s| (s.file, s.field, s.text))
-        .collect();
-    let (response, endpoints) = (read.response.len(), read.endpoints.len());
-    let mut entries = read.entries;
-    entries.extend(read.response);
-    entries.extend(read.endpoints);
-    Ok(Read {
-        scripts,
-        entries,
-        hooks: read.hooks,
-        response,
-        endpoints,
-    })
+impl Read {
+    /// The scripts read (`super::sources`, shared with boa), in this shape.
+    fn of(read: &super::sources::ApiScripts) -> Read {
+        let scripts = read
+            .scripts
+            .iter()
+            .map(|s| (s.file.clone(), s.field.clone(), s.text.clone()))
+            .collect();
+        let mut entries = read.entries.clone();
+        entries.extend(read.response.iter().cloned());
+        entries.extend(read.endpoints.iter().cloned());
+        Read {
+            scripts,
+            entries,
+            hooks: read.hooks.clone(),
+            response: read.response.len(),
+            endpoints: read.endpoints.len(),
+            sessions: read.sessions.clone(),
+        }
+    }
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -210,7 +219,7 @@ fn compile(
         let prelude = engine::compile(&ctx, &prelude_source(sources), "js/tyk_prelude.js")
             .map_err(internal)?;
         let scripts = compile_scripts(&ctx, sources)?;
-        let dispatch = dispatch_source(&entries, requests, read.response);
+        let dispatch = dispatch_source(&entries, requests, read.response, &read.sessions);
         let dispatch = engine::compile(&ctx, &dispatch, "<dispatch>").map_err(internal)?;
         let host = engine::compile(&ctx, &host_source(spec), "<host.js>").map_err(internal)?;
         let json = (strategy == Strategy::TykJson).then(|| {
@@ -290,7 +299,12 @@ fn compile_scripts(
 /// phase, response entries, virtual endpoints (see `host.js`'s `call`).
 /// Request and response entries' objects are found once, through their
 /// file's scope (`mw`); a virtual endpoint's function is global.
-fn dispatch_source(entries: &[(String, String)], requests: usize, response: usize) -> String {
+fn dispatch_source(
+    entries: &[(String, String)],
+    requests: usize,
+    response: usize,
+    sessions: &[bool],
+) -> String {
     let calls: Vec<String> = entries
         .iter()
         .enumerate()
@@ -300,7 +314,8 @@ fn dispatch_source(entries: &[(String, String)], requests: usize, response: usiz
             } else if i < requests + response {
                 format!("function (request, spec, response) {{ return mw[{i}].ProcessResponse(response, request, {{}}, spec); }}")
             } else {
-                format!("function (request, spec, json) {{ return {n}(JSON.parse(json), {{}}, spec); }}")
+                let session = crate::js::vm::session_argument(sessions[i - requests - response]);
+                format!("function (request, spec, json) {{ return {n}(JSON.parse(json), {session}, spec); }}")
             }
         })
         .collect();
@@ -347,6 +362,8 @@ struct QjsFactory {
     inline_first: bool,
     /// `--jsvm-inline-budget`: the slice of an inline call.
     inline_budget: std::time::Duration,
+    /// The definition's virtual endpoints, loaded or set aside.
+    slots: Vec<super::sources::Slot>,
 }
 
 impl QjsFactory {
@@ -414,23 +431,24 @@ impl ChainFactory for QjsFactory {
             }
         }
         let p = &self.program;
-        for (index, (name, _)) in p.entries.iter().enumerate().skip(p.requests) {
-            if index < p.requests + p.response {
-                chain.response.push(Box::new(QjsResponse {
-                    name: name.clone(),
-                    index,
-                    place: place.clone(),
-                    timeout: self.program.timeout,
-                }));
-            } else {
-                chain.endpoints.push(Box::new(QjsEndpoint {
-                    name: name.clone(),
-                    index,
-                    place: place.clone(),
-                    timeout: self.program.timeout,
-                }));
-            }
+        let first = p.requests + p.response;
+        for (index, (name, _)) in p.entries.iter().enumerate().take(first).skip(p.requests) {
+            chain.response.push(Box::new(QjsResponse {
+                name: name.clone(),
+                index,
+                place: place.clone(),
+                timeout: self.program.timeout,
+            }));
         }
+        let endpoints = &p.entries[first..];
+        chain.endpoints = super::sources::endpoint_chain(&self.slots, endpoints, |j, name| {
+            Box::new(QjsEndpoint {
+                name: name.to_string(),
+                index: first + j,
+                place: place.clone(),
+                timeout: self.program.timeout,
+            })
+        });
         Ok(chain)
     }
 }

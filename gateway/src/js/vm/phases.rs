@@ -54,17 +54,30 @@ pub(super) fn compile(src: &Sources, ctx: &mut Context) -> Result<Phases, BuildE
         );
         phases.response.push(parse(ctx, &expr, name, field)?);
     }
-    for (function, field) in &src.endpoints {
+    for ((function, field), use_session) in src.endpoints.iter().zip(&src.sessions) {
         let check = format!("typeof {function} === 'function'");
         require(ctx, function, field, &check, || {
             format!("the scripts define no function {function:?} (response_function_name)")
         })?;
+        let session = session_argument(*use_session);
         let expr = format!(
-            "try {{ {function}(JSON.parse({h}.vrequest), {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
+            "try {{ {function}(JSON.parse({h}.vrequest), {session}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
         );
         phases.endpoints.push(parse(ctx, &expr, function, field)?);
     }
     Ok(phases)
+}
+
+/// A virtual endpoint's session argument, as JS source (shared with the
+/// QuickJS host): with `use_session`, Tyk passes the request's session,
+/// which a keyless API does not have, so its JSON is `null`; without, a new
+/// session, which the JS host gives as `{}`.
+pub(crate) fn session_argument(use_session: bool) -> &'static str {
+    if use_session {
+        "null"
+    } else {
+        "{}"
+    }
 }
 
 fn require(

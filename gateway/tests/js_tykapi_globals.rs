@@ -1,0 +1,398 @@
+//! Tyk's `TykMakeHttpRequest` through the real gateway on both engines,
+//! against real local servers (a recorder, a slow one): Tyk's JSON answer,
+//! form data, failures that answer `undefined`, the refusal to block an
+//! I/O thread, and the stall test (a waiting script holds up no other
+//! request). Also the script environment around the globals: each file's
+//! own scope, and bodies as bytes. Nothing asserts a timing.
+
+mod common;
+mod js_tykapi;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use common::*;
+use js_tykapi::*;
+
+#[test]
+fn make_http_request_calls_out_and_answers_tyks_json() {
+    for engine in ENGINES {
+        // Shown with a failure's output: which engine failed.
+        eprintln!("engine: {engine}");
+        make_http_request_calls_out_and_answers_tyks_json_on(engine);
+    }
+}
+
+fn make_http_request_calls_out_and_answers_tyks_json_on(engine: &str) {
+    let (svc, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    let script = answering(
+        r#"return TykMakeHttpRequest(JSON.stringify({
+            Method: "POST", Domain: spec.config_data.svc, Resource: "/check?x=1",
+            Headers: {"X-Test": "1", "Content-Type": "text/plain"}, Body: "hello"}));"#,
+    );
+    js_api(
+        dir.path(),
+        "call",
+        "/call/",
+        svc,
+        engine,
+        &script,
+        json!({"svc": format!("http://{svc}")}),
+    );
+    let gw = gateway(dir.path(), 1, 1);
+
+    let got = get(gw.addr, "/call/");
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    let seen = rec.last();
+    assert_eq!(seen.method, "POST");
+    assert_eq!(seen.uri, "/check?x=1");
+    assert_eq!(seen.headers["x-test"], "1");
+    assert_eq!(seen.headers["connection"], "close", "Tyk sets r.Close");
+    assert_eq!(seen.headers["user-agent"], "Go-http-client/1.1");
+    assert_eq!(&seen.body[..], b"hello");
+    // Tyk's TykJSHttpResponse: Code, Body, Headers, then the lower-case
+    // copies, in that order (the text as the script received it).
+    let text = got.text();
+    let order: Vec<usize> = [
+        "\"Code\"",
+        "\"Body\"",
+        "\"Headers\"",
+        "\"code\"",
+        "\"body\"",
+        "\"headers\"",
+    ]
+    .iter()
+    .map(|k| {
+        text.find(k)
+            .unwrap_or_else(|| panic!("{k} missing in {text}"))
+    })
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+    let v = got.json();
+    assert_eq!(v["Code"], 200);
+    assert_eq!(v["code"], 200);
+    assert_eq!(v["Body"], "recorded");
+    assert_eq!(v["Headers"]["X-Upstream"], json!(["recorder"]));
+    assert_eq!(v["headers"], v["Headers"]);
+    gw.stop();
+}
+
+#[test]
+fn make_http_request_sends_form_data_and_follows_go_field_rules() {
+    for engine in ENGINES {
+        // Shown with a failure's output: which engine failed.
+        eprintln!("engine: {engine}");
+        make_http_request_sends_form_data_and_follows_go_field_rules_on(engine);
+    }
+}
+
+fn make_http_request_sends_form_data_and_follows_go_field_rules_on(engine: &str) {
+    let (svc, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    // Lower-case field names: Go's decoder matches them case-insensitively.
+    let script = answering(
+        r#"var r = JSON.parse(TykMakeHttpRequest(JSON.stringify({
+            method: "POST", domain: spec.config_data.svc, resource: "/form",
+            FormData: {"b": "2 3", "a": "1"}})));
+            return {code: r.code};"#,
+    );
+    js_api(
+        dir.path(),
+        "form",
+        "/form/",
+        svc,
+        engine,
+        &script,
+        json!({"svc": format!("http://{svc}")}),
+    );
+    let gw = gateway(dir.path(), 1, 1);
+    let got = get(gw.addr, "/form/");
+    assert_eq!(got.json(), json!({"code": 200}));
+    let seen = rec.last();
+    assert_eq!(seen.uri, "/form");
+    assert_eq!(
+        &seen.body[..],
+        b"a=1&b=2+3",
+        "keys sorted, as url.Values.Encode"
+    );
+    gw.stop();
+}
+
+#[test]
+fn make_http_request_failures_answer_undefined_and_the_request_goes_on() {
+    for engine in ENGINES {
+        // Shown with a failure's output: which engine failed.
+        eprintln!("engine: {engine}");
+        make_http_request_failures_answer_undefined_and_the_request_goes_on_on(engine);
+    }
+}
+
+fn make_http_request_failures_answer_undefined_and_the_request_goes_on_on(engine: &str) {
+    let (svc, rec) = recorder();
+    let dead = dead_addr();
+    let dir = tempfile::tempdir().unwrap();
+    let script = answering(&format!(
+        r#"return [
+            typeof TykMakeHttpRequest(),
+            typeof TykMakeHttpRequest("{{not json"),
+            typeof TykMakeHttpRequest(JSON.stringify({{Method: "GET"}})),
+            typeof TykMakeHttpRequest(JSON.stringify({{Method: 5, Domain: "http://{svc}"}})),
+            typeof TykMakeHttpRequest(JSON.stringify({{Domain: "http://{dead}", Resource: "/"}})),
+            typeof TykMakeHttpRequest(JSON.stringify({{Domain: "https://{svc}", Resource: "/"}})),
+            typeof TykMakeHttpRequest(JSON.stringify({{Domain: "/relative"}}))
+        ];"#
+    ));
+    js_api(
+        dir.path(),
+        "fails",
+        "/fails/",
+        svc,
+        engine,
+        &script,
+        Value::Null,
+    );
+    let gw = gateway(dir.path(), 1, 1);
+    let got = get(gw.addr, "/fails/");
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    assert_eq!(got.json(), json!(vec!["undefined"; 7]));
+    // The https attempt reached the server as a plain connection at most;
+    // no request was recorded from any of them.
+    assert_eq!(rec.count(), 0);
+    // A script that then parses the missing answer fails its own request.
+    let dir2 = tempfile::tempdir().unwrap();
+    let parse = answering(&format!(
+        r#"return JSON.parse(TykMakeHttpRequest(JSON.stringify({{Domain: "http://{dead}"}})));"#
+    ));
+    js_api(
+        dir2.path(),
+        "parse",
+        "/parse/",
+        svc,
+        engine,
+        &parse,
+        Value::Null,
+    );
+    let gw2 = gateway(dir2.path(), 1, 1);
+    assert_eq!(
+        get(gw2.addr, "/parse/").status,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    gw.stop();
+    gw2.stop();
+}
+
+#[test]
+fn inline_scripts_refuse_to_block_the_io_thread() {
+    for engine in ENGINES {
+        let (svc, rec) = recorder();
+        let dir = tempfile::tempdir().unwrap();
+        let script = answering(
+            r#"return [typeof TykMakeHttpRequest(JSON.stringify({Domain: spec.config_data.svc, Resource: "/"})),
+                       typeof TykBatchRequest(JSON.stringify({requests: [{method: "GET", relative_url: spec.config_data.svc + "/"}]}))];"#,
+        );
+        js_api(
+            dir.path(),
+            "inline",
+            "/inline/",
+            svc,
+            engine,
+            &script,
+            json!({"svc": format!("http://{svc}")}),
+        );
+        let gw = gateway(dir.path(), 1, 0);
+        let got = get(gw.addr, "/inline/");
+        assert_eq!(got.json(), json!(["undefined", "undefined"]), "{engine}");
+        assert_eq!(
+            rec.count(),
+            0,
+            "{engine}: nothing may be sent from an I/O thread"
+        );
+        gw.stop();
+    }
+}
+
+/// The issue's stall test: with one I/O thread, while a script waits on a
+/// slow service, `/plain/` and another JS API are answered before it ends.
+#[test]
+fn a_waiting_script_does_not_stall_other_requests() {
+    for engine in ENGINES {
+        // Shown with a failure's output: which engine failed.
+        eprintln!("engine: {engine}");
+        a_waiting_script_does_not_stall_other_requests_on(engine);
+    }
+}
+
+fn a_waiting_script_does_not_stall_other_requests_on(engine: &str) {
+    let slow_delay = Duration::from_secs(2);
+    let (slow, slow_rec) = recorder_with_delay(slow_delay);
+    let up = mock();
+    let dir = tempfile::tempdir().unwrap();
+    let waits = answering(
+        r#"var r = JSON.parse(TykMakeHttpRequest(JSON.stringify({Domain: spec.config_data.svc, Resource: "/slow"})));
+           return {code: r.Code};"#,
+    );
+    js_api(
+        dir.path(),
+        "waits",
+        "/waits/",
+        up,
+        engine,
+        &waits,
+        json!({"svc": format!("http://{slow}")}),
+    );
+    js_api(
+        dir.path(),
+        "quick",
+        "/quick/",
+        up,
+        engine,
+        &answering("return {quick: true};"),
+        Value::Null,
+    );
+    write_api(
+        dir.path(),
+        "plain",
+        &api_json(
+            "plain",
+            "/plain/",
+            &format!("http://{up}"),
+            true,
+            Value::Null,
+        ),
+    );
+    let gw = gateway(dir.path(), 1, 1);
+    let addr = gw.addr;
+
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let waiter = std::thread::spawn(move || {
+        let got = get(addr, "/waits/");
+        d.store(true, Ordering::SeqCst);
+        got
+    });
+    // Until the slow service holds the script's call (bounded: 20 s).
+    for _ in 0..2000 {
+        if slow_rec.count() > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        slow_rec.count(),
+        1,
+        "the script never called the slow service"
+    );
+    assert_eq!(get(addr, "/plain/hello").status, StatusCode::OK);
+    assert_eq!(get(addr, "/quick/").json(), json!({"quick": true}));
+    assert!(
+        !done.load(Ordering::SeqCst),
+        "the other requests were answered only after the waiting script ended"
+    );
+    let got = waiter.join().unwrap();
+    assert_eq!(got.json(), json!({"code": 200}));
+    gw.stop();
+}
+
+/// A pre and a post file that both declare `var handler` (and both entries
+/// are named `handler`) each run their own.
+#[test]
+fn each_file_has_its_own_scope() {
+    let hook = |header: &str| {
+        format!(
+            r#"var handler = new TykJS.TykMiddleware.NewMiddleware({{}});
+var shared = "{header}";
+handler.NewProcessRequest(function (request, session, spec) {{
+    request.SetHeaders["{header}"] = shared;
+    return handler.ReturnData(request, {{}});
+}});
+"#
+        )
+    };
+    for engine in ENGINES {
+        let up = mock();
+        let dir = tempfile::tempdir().unwrap();
+        let (pre, post) = (dir.path().join("pre.js"), dir.path().join("post.js"));
+        std::fs::write(&pre, hook("X-Pre")).unwrap();
+        std::fs::write(&post, hook("X-Post")).unwrap();
+        let api = api_json(
+            "scoped",
+            "/scoped/",
+            &format!("http://{up}"),
+            true,
+            json!({
+                "driver": "otto",
+                "engine": engine,
+                "pre": [{"name": "handler", "path": pre.to_str().unwrap()}],
+                "post": [{"name": "handler", "path": post.to_str().unwrap()}]
+            }),
+        );
+        write_api(dir.path(), "scoped", &api);
+        let gw = gateway(dir.path(), 1, 1);
+        let got = get(gw.addr, "/scoped/x");
+        assert_eq!(got.status, StatusCode::OK, "{engine}: {}", got.text());
+        let echo = got.json();
+        assert_eq!(echo["headers"]["X-Pre"], "X-Pre", "{engine}: {echo}");
+        assert_eq!(echo["headers"]["X-Post"], "X-Post", "{engine}: {echo}");
+        gw.stop();
+    }
+}
+
+#[test]
+fn an_untouched_body_reaches_the_upstream_byte_for_byte() {
+    let body: Vec<u8> = vec![b'a', 0xff, 0x00, 0xfe, b'z', 0xc3];
+    let header_only = r#"var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request) {
+    request.SetHeaders["X-Seen-Length"] = String(request.Body.length);
+    return mw.ReturnData(request, {});
+});"#;
+    let number = r#"var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request) { request.Body = 42; return mw.ReturnData(request, {}); });"#;
+    for engine in ENGINES {
+        let (up, rec) = recorder();
+        let dir = tempfile::tempdir().unwrap();
+        js_api(
+            dir.path(),
+            "bytes",
+            "/bytes/",
+            up,
+            engine,
+            header_only,
+            Value::Null,
+        );
+        js_api(
+            dir.path(),
+            "number",
+            "/number/",
+            up,
+            engine,
+            number,
+            Value::Null,
+        );
+        let gw = gateway(dir.path(), 1, 1);
+        let got = send(
+            gw.addr,
+            "POST",
+            "/bytes/",
+            &[("content-type", "application/octet-stream")],
+            &body,
+        );
+        assert_eq!(got.status, StatusCode::OK, "{engine}");
+        let seen = rec.last();
+        assert_eq!(&seen.body[..], &body[..], "{engine}");
+        assert!(
+            seen.headers.contains_key("x-seen-length"),
+            "{engine}: the script ran"
+        );
+        let got = send(gw.addr, "POST", "/number/", &[], b"original");
+        assert_eq!(got.status, StatusCode::OK, "{engine}: {}", got.text());
+        let seen = rec.last();
+        assert_eq!(&seen.body[..], b"42", "{engine}: as Tyk's b64enc(42)");
+        assert_eq!(seen.headers["content-length"], "2", "{engine}");
+        gw.stop();
+    }
+}
