@@ -204,30 +204,9 @@ impl JsEngine {
     }
 }
 
-/// The middleware hooks a request passes through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Hook {
-    /// Before the listen path is stripped.
-    Pre,
-    /// After the listen path is stripped.
-    Post,
-    /// On the upstream's answer, before it goes to the client.
-    Response,
-    /// A virtual endpoint (`extended_paths.virtual`): answers in place of the upstream.
-    Virtual,
-}
-
-impl Hook {
-    /// Tyk's name for the hook.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hook::Pre => "pre",
-            Hook::Post => "post",
-            Hook::Response => "response",
-            Hook::Virtual => "virtual",
-        }
-    }
-}
+/// The phases middleware runs in: defined with the middleware contract,
+/// re-exported here because definitions name them.
+pub use crate::middleware::Hook;
 
 /// A validated, loadable API: what the router and the middleware hosts use.
 ///

@@ -358,6 +358,7 @@ fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
                 chain,
                 upstream,
                 loops_to_self,
+                errors: shared.control.stats.errors(&api.spec.api_id),
             };
             (api.spec.listen_path.clone(), route)
         })

@@ -40,7 +40,7 @@ impl Overrides {
     /// 3. any other code is a forced response ([`forced`]) with that body.
     pub(crate) fn respond(self, format: ErrorFormat) -> Result<MwResponse, MwError> {
         let status = StatusCode::from_u16(self.code).map_err(|_| {
-            MwError(format!(
+            MwError::bad_answer(format!(
                 "Request.ReturnOverrides.ResponseCode {} is not an HTTP status",
                 self.code
             ))

@@ -272,7 +272,7 @@ struct QjsFactory {
 impl ChainFactory for QjsFactory {
     fn instantiate(&self) -> Result<Chain, MwError> {
         let fail = |e: api::BuildError| {
-            MwError(format!(
+            MwError::not_loaded(format!(
                 "{}: {}: {}",
                 self.file.display(),
                 e.field,
@@ -290,7 +290,7 @@ impl ChainFactory for QjsFactory {
             let program = self.program.clone();
             let build: vmthread::Builder<QjsApi> = Arc::new(move || {
                 QjsApi::new(program.clone()).map_err(|e| {
-                    MwError(format!(
+                    MwError::not_loaded(format!(
                         "building the JS context failed: {}: {}",
                         e.field, e.message
                     ))
@@ -358,7 +358,7 @@ impl ResponseMiddleware for QjsResponse {
                         .map(|()| owned)
                 })
                 .await;
-            *resp = r.map_err(|e| MwError(format!("{}: {e}", self.name)))?;
+            *resp = r.map_err(|e| e.context(&self.name))?;
             Ok(())
         })
     }
@@ -383,7 +383,7 @@ impl Endpoint for QjsEndpoint {
             self.place
                 .with(self.timeout, move |api| api.call_endpoint(index, &owned))
                 .await
-                .map_err(|e| MwError(format!("{}: {e}", self.name)))
+                .map_err(|e| e.context(&self.name))
         })
     }
 }
@@ -428,10 +428,10 @@ impl Place {
                 };
                 match pool.run(deadline, job).await {
                     Ok(r) => r,
-                    Err(RunError::Timeout) => Err(MwError(format!(
+                    Err(RunError::Timeout) => Err(MwError::timed_out(format!(
                         "stopped after the jsvm timeout ({timeout:?})"
                     ))),
-                    Err(RunError::Unavailable(m)) => Err(MwError(m)),
+                    Err(RunError::Unavailable(m)) => Err(MwError::internal(m)),
                 }
             }
         }
@@ -473,11 +473,11 @@ impl QjsMiddleware {
             }
             // The interrupt handler stops QuickJS at the deadline, so this
             // is a wait for the thread that outlasted it.
-            Err(RunError::Timeout) => Err(MwError(format!(
+            Err(RunError::Timeout) => Err(MwError::timed_out(format!(
                 "stopped after the jsvm timeout ({:?})",
                 self.timeout
             ))),
-            Err(RunError::Unavailable(m)) => Err(MwError(m)),
+            Err(RunError::Unavailable(m)) => Err(MwError::internal(m)),
         }
     }
 }
@@ -493,7 +493,7 @@ impl Middleware for QjsMiddleware {
                 Place::Inline(api) => api.borrow_mut().call(self.index, req),
                 Place::Threads(pool) => self.on_thread(pool, req).await,
             };
-            r.map_err(|e| MwError(format!("{}: {e}", self.name)))
+            r.map_err(|e| e.context(&self.name))
         })
     }
 }
