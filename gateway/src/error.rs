@@ -2,8 +2,11 @@
 //!
 //! Every failure on the request path is a [`ProxyError`]: a [`Kind`] (what the
 //! client is told), an [`Origin`] (whose fault: client, upstream, middleware or
-//! the gateway itself, for logs) and an optional cause. [`ProxyError::response`]
-//! maps kinds to the status codes and bodies a Tyk user already knows.
+//! the gateway itself, for logs) and an optional cause, which is its
+//! [`std::error::Error::source`]: a middleware failure's cause is the
+//! [`crate::middleware::MwError`] itself, with its own kind.
+//! [`ProxyError::response`] maps kinds to the status codes and bodies a Tyk
+//! user already knows.
 //!
 //! Tyk's bodies, byte for byte: every error answer but "no API matches" is
 //! rendered from Tyk's `templates/error.json`

@@ -61,8 +61,9 @@ pub struct StatsBody {
     pub errors: Vec<ErrorCount>,
 }
 
-/// How many requests of one API a middleware failure of one kind answered
-/// 500 (every failure fails its request closed).
+/// How many of one API's middleware calls failed with one kind of error.
+/// Each such request was answered 500, but for a virtual endpoint with
+/// `proxy_on_error`, whose request is proxied instead.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ErrorCount {
     /// The API's `api_id`.
