@@ -13,6 +13,9 @@
 //!
 //! The timer is armed lazily: a body whose frames are ready when polled (the
 //! common case on loopback) never allocates one.
+//!
+//! [`reframe`] is the one rule for a request's framing headers once
+//! middleware has replaced its body: every driver and the proxy use it.
 
 use std::fmt;
 use std::future::Future;
@@ -158,5 +161,61 @@ impl Body for RequestBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// Sets a request's framing headers for a body of `len` bytes that is now
+/// held whole (middleware replaced it, or the proxy is about to send it):
+/// the one rule, used by every driver after a body edit and by the proxy
+/// before it sends a buffered request, so what the next middleware sees
+/// and what the upstream gets agree.
+///
+/// - `Transfer-Encoding` goes: the body is no longer the client's chunks.
+/// - `Content-Length` is `len`, and is sent even as `0` for a method that
+///   carries a body (POST, PUT, PATCH), as Go's client sends it; a
+///   bodyless GET or HEAD carries none, so an upstream never reads a body
+///   the method does not have.
+pub fn reframe(headers: &mut http::HeaderMap, method: &http::Method, len: usize) {
+    use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+    headers.remove(TRANSFER_ENCODING);
+    let carries_body = matches!(
+        *method,
+        http::Method::POST | http::Method::PUT | http::Method::PATCH
+    );
+    if len > 0 || carries_body {
+        headers.insert(CONTENT_LENGTH, http::HeaderValue::from(len));
+    } else {
+        headers.remove(CONTENT_LENGTH);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reframe;
+    use http::{HeaderMap, Method};
+
+    fn framed(method: Method, before: &[(&'static str, &'static str)], len: usize) -> Vec<String> {
+        let mut h = HeaderMap::new();
+        for (k, v) in before {
+            h.append(*k, v.parse().unwrap());
+        }
+        reframe(&mut h, &method, len);
+        let mut out: Vec<String> = h
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", v.to_str().unwrap()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_replaced_body_is_framed_by_its_length_alone() {
+        let chunked = [("transfer-encoding", "chunked")];
+        assert_eq!(framed(Method::POST, &chunked, 14), ["content-length: 14"]);
+        let stale = [("content-length", "5")];
+        assert_eq!(framed(Method::POST, &stale, 0), ["content-length: 0"]);
+        assert_eq!(framed(Method::GET, &stale, 3), ["content-length: 3"]);
+        assert!(framed(Method::GET, &stale, 0).is_empty());
+        assert!(framed(Method::HEAD, &chunked, 0).is_empty());
     }
 }

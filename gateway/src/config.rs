@@ -19,215 +19,37 @@
 //! - not loaded ([`Loaded::errors`]): not a valid definition at all (bad JSON,
 //!   no listen path or target), so there is nothing to route.
 
+//!
+//! # Layout
+//!
+//! - `definition`: the JSON as a Tyk user writes it ([`ApiDefinition`]).
+//! - `read`: a directory's files read, parsed and linted ([`load_dir`]).
+//! - `validate`: one parsed definition checked into an [`ApiSpec`].
+//! - `virtuals`: `version_data`'s virtual endpoints.
+//! - `lint`, `tyk_keys`: every field Tyk knows, and what ignoring it means.
+//! - this file: what loading produces ([`ApiSpec`], [`Loaded`], [`LoadError`]).
+
+mod definition;
 mod lint;
+mod read;
 mod tyk_keys;
+mod validate;
 mod virtuals;
 
+pub use definition::{
+    ApiDefinition, CustomMiddleware, Driver, JsEngine, MiddlewareEntry, ProxyConfig,
+};
+pub use read::{load_dir, parse_definition};
+pub use validate::normalize_listen_path;
 pub use virtuals::{VirtualEndpoint, VirtualSource};
 
-use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+/// The phases middleware runs in: defined with the middleware contract,
+/// re-exported here because definitions name them.
+pub use crate::middleware::Hook;
 use serde_json::Value;
-
-/// One Tyk API definition, as written in a `*.json` file.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ApiDefinition {
-    /// Tyk's unique id of the API; exposed to JS as `spec.APIID`.
-    #[serde(default)]
-    pub api_id: String,
-    /// Human name, used in logs.
-    #[serde(default)]
-    pub name: String,
-    /// Organisation id; exposed to JS as `spec.OrgID`.
-    #[serde(default)]
-    pub org_id: String,
-    /// Inactive APIs are skipped at load, as in Tyk.
-    #[serde(default = "yes")]
-    pub active: bool,
-    /// Keyless APIs need no authentication. Authentication is not
-    /// implemented, so `false` fails closed: routed, every request 500.
-    #[serde(default)]
-    pub use_keyless: bool,
-    /// Internal APIs are reachable only from Tyk's own loops (`tyk://self`),
-    /// never from outside: this gateway does not route them at all.
-    #[serde(default)]
-    pub internal: bool,
-    /// Where the gateway listens and where it sends requests.
-    pub proxy: Option<ProxyConfig>,
-    /// Plugins run around the proxy.
-    #[serde(default)]
-    pub custom_middleware: CustomMiddleware,
-    /// Free-form configuration handed to JS middleware as `spec.config_data`.
-    #[serde(default)]
-    pub config_data: Value,
-    /// Hides `config_data` from middleware (blanked at load), as Tyk does.
-    #[serde(default)]
-    pub config_data_disabled: bool,
-    /// Versioning; parsed so a user sees it is read, not acted on yet.
-    #[serde(default)]
-    pub version_data: Value,
-    /// Where the version is read from; parsed, not acted on yet.
-    #[serde(default)]
-    pub definition: Value,
-}
-
-fn yes() -> bool {
-    true
-}
-
-/// The `proxy` section of an API definition.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ProxyConfig {
-    /// Raw path prefix this API answers under, e.g. `/gopl/`.
-    #[serde(default)]
-    pub listen_path: String,
-    /// Upstream base URL, e.g. `http://localhost:8222`.
-    #[serde(default)]
-    pub target_url: String,
-    /// Trim `listen_path` from the path before proxying.
-    #[serde(default)]
-    pub strip_listen_path: bool,
-    /// Send the client's `Host` upstream instead of the target's.
-    #[serde(default)]
-    pub preserve_host_header: bool,
-}
-
-/// The `custom_middleware` section of an API definition.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct CustomMiddleware {
-    /// `goplugin`/`native`, or `otto`/`goja`/`javascript`. Empty means none.
-    #[serde(default)]
-    pub driver: String,
-    /// JS engine for this API: `boa` or `quickjs`; empty means the gateway's
-    /// `--jsvm-engine`. Not a Tyk field (Tyk ignores unknown fields).
-    #[serde(default)]
-    pub engine: String,
-    /// Run before the listen path is stripped.
-    #[serde(default)]
-    pub pre: Vec<MiddlewareEntry>,
-    /// Run after the listen path is stripped, just before proxying.
-    #[serde(default)]
-    pub post: Vec<MiddlewareEntry>,
-    /// Run on the upstream's response before it goes to the client (JS
-    /// and native drivers; the wasm driver refuses them: fail closed).
-    #[serde(default)]
-    pub response: Vec<MiddlewareEntry>,
-    /// JS only: how scripts keep state across requests (`persistent`,
-    /// `fresh`); empty takes the gateway's `--jsvm-strategy`. Tyk ignores
-    /// the field.
-    #[serde(default)]
-    pub strategy: String,
-}
-
-/// One middleware in a `pre`/`post`/`response` list.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct MiddlewareEntry {
-    /// Exported symbol (native) or middleware object name (JS).
-    #[serde(default)]
-    pub name: String,
-    /// Library (native) or script (JS) path; relative to the working directory.
-    #[serde(default)]
-    pub path: String,
-    /// Skipped when true.
-    #[serde(default)]
-    pub disabled: bool,
-    /// Parsed; sessions are out of scope, so it has no effect yet.
-    #[serde(default)]
-    pub require_session: bool,
-    /// Position in the definition's list, counting disabled entries, so
-    /// errors name the entry the user wrote (`pre[2]`).
-    #[serde(skip)]
-    pub index: usize,
-}
-
-/// Which engine runs an API's middleware.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// A dynamic library loaded with libloading (`goplugin`, `native`).
-    Native,
-    /// A script run in the embedded JS engine (`otto`, `goja`, `javascript`).
-    Js,
-    /// A proxy-wasm module run in wasmtime (`wasm`, `proxy-wasm`).
-    Wasm,
-}
-
-impl Driver {
-    /// Parses Tyk's driver names; `None` for a name no driver answers to.
-    pub fn parse(name: &str) -> Option<Driver> {
-        match name {
-            "goplugin" | "native" => Some(Driver::Native),
-            "otto" | "goja" | "javascript" => Some(Driver::Js),
-            "wasm" | "proxy-wasm" => Some(Driver::Wasm),
-            _ => None,
-        }
-    }
-
-    /// The name logs and `GET /tyk/apis` use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Driver::Native => "native",
-            Driver::Js => "javascript",
-            Driver::Wasm => "wasm",
-        }
-    }
-}
-
-/// Which JS engine runs an API's scripts (`custom_middleware.engine`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum JsEngine {
-    /// boa_engine, the default.
-    #[default]
-    Boa,
-    /// QuickJS (the quickjs-ng fork, through rquickjs).
-    QuickJs,
-}
-
-impl JsEngine {
-    /// Parses an engine name; `None` for a name no engine answers to.
-    pub fn parse(name: &str) -> Option<JsEngine> {
-        match name {
-            "boa" => Some(JsEngine::Boa),
-            "quickjs" => Some(JsEngine::QuickJs),
-            _ => None,
-        }
-    }
-
-    /// The name a definition or `--jsvm-engine` uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JsEngine::Boa => "boa",
-            JsEngine::QuickJs => "quickjs",
-        }
-    }
-}
-
-/// The middleware hooks a request passes through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Hook {
-    /// Before the listen path is stripped.
-    Pre,
-    /// After the listen path is stripped.
-    Post,
-    /// On the upstream's answer, before it goes to the client.
-    Response,
-    /// A virtual endpoint (`extended_paths.virtual`): answers in place of the upstream.
-    Virtual,
-}
-
-impl Hook {
-    /// Tyk's name for the hook.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hook::Pre => "pre",
-            Hook::Post => "post",
-            Hook::Response => "response",
-            Hook::Virtual => "virtual",
-        }
-    }
-}
 
 /// A validated, loadable API: what the router and the middleware hosts use.
 ///
@@ -407,263 +229,12 @@ pub struct Loaded {
     /// Files skipped because `active` is false.
     pub inactive: Vec<PathBuf>,
 }
-
-/// Reads and validates every `*.json` in `dir` (not recursive), in name order.
-///
-/// Fails only when the directory itself cannot be read; each bad file is an
-/// entry in [`Loaded::errors`].
-pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
-        .collect();
-    files.sort();
-    let mut loaded = Loaded::default();
-    let mut seen_paths = HashSet::new();
-    let mut seen_ids = HashSet::new();
-    for file in files {
-        let (def, findings) = match std::fs::read(&file)
-            .map_err(|e| LoadError::new(&file, "-", format!("cannot read: {e}")))
-            .and_then(|bytes| parse_checked(&file, &bytes))
-        {
-            Ok(parsed) => parsed,
-            Err(e) => {
-                loaded.errors.push(e);
-                continue;
-            }
-        };
-        if !def.active {
-            loaded.inactive.push(file);
-            continue;
-        }
-        let version_data = def.version_data.clone();
-        let mut spec = match validate(&file, def) {
-            Ok(spec) => spec,
-            Err(e) => {
-                loaded.errors.push(e);
-                continue;
-            }
-        };
-        // A broken virtual endpoint fails its API closed (below), as a
-        // broken middleware does: its path must never reach the upstream.
-        let mut findings = findings;
-        match virtuals::parse(&file, &version_data) {
-            Ok(list) => spec.virtual_endpoints = list,
-            Err(e) => findings.refuse(e),
-        }
-        loaded.warnings.extend(findings.warnings);
-        if findings.internal {
-            // Never routed, so it cannot clash with a public listen path.
-            loaded.internal.push(spec);
-            continue;
-        }
-        if !seen_paths.insert(spec.listen_path.clone()) {
-            loaded.errors.push(LoadError::new(
-                &file,
-                "proxy.listen_path",
-                format!("{:?} is already served by another API", spec.listen_path),
-            ));
-        } else if !seen_ids.insert(spec.api_id.clone()) {
-            seen_paths.remove(&spec.listen_path);
-            loaded.errors.push(LoadError::new(
-                &file,
-                "api_id",
-                format!("{:?} is already used by another API", spec.api_id),
-            ));
-        } else if let Some(why) = findings.refusal {
-            loaded.refused.push((spec, why));
-        } else {
-            loaded.apis.push(spec);
-        }
-    }
-    Ok(loaded)
-}
-
-/// Parses one definition's JSON, naming the line and column of a syntax error
-/// and the field of a type error.
-pub fn parse_definition(file: &Path, bytes: &[u8]) -> Result<ApiDefinition, LoadError> {
-    parse_checked(file, bytes).map(|(def, _)| def)
-}
-
-/// Parses a definition and lints the raw JSON: warnings, typos, refusals.
-fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Findings), LoadError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        // serde_json's message already ends "at line L column C".
-        LoadError::new(file, "-", format!("invalid JSON: {e}"))
-    })?;
-    if !value.is_object() {
-        return Err(LoadError::new(
-            file,
-            "-",
-            "an API definition must be a JSON object",
-        ));
-    }
-    for (field, check) in [
-        ("api_id", Value::is_string as fn(&Value) -> bool),
-        ("proxy", Value::is_object),
-        ("custom_middleware", Value::is_object),
-    ] {
-        if let Some(v) = value.get(field) {
-            if !check(v) && !v.is_null() {
-                return Err(LoadError::new(
-                    file,
-                    field,
-                    format!("has the wrong type: {v}"),
-                ));
-            }
-        }
-    }
-    let findings = lint::check(file, &value);
-    // serde_path_to_error names the field a type error is in
-    // (`proxy.strip_listen_path: invalid type: string "yes", expected a boolean`).
-    let def = serde_path_to_error::deserialize(value).map_err(|e| {
-        let field = e.path().to_string();
-        let field = if field == "." { "-".to_string() } else { field };
-        LoadError::new(file, field, e.into_inner().to_string())
-    })?;
-    Ok((def, findings))
-}
-
-/// Tyk's `ValidListenPath`: a leading `/` added, `.`/`..` segments and
-/// doubled slashes cleaned (Go's `path.Clean`), a trailing `/` kept.
-pub fn normalize_listen_path(raw: &str) -> String {
-    let mut segments: Vec<&str> = Vec::new();
-    for seg in raw.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                segments.pop();
-            }
-            s => segments.push(s),
-        }
-    }
-    let mut out = format!("/{}", segments.join("/"));
-    if raw.ends_with('/') && out != "/" {
-        out.push('/');
-    }
-    out
-}
-
-fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadError> {
-    let err = |field: &str, msg: String| LoadError::new(file, field, msg);
-    if def.api_id.is_empty() {
-        return Err(err("api_id", "is missing or empty".into()));
-    }
-    let proxy = def.proxy.ok_or_else(|| err("proxy", "is missing".into()))?;
-    if proxy.listen_path.is_empty() {
-        return Err(err("proxy.listen_path", "is missing or empty".into()));
-    }
-    if proxy.listen_path.contains(' ') {
-        return Err(err(
-            "proxy.listen_path",
-            format!("{:?} contains a space", proxy.listen_path),
-        ));
-    }
-    let listen_path = normalize_listen_path(&proxy.listen_path);
-    if listen_path != proxy.listen_path {
-        tracing::info!(
-            "{}: proxy.listen_path {:?} is served as {:?} (Tyk normalises it the same way)",
-            file.display(),
-            proxy.listen_path,
-            listen_path
-        );
-    }
-    if proxy.target_url.is_empty() {
-        return Err(err("proxy.target_url", "is missing or empty".into()));
-    }
-    let target = Target::parse(&proxy.target_url).map_err(|m| err("proxy.target_url", m))?;
-    let strategy = def.custom_middleware.strategy.clone();
-    let engine = match def.custom_middleware.engine.as_str() {
-        "" => None,
-        name => Some(JsEngine::parse(name).ok_or_else(|| {
-            err(
-                "custom_middleware.engine",
-                format!("{name:?} is not a JS engine; use \"boa\" or \"quickjs\""),
-            )
-        })?),
-    };
-    let config_data_disabled = def.config_data_disabled;
-    let (pre, post, response, driver) = validate_middleware(file, def.custom_middleware)?;
-    Ok(ApiSpec {
-        file: file.to_path_buf(),
-        api_id: def.api_id,
-        name: def.name,
-        org_id: def.org_id,
-        listen_path,
-        strip_listen_path: proxy.strip_listen_path,
-        preserve_host_header: proxy.preserve_host_header,
-        target,
-        driver,
-        pre,
-        post,
-        response,
-        // Tyk leaves `config_data` out of what middleware sees when disabled.
-        config_data: if config_data_disabled {
-            Value::Null
-        } else {
-            def.config_data
-        },
-        config_data_disabled,
-        engine,
-        strategy,
-        virtual_endpoints: Vec::new(),
-    })
-}
-
-type Entries = Vec<MiddlewareEntry>;
-
-/// The enabled `pre`/`post`/`response` entries and their driver; every entry
-/// must name its object and file.
-fn validate_middleware(
-    file: &Path,
-    mw: CustomMiddleware,
-) -> Result<(Entries, Entries, Entries, Option<Driver>), LoadError> {
-    let err = |field: &str, msg: String| LoadError::new(file, field, msg);
-    let enabled = |v: Vec<MiddlewareEntry>| -> Vec<MiddlewareEntry> {
-        v.into_iter()
-            .enumerate()
-            .map(|(index, e)| MiddlewareEntry { index, ..e })
-            .filter(|e| !e.disabled)
-            .collect()
-    };
-    let (pre, post, response) = (enabled(mw.pre), enabled(mw.post), enabled(mw.response));
-    if pre.is_empty() && post.is_empty() && response.is_empty() {
-        return Ok((pre, post, response, None));
-    }
-    let driver = Driver::parse(&mw.driver).ok_or_else(|| {
-        err(
-            "custom_middleware.driver",
-            format!(
-                "{:?} is not supported; use \"goplugin\" (or \"native\"), \"otto\" (or \"goja\", \"javascript\") or \"wasm\" (or \"proxy-wasm\")",
-                mw.driver
-            ),
-        )
-    })?;
-    for (hook, list) in [("pre", &pre), ("post", &post), ("response", &response)] {
-        for e in list.iter() {
-            let i = e.index;
-            if e.name.is_empty() {
-                return Err(err(
-                    &format!("custom_middleware.{hook}[{i}].name"),
-                    "is missing or empty".into(),
-                ));
-            }
-            if e.path.is_empty() {
-                return Err(err(
-                    &format!("custom_middleware.{hook}[{i}].path"),
-                    "is missing or empty".into(),
-                ));
-            }
-        }
-    }
-    Ok((pre, post, response, Some(driver)))
-}
-
 #[cfg(test)]
 mod parse_tests;
 
 #[cfg(test)]
 mod tests {
+    use super::validate::validate;
     use super::*;
 
     #[test]

@@ -3,7 +3,8 @@
 //! - `GET /hello`: Tyk's health check, always on.
 //! - `/tyk/...`: the control API, on only when a secret is configured; every
 //!   call must carry `X-Tyk-Authorization: <secret>`, as Tyk's does.
-//!   - `GET /tyk/stats`: middleware call times per API, hook and middleware.
+//!   - `GET /tyk/stats`: middleware call times per API, hook and middleware,
+//!     and middleware failures per API and kind.
 //!   - `DELETE /tyk/stats`: resets them (the bench reads one route at a time).
 //!   - `GET /tyk/apis`: every API with its status (serving, failing closed
 //!     and why, internal), the files that did not load, and the warnings.
@@ -97,9 +98,7 @@ impl Control {
             ));
         }
         Some(match (method, path.trim_end_matches('/')) {
-            (&Method::GET, "/tyk/stats") => json_response(&json!(gateway_wire::StatsBody {
-                apis: self.stats.summaries()
-            })),
+            (&Method::GET, "/tyk/stats") => json_response(&json!(self.stats.body())),
             (&Method::DELETE, "/tyk/stats") => {
                 self.stats.reset();
                 json_response(&json!({ "status": "ok", "action": "reset" }))

@@ -2,8 +2,11 @@
 //!
 //! Every failure on the request path is a [`ProxyError`]: a [`Kind`] (what the
 //! client is told), an [`Origin`] (whose fault: client, upstream, middleware or
-//! the gateway itself, for logs) and an optional cause. [`ProxyError::response`]
-//! maps kinds to the status codes and bodies a Tyk user already knows.
+//! the gateway itself, for logs) and an optional cause, which is its
+//! [`std::error::Error::source`]: a middleware failure's cause is the
+//! [`crate::middleware::MwError`] itself, with its own kind.
+//! [`ProxyError::response`] maps kinds to the status codes and bodies a Tyk
+//! user already knows.
 //!
 //! Tyk's bodies, byte for byte: every error answer but "no API matches" is
 //! rendered from Tyk's `templates/error.json`
@@ -34,7 +37,8 @@ pub enum Origin {
     Upstream,
     /// A custom middleware failed.
     Middleware,
-    /// A bug or resource problem in the gateway.
+    /// The gateway itself: a bug, a resource problem, or its own
+    /// configuration (an API whose target is this gateway).
     Internal,
 }
 
@@ -238,8 +242,27 @@ impl fmt::Display for ProxyError {
         )?;
         // The whole chain: hyper's "client error (Connect)" says little
         // without the "connection refused" beneath it.
-        let mut next: Option<&(dyn std::error::Error + 'static)> =
-            self.cause.as_deref().map(|c| c as _);
+        match &self.cause {
+            Some(c) => write!(f, ": {}", ErrorChain(&**c)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for ProxyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_deref().map(|c| c as _)
+    }
+}
+
+/// Displays an error and every source beneath it, `": "`-separated: the
+/// form a log line needs (an error's own `Display` stops at itself).
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
         while let Some(c) = next {
             write!(f, ": {c}")?;
             next = c.source();
@@ -247,8 +270,6 @@ impl fmt::Display for ProxyError {
         Ok(())
     }
 }
-
-impl std::error::Error for ProxyError {}
 
 /// Tyk's JSON error answer (`templates/error.json`).
 pub fn error_response(status: StatusCode, message: &str) -> Response<Bytes> {

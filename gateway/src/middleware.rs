@@ -1,25 +1,24 @@
 //! The middleware contract: one interface, implemented by two drivers.
 //!
-//! A request passes these middleware phases, in Tyk's order:
+//! A request passes these middleware phases ([`Hook`], where each phase's
+//! contract is documented), in Tyk's order:
 //!
-//! - **pre**: in this phase the request is exactly as the client sent it.
-//! - **virtual** ([`Endpoint`]): in this phase a virtual endpoint whose path
-//!   and method match answers the request itself; nothing is proxied.
-//! - **post**: in this phase the request is about to go upstream. Both `pre`
-//!   and `post` see the path the client sent: the listen path is stripped
-//!   by the proxying step itself, as in Tyk.
-//! - **response** ([`ResponseMiddleware`]): in this phase the upstream has
-//!   answered; its status, headers and buffered body may be edited before
-//!   they go to the client. Only APIs with response middleware buffer the
-//!   upstream's body.
+//! ```text
+//! pre (Middleware) -> virtual (Endpoint) -> post (Middleware) -> upstream
+//!     -> response (ResponseMiddleware) -> client
+//! ```
 //!
-//! In either phase a middleware gets the whole request as an [`MwRequest`]
-//! (method, path, query, headers, and the buffered body) and may edit any of
-//! it. It returns a [`Flow`]: [`Flow::Continue`] runs the next middleware and
-//! finally proxies; [`Flow::Respond`] answers the client with the given status,
-//! headers and body, and nothing is proxied. An [`MwError`] answers 500 with
-//! Tyk's `{"error": "Internal Server Error"}` and is logged with the API and
-//! the middleware's name; the gateway keeps serving.
+//! In `pre` and `post` a middleware gets the whole request as an
+//! [`MwRequest`] (method, path, query, headers, and the buffered body) and
+//! may edit any of it. It returns a [`Flow`]: [`Flow::Continue`] runs the
+//! next middleware and finally proxies; [`Flow::Respond`] answers the client
+//! with the given status, headers and body, and nothing is proxied.
+//!
+//! An [`MwError`] answers 500 with Tyk's `{"error": "Internal Server
+//! Error"}`; the gateway keeps serving. Its [`MwErrorKind`] (threw, timed
+//! out, out of memory, bad answer, plugin fault, not loaded, internal) is
+//! kept to the end: [`ApiChain`] logs it with the API and middleware's name
+//! and counts it per API for `/tyk/stats`.
 //!
 //! Drivers (the native plugin host and the JS host) are adapters onto this
 //! contract, never forks of the request path. Each driver has two halves:
@@ -39,8 +38,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 
-use crate::config::{ApiSpec, Hook, JsEngine};
-use crate::stats::{CallRecorder, Stats};
+use crate::config::{ApiSpec, JsEngine};
+use crate::stats::{CallRecorder, ErrorCounter, Stats};
 
 /// The request as a middleware sees and edits it.
 #[derive(Debug, Clone)]
@@ -90,9 +89,14 @@ pub struct MwResponse {
 /// What the request does after a middleware returns.
 #[derive(Debug)]
 pub enum Flow {
-    /// Run the next middleware, then proxy.
+    /// Run the next middleware of the phase, then the next phase, and
+    /// finally proxy the request as the middleware left it.
     Continue,
-    /// Answer the client with this response; stop the chain; do not proxy.
+    /// Answer the client with this response (Tyk's `ReturnOverrides`, a
+    /// native plugin's `respond`): the rest of the chain is skipped, nothing
+    /// is proxied, and the response middleware does not run (it has no
+    /// upstream answer to see). Hop-by-hop headers are dropped and the
+    /// gateway frames the body itself ([`MwResponse::headers`]).
     Respond(MwResponse),
     /// As `Respond`, for a response Tyk writes through `forceResponse` (a
     /// JS `ReturnOverrides` below 400, or with `OverrideError`): from
@@ -101,31 +105,182 @@ pub enum Flow {
     Forced(MwResponse),
 }
 
-/// A middleware failed. The client gets Tyk's 500; the message is logged.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MwError(pub String);
+/// The request phases a middleware entry runs in, as the API definition
+/// names them (`custom_middleware.pre`, `.post`, `.response`, and
+/// `extended_paths.virtual`); a request meets them in the order `pre`,
+/// `virtual`, `post`, `response` (the variants' order is the order
+/// `/tyk/stats` lists them in). Each
+/// phase's default, an API that lists nothing for it, is to run nothing:
+/// the request passes on unchanged, and only an API with entries in some
+/// phase buffers its request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Hook {
+    /// In this phase the request is as the client sent it (path with the
+    /// listen path, body buffered). Each [`Middleware::call`] returns a
+    /// [`Flow`]: `Continue` goes on to the next entry, then to `virtual`;
+    /// `Respond` answers the client at once.
+    Pre,
+    /// In this phase the request is about to go upstream; it still carries
+    /// the path the client sent (the listen path is stripped by the
+    /// proxying step itself, as in Tyk). Returns as in `pre`; after the
+    /// last `Continue` the request is proxied as the chain left it.
+    Post,
+    /// In this phase the upstream has answered: [`ResponseMiddleware::call`]
+    /// may edit its status, headers and buffered body before the client
+    /// gets them; it returns `()`, and an error answers 500 `Middleware
+    /// error`. The default streams the upstream's answer unbuffered.
+    Response,
+    /// In this phase a virtual endpoint whose path and method match answers
+    /// the request itself ([`Endpoint::call`]): its answer goes through the
+    /// `response` phase to the client and nothing is proxied. An error
+    /// answers 500, or, with `proxy_on_error`, lets the request carry on to
+    /// `post`. The default (no endpoint matches) carries on to `post`.
+    Virtual,
+}
 
-impl std::fmt::Display for MwError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl Hook {
+    /// Tyk's name for the phase (the key in `/tyk/stats` and in logs).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hook::Pre => "pre",
+            Hook::Post => "post",
+            Hook::Response => "response",
+            Hook::Virtual => "virtual",
+        }
     }
 }
 
-impl std::error::Error for MwError {}
+/// Why a middleware failed (the kinds' names cross the wire, so they are
+/// defined in `gateway-wire`).
+pub use gateway_wire::MwErrorKind;
+
+/// The cause beneath an [`MwError`]: shared, so an error can be cloned.
+type Source = Arc<dyn std::error::Error + Send + Sync>;
+
+/// A middleware failed: the client gets Tyk's 500, and the API's
+/// `/tyk/stats` counts it under its [`MwErrorKind`].
+///
+/// As pingora's `Error`: a kind (what happened, for counts and for code
+/// that must tell a timeout from a throw), a context (the message the log
+/// prints, prefixed with where it happened as it travels up) and an
+/// optional source (the library error beneath it). The kind is kept until
+/// the one place that maps it to Tyk's answer (`proxy.rs`).
+#[derive(Debug, Clone)]
+pub struct MwError {
+    kind: MwErrorKind,
+    context: String,
+    source: Option<Source>,
+}
+
+impl MwError {
+    /// A failure of `kind`, described by `context`.
+    pub fn new(kind: MwErrorKind, context: impl Into<String>) -> MwError {
+        MwError {
+            kind,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// [`MwErrorKind::Threw`]: the script or plugin raised an error.
+    pub fn threw(context: impl Into<String>) -> MwError {
+        MwError::new(MwErrorKind::Threw, context)
+    }
+
+    /// [`MwErrorKind::TimedOut`]: stopped at its time limit.
+    pub fn timed_out(context: impl Into<String>) -> MwError {
+        MwError::new(MwErrorKind::TimedOut, context)
+    }
+
+    /// [`MwErrorKind::OutOfMemory`]: stopped at its memory limit.
+    pub fn out_of_memory(context: impl Into<String>) -> MwError {
+        MwError::new(MwErrorKind::OutOfMemory, context)
+    }
+
+    /// [`MwErrorKind::BadAnswer`]: returned something that cannot apply.
+    pub fn bad_answer(context: impl Into<String>) -> MwError {
+        MwError::new(MwErrorKind::BadAnswer, context)
+    }
+
+    /// [`MwErrorKind::PluginFault`]: a plugin broke its ABI contract.
+    pub fn plugin_fault(context: impl Into<String>) -> MwError {
+        MwError::new(MwErrorKind::PluginFault, context)
+    }
+
+    /// [`MwErrorKind::NotLoaded`]: the middleware could not be loaded or built.
+    pub fn not_loaded(context: impl Into<String>) -> MwError {
+        MwError::new(MwErrorKind::NotLoaded, context)
+    }
+
+    /// [`MwErrorKind::Internal`]: the gateway's own host code failed.
+    pub fn internal(context: impl Into<String>) -> MwError {
+        MwError::new(MwErrorKind::Internal, context)
+    }
+
+    /// The same error with the library error beneath it.
+    pub fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> MwError {
+        self.source = Some(Arc::from(source.into()));
+        self
+    }
+
+    /// The same error, its context prefixed with `outer` (`"name: ..."`),
+    /// its kind and source kept.
+    pub fn context(mut self, outer: impl std::fmt::Display) -> MwError {
+        self.context = format!("{outer}: {}", self.context);
+        self
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> MwErrorKind {
+        self.kind
+    }
+
+    /// The message without its source.
+    pub fn message(&self) -> &str {
+        &self.context
+    }
+}
+
+impl std::fmt::Display for MwError {
+    /// The context only: the source is [`std::error::Error::source`]'s, so
+    /// a printer that walks the chain does not print it twice.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.context)
+    }
+}
+
+impl std::error::Error for MwError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|s| s as _)
+    }
+}
 
 /// The future a middleware call returns. Native calls are ready at once; the
 /// JS host may await a VM thread.
 pub type MwFuture<'a> = Pin<Box<dyn Future<Output = Result<Flow, MwError>> + 'a>>;
 
-/// One middleware instance, owned by one worker thread.
+/// One middleware instance of the `pre` or `post` phase ([`Hook`]), owned
+/// by one worker thread.
 pub trait Middleware {
     /// The entry's `name` (symbol or JS object), for logs and stats.
     fn name(&self) -> &str;
 
-    /// Runs the middleware on `req`, which it may edit in place.
+    /// In this phase (`pre` or `post`, whichever lists the entry) the
+    /// middleware runs on `req` and may edit any of it in place. The gateway
+    /// calls it once per request, in the order the definition lists the
+    /// entries, and times the call.
     ///
-    /// The default path through the gateway calls this once per request per
-    /// entry, in the order the API definition lists them.
+    /// `req.body` is the whole request body: an API with any middleware
+    /// buffers it before the first call (up to
+    /// [`crate::proxy::MAX_BUFFERED_BODY`], 413 beyond), so a middleware
+    /// never sees a partial body. A driver that replaces the body sets the
+    /// framing headers with [`crate::body::reframe`].
+    ///
+    /// Returns [`Flow::Continue`] to pass the request on, [`Flow::Respond`]
+    /// to answer it; an [`MwError`] fails the request closed (500).
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a>;
 }
 
@@ -237,9 +392,12 @@ impl Default for HostOptions {
     }
 }
 
-/// A worker's chain for one API, with a call-time recorder per entry.
+/// A worker's chain for one API, with a call-time recorder per entry and
+/// the API's failure counts.
 pub struct ApiChain {
     api_id: Arc<str>,
+    /// Every failure of a runner below, by kind (`/tyk/stats` `errors`).
+    errors: ErrorCounter,
     pre: Vec<(Box<dyn Middleware>, CallRecorder)>,
     post: Vec<(Box<dyn Middleware>, CallRecorder)>,
     response: Vec<(Box<dyn ResponseMiddleware>, CallRecorder)>,
@@ -275,6 +433,7 @@ impl ApiChain {
             .collect();
         ApiChain {
             api_id: spec.api_id.as_str().into(),
+            errors: stats.errors(&spec.api_id),
             pre: wrap(Hook::Pre, chain.pre),
             post: wrap(Hook::Post, chain.post),
             response,
@@ -313,11 +472,7 @@ impl ApiChain {
             let result = mw.call(req, resp).await;
             rec.record(start.elapsed());
             if let Err(e) = result {
-                tracing::error!(
-                    "API {}: response middleware {} failed: {e}",
-                    self.api_id,
-                    mw.name()
-                );
+                self.failed("response", mw.name(), &e);
                 return Err(e);
             }
         }
@@ -328,17 +483,15 @@ impl ApiChain {
     /// `virtual_endpoints`), timing the call. A failure is logged here.
     pub async fn run_endpoint(&self, index: usize, req: &MwRequest) -> Result<MwResponse, MwError> {
         let Some((ep, rec)) = self.endpoints.get(index) else {
-            return Err(MwError(format!("virtual endpoint {index} is not loaded")));
+            let e = MwError::not_loaded(format!("virtual endpoint {index} is not loaded"));
+            self.failed("virtual endpoint", "?", &e);
+            return Err(e);
         };
         let start = Instant::now();
         let result = ep.call(req).await;
         rec.record(start.elapsed());
         if let Err(e) = &result {
-            tracing::error!(
-                "API {}: virtual endpoint {} failed: {e}",
-                self.api_id,
-                ep.name()
-            );
+            self.failed("virtual endpoint", ep.name(), e);
         }
         result
     }
@@ -356,16 +509,33 @@ impl ApiChain {
                 Ok(Flow::Continue) => {}
                 Ok(flow) => return Ok(flow),
                 Err(e) => {
-                    tracing::error!(
-                        "API {}: {} middleware {} failed: {e}",
-                        self.api_id,
-                        hook.as_str(),
-                        mw.name()
-                    );
+                    let what = match hook {
+                        Hook::Pre => "pre middleware",
+                        _ => "post middleware",
+                    };
+                    self.failed(what, mw.name(), &e);
                     return Err(e);
                 }
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// Counts and logs one failure: the one log line every driver's
+    /// failures share, naming the API, the entry and the kind.
+    fn failed(&self, what: &str, name: &str, e: &MwError) {
+        self.errors.count(e.kind());
+        tracing::error!(
+            "API {}: {what} {name} failed ({}): {}",
+            self.api_id,
+            e.kind(),
+            crate::error::ErrorChain(e)
+        );
+    }
+
+    /// Counts a failure that belongs to this API's middleware but happened
+    /// outside a runner (a rewritten URL that is not valid).
+    pub fn count(&self, kind: MwErrorKind) {
+        self.errors.count(kind);
     }
 }

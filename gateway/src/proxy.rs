@@ -28,9 +28,10 @@ use hyper::body::Incoming;
 use crate::body::{ClientBodyError, RequestBody};
 use crate::config::{ApiSpec, Hook};
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
-use crate::middleware::{ApiChain, Flow, MwRequest, MwResponse};
+use crate::middleware::{ApiChain, Flow, MwError, MwErrorKind, MwRequest, MwResponse};
 use crate::pool::{Pool, ResponseBody, UpstreamBody, UpstreamId};
 use crate::router::{self, Router};
+use crate::stats::ErrorCounter;
 use crate::upstream;
 
 /// Largest request body buffered for middleware (32 MiB); larger gets 413.
@@ -55,6 +56,10 @@ pub struct Route {
     /// The target is this gateway itself: proxying would loop until fds
     /// run out, so every request gets 508 instead.
     pub loops_to_self: bool,
+    /// This worker's count of the API's middleware failures that happen
+    /// outside the chain's runners (a chain that is not loaded); the
+    /// chain counts its own.
+    pub errors: ErrorCounter,
 }
 
 /// Everything a worker thread needs to proxy a request.
@@ -129,12 +134,18 @@ impl Proxy {
                 crate::response::upstream_answer(chain, &head, resp).await
             }
             Some(Ok(chain)) => self.through_chain(route, chain, parts, body, remote).await,
-            // Logged once at load (or when the worker built it), not per request.
-            Some(Err(e)) => Err(ProxyError::reported(
-                Kind::MiddlewareFailed,
-                Origin::Middleware,
-                format!("api {}: middleware not loaded: {e}", route.spec.api_id),
-            )),
+            // Logged once at load (or when the worker built it), not per
+            // request; counted per request.
+            Some(Err(e)) => {
+                route.errors.count(MwErrorKind::NotLoaded);
+                let e = MwError::not_loaded(format!("middleware not loaded: {e}"))
+                    .context(format_args!("api {}", route.spec.api_id));
+                Err(ProxyError::reported(
+                    Kind::MiddlewareFailed,
+                    Origin::Middleware,
+                    e,
+                ))
+            }
         }
     }
 
@@ -146,7 +157,18 @@ impl Proxy {
         body: RequestBody,
         remote: SocketAddr,
     ) -> Result<Response<ClientBody>, ProxyError> {
-        let uri = upstream_uri(&route.spec, parts.uri.path(), parts.uri.query())?;
+        // The client's path was valid and the target was checked at load:
+        // a join that is not a URI is the gateway's own bug.
+        let uri = upstream_uri(&route.spec, parts.uri.path(), parts.uri.query()).map_err(|e| {
+            ProxyError::with_cause(
+                Kind::UpstreamFailed,
+                Origin::Internal,
+                format!(
+                    "api {}: the upstream URL is not valid: {e}",
+                    route.spec.api_id
+                ),
+            )
+        })?;
         self.prepare_headers(route, &mut parts.headers, remote);
         let mut up = Request::from_parts(parts, Either::Left(body));
         *up.uri_mut() = uri;
@@ -193,14 +215,16 @@ impl Proxy {
         let head = chain
             .has(Hook::Response)
             .then(|| crate::response::head_of(&mw));
-        let uri = upstream_uri(spec, &mw.path, mw.query.as_deref())?;
+        let uri = upstream_uri(spec, &mw.path, mw.query.as_deref()).map_err(|e| {
+            // Middleware wrote this path or query.
+            chain.count(MwErrorKind::BadAnswer);
+            let e = MwError::bad_answer("the rewritten URL is not valid").with_source(e);
+            ProxyError::with_cause(Kind::MiddlewareFailed, Origin::Middleware, e)
+        })?;
         let mut headers = mw.headers;
         self.prepare_headers(route, &mut headers, remote);
-        // The body may have been replaced: its length is what we send now.
-        headers.remove(header::CONTENT_LENGTH);
-        if !mw.body.is_empty() || method_has_body(&mw.method) {
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(mw.body.len()));
-        }
+        // The body may have been replaced: it goes as one known length.
+        crate::body::reframe(&mut headers, &mw.method, mw.body.len());
         let mut up = Request::new(Either::Right(Full::new(mw.body)));
         *up.method_mut() = mw.method;
         *up.uri_mut() = uri;
@@ -239,13 +263,6 @@ impl Proxy {
         };
         upstream::prepare_request(headers, &out);
     }
-}
-
-fn method_has_body(m: &http::Method) -> bool {
-    matches!(
-        *m,
-        http::Method::POST | http::Method::PUT | http::Method::PATCH
-    )
 }
 
 /// Runs one hook; `Some(response)` when a middleware answered the request.
@@ -303,8 +320,14 @@ async fn read_body(body: RequestBody) -> Result<Bytes, ProxyError> {
 }
 
 /// The origin-form request target sent upstream for the request's `path`
-/// and `query` (see [`router::upstream_target`]).
-fn upstream_uri(spec: &ApiSpec, path: &str, query: Option<&str>) -> Result<Uri, ProxyError> {
+/// and `query` (see [`router::upstream_target`]). The caller says whose
+/// fault an invalid one is: middleware's after a rewrite, the gateway's
+/// on the streaming path.
+fn upstream_uri(
+    spec: &ApiSpec,
+    path: &str,
+    query: Option<&str>,
+) -> Result<Uri, http::uri::InvalidUri> {
     let pq = router::upstream_target(
         &spec.listen_path,
         spec.strip_listen_path,
@@ -313,11 +336,5 @@ fn upstream_uri(spec: &ApiSpec, path: &str, query: Option<&str>) -> Result<Uri, 
         spec.target.query.as_deref(),
         query,
     );
-    Uri::try_from(pq).map_err(|e| {
-        ProxyError::with_cause(
-            Kind::MiddlewareFailed,
-            Origin::Middleware,
-            format!("the rewritten URL is not valid: {e}"),
-        )
-    })
+    Uri::try_from(pq)
 }

@@ -138,18 +138,8 @@ impl Gateway {
     /// error here.
     pub fn bind(addr: SocketAddr, config: GatewayConfig) -> anyhow::Result<Gateway> {
         let threads = config.threads.max(1);
-        let opts = HostOptions {
-            jsvm_timeout: config.jsvm_timeout,
-            jsvm_threads: config.jsvm_threads,
-            jsvm_wait: config.jsvm_wait,
-            jsvm_inline_budget: config.jsvm_inline_budget,
-            jsvm_strategy: config.jsvm_strategy,
-            jsvm_engine: config.jsvm_engine,
-            jsvm_memory: config.jsvm_memory,
-            wasm: config.wasm,
-        };
         let resolver = Resolver::default();
-        let load = loader::load(&config.apis_dir, &opts, &resolver)?;
+        let load = loader::load(&config.apis_dir, &host_options(&config), &resolver)?;
         let listeners = bind_reuseport(addr, threads)?;
         let control = Arc::new(Control {
             secret: config.secret.clone(),
@@ -253,6 +243,20 @@ impl Gateway {
     }
 }
 
+/// What the middleware hosts need of the gateway's configuration.
+fn host_options(config: &GatewayConfig) -> HostOptions {
+    HostOptions {
+        jsvm_timeout: config.jsvm_timeout,
+        jsvm_threads: config.jsvm_threads,
+        jsvm_wait: config.jsvm_wait,
+        jsvm_inline_budget: config.jsvm_inline_budget,
+        jsvm_strategy: config.jsvm_strategy,
+        jsvm_engine: config.jsvm_engine,
+        jsvm_memory: config.jsvm_memory,
+        wasm: config.wasm,
+    }
+}
+
 /// Binds `n` listeners on the same address with `SO_REUSEPORT`. With port 0,
 /// the first picks the port and the rest join it.
 ///
@@ -319,6 +323,10 @@ fn targets_self(resolver: &Resolver, spec: &ApiSpec, own: SocketAddr) -> bool {
 }
 
 /// One worker thread: a current-thread runtime serving its own listener.
+///
+/// Phases: build this worker's routes and middleware → accept until
+/// shutdown (each connection served by [`conn::Server::spawn`]) → serve
+/// the accept backlog → drain in-flight requests.
 fn worker(
     listener: std::net::TcpListener,
     apis: &[LoadedApi],
@@ -331,16 +339,7 @@ fn worker(
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let proxy = Rc::new(build_proxy(apis, &shared));
-        let pool = proxy.pool.clone();
-        // Idle upstream connections past their timeout close even when no
-        // request comes to notice them; the task dies with the LocalSet.
-        let every = (pool.config().idle_timeout / 4).max(Duration::from_millis(250));
-        tokio::task::spawn_local(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                pool.sweep();
-            }
-        });
+        sweep_idle_upstreams(proxy.pool.clone());
         let server = conn::Server::new(
             proxy,
             shared.control.clone(),
@@ -348,15 +347,24 @@ fn worker(
             shutdown.clone(),
         );
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        accept_loop(&listener, &mut shutdown, |stream, remote| {
-            server.spawn(stream, remote)
-        })
-        .await;
+        accept_loop(&listener, &mut shutdown, &server).await;
         server.stopping();
         drain_backlog(listener, &server);
         server.drain(shared.config.shutdown_grace).await;
         Ok(())
     })
+}
+
+/// Closes idle upstream connections past their timeout even when no
+/// request comes to notice them. The task dies with the worker's LocalSet.
+fn sweep_idle_upstreams(pool: Rc<Pool>) {
+    let every = (pool.config().idle_timeout / 4).max(Duration::from_millis(250));
+    tokio::task::spawn_local(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            pool.sweep();
+        }
+    });
 }
 
 /// This worker's routes, middleware instances and upstream pool.
@@ -386,6 +394,7 @@ fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
                 chain,
                 upstream,
                 loops_to_self,
+                errors: shared.control.stats.errors(&api.spec.api_id),
             };
             (api.spec.listen_path.clone(), route)
         })
@@ -400,13 +409,13 @@ fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
     }
 }
 
-/// Accepts until `shutdown`. Accept errors (EMFILE at the fd limit, mostly)
+/// Accepts until `shutdown`, handing each connection to `server`. Accept errors (EMFILE at the fd limit, mostly)
 /// back off exponentially up to [`ACCEPT_BACKOFF_MAX`] instead of spinning,
 /// and are logged once per run of failures, not once per attempt.
 async fn accept_loop(
     listener: &tokio::net::TcpListener,
     shutdown: &mut watch::Receiver<bool>,
-    mut on_conn: impl FnMut(tokio::net::TcpStream, SocketAddr),
+    server: &conn::Server,
 ) {
     let mut backoff = Duration::ZERO;
     let mut failures = 0u64;
@@ -424,7 +433,7 @@ async fn accept_loop(
                 // No set_nodelay here: accepted sockets inherit TCP_NODELAY
                 // from the listener (see `bind_reuseport`), which saves a
                 // syscall per connection; ab opens one connection per request.
-                on_conn(stream, remote);
+                server.spawn(stream, remote);
             }
             // The client gave up before we accepted: nothing to back off for.
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => {}

@@ -4,23 +4,48 @@
 //! the hot path takes an uncontended lock and never waits for another worker.
 //! Readers (`GET /tyk/stats`, the bench) merge the per-worker histograms.
 //! Values are nanoseconds: a native call takes well under a microsecond.
+//!
+//! Beside the times, each API counts its middleware failures by kind
+//! ([`ErrorCounter`]): the same per-worker registration, with atomic
+//! counters since a failure is rare and a count needs no lock.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::config::Hook;
+use crate::middleware::{Hook, MwErrorKind};
 
 type Key = (String, Hook, String);
 type Shared = Arc<Mutex<Histogram<u64>>>;
+type Counts = Arc<[AtomicU64; MwErrorKind::ALL.len()]>;
 
-/// The registry of every recorder, shared by all workers.
+/// The registry of every recorder and error counter, shared by all workers.
 #[derive(Clone, Default)]
 pub struct Stats {
     inner: Arc<Mutex<Vec<(Key, Shared)>>>,
+    /// One counter set per worker per API (and per route's own failures).
+    errors: Arc<Mutex<Vec<(String, Counts)>>>,
 }
+
+/// One worker's failure counts for one API, by [`MwErrorKind`].
+#[derive(Clone)]
+pub struct ErrorCounter {
+    counts: Counts,
+}
+
+impl ErrorCounter {
+    /// Counts one failure of `kind`.
+    pub fn count(&self, kind: MwErrorKind) {
+        // Relaxed: each count is independent; readers only sum them.
+        self.counts[kind.index()].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One API's failures of one kind: the `/tyk/stats` wire format.
+pub use gateway_wire::ErrorCount;
 
 /// One worker's histogram for one middleware entry.
 #[derive(Clone)]
@@ -95,11 +120,58 @@ impl Stats {
             .collect()
     }
 
-    /// Clears every histogram (the bench resets between routes).
+    /// A new failure counter for one worker's instance of an API.
+    pub fn errors(&self, api_id: &str) -> ErrorCounter {
+        let counts: Counts = Arc::new(std::array::from_fn(|_| AtomicU64::new(0)));
+        self.errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((api_id.to_string(), counts.clone()));
+        ErrorCounter { counts }
+    }
+
+    /// Failures per API and kind, summed over workers, ordered by API then
+    /// kind; kinds with no failure are left out.
+    pub fn error_counts(&self) -> Vec<ErrorCount> {
+        let inner = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sums: BTreeMap<(&str, MwErrorKind), u64> = BTreeMap::new();
+        for (api, counts) in inner.iter() {
+            for kind in MwErrorKind::ALL {
+                let n = counts[kind.index()].load(Ordering::Relaxed);
+                if n > 0 {
+                    *sums.entry((api.as_str(), kind)).or_default() += n;
+                }
+            }
+        }
+        sums.into_iter()
+            .map(|((api_id, kind), count)| ErrorCount {
+                api_id: api_id.to_string(),
+                kind: kind.as_str().to_string(),
+                count,
+            })
+            .collect()
+    }
+
+    /// The whole `GET /tyk/stats` body.
+    pub fn body(&self) -> gateway_wire::StatsBody {
+        gateway_wire::StatsBody {
+            apis: self.summaries(),
+            errors: self.error_counts(),
+        }
+    }
+
+    /// Clears every histogram and failure count (the bench resets between
+    /// routes).
     pub fn reset(&self) {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         for (_, h) in inner.iter() {
             h.lock().unwrap_or_else(|p| p.into_inner()).reset();
+        }
+        let errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, counts) in errors.iter() {
+            for c in counts.iter() {
+                c.store(0, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -124,5 +196,32 @@ mod tests {
         assert_eq!((s[1].hook.as_str(), s[1].count), ("post", 1));
         stats.reset();
         assert!(stats.summaries().iter().all(|s| s.count == 0));
+    }
+
+    #[test]
+    fn failures_sum_over_workers_per_api_and_kind() {
+        let stats = Stats::default();
+        let (a, b, c) = (stats.errors("x"), stats.errors("x"), stats.errors("w"));
+        a.count(MwErrorKind::Threw);
+        b.count(MwErrorKind::Threw);
+        b.count(MwErrorKind::TimedOut);
+        c.count(MwErrorKind::NotLoaded);
+        let got: Vec<(String, String, u64)> = stats
+            .error_counts()
+            .into_iter()
+            .map(|e| (e.api_id, e.kind, e.count))
+            .collect();
+        let want = [
+            ("w", "not_loaded", 1),
+            ("x", "threw", 2),
+            ("x", "timed_out", 1),
+        ];
+        let want: Vec<(String, String, u64)> = want
+            .iter()
+            .map(|(a, k, n)| (a.to_string(), k.to_string(), *n))
+            .collect();
+        assert_eq!(got, want);
+        stats.reset();
+        assert!(stats.error_counts().is_empty());
     }
 }

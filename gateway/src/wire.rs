@@ -34,45 +34,22 @@ use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+
+mod head;
+
+pub use head::HeadFault;
+use head::{parse_head, Head, Parsed};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
-/// Most header lines in one head; hyper's default limit too, so a head we
-/// cannot parse is one hyper refuses.
-const MAX_HEADERS: usize = 100;
-
 /// Largest head kept while it arrives in pieces: hyper's read buffer limit
 /// (a longer head is refused by hyper with 431).
 const MAX_HEAD: usize = 8192 + 4096 * 100;
-
-/// Why a request head was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeadFault {
-    /// Both `Content-Length` and `Transfer-Encoding`.
-    LengthAndChunked,
-    /// More than one `Content-Length` line (even with equal values).
-    Lengths(usize),
-    /// More than one `Transfer-Encoding` line.
-    Encodings(usize),
-}
-
-impl fmt::Display for HeadFault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HeadFault::LengthAndChunked => {
-                f.write_str("the request has both Content-Length and Transfer-Encoding")
-            }
-            HeadFault::Lengths(n) => write!(f, "the request has {n} Content-Length headers"),
-            HeadFault::Encodings(n) => write!(f, "the request has {n} Transfer-Encoding headers"),
-        }
-    }
-}
 
 /// What a connection's reader and its service share (one per connection,
 /// behind an `Rc`: both live on the worker's thread).
@@ -398,105 +375,6 @@ impl fmt::Display for HeadTimeout {
 
 impl std::error::Error for HeadTimeout {}
 
-/// What a whole head tells the reader.
-struct Head {
-    /// What follows the head, or why it is refused.
-    framing: Result<Framing, HeadFault>,
-    /// The connection closes after the answer (HTTP/1.0 without
-    /// `Connection: keep-alive`, or `Connection: close`).
-    closes: bool,
-}
-
-/// One parse of the bytes that should start with a head.
-enum Parsed {
-    /// The head is `n` bytes.
-    Complete(usize, Head),
-    Partial,
-    /// Not a head hyper would accept: it answers with an error itself.
-    Invalid,
-}
-
-fn parse_head(data: &[u8]) -> Parsed {
-    let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut []);
-    match httparse::ParserConfig::default().parse_request_with_uninit_headers(
-        &mut req,
-        data,
-        &mut headers,
-    ) {
-        Ok(httparse::Status::Complete(n)) => match head_of(req.version, req.headers) {
-            Some(head) => Parsed::Complete(n, head),
-            None => Parsed::Invalid,
-        },
-        Ok(httparse::Status::Partial) => Parsed::Partial,
-        Err(_) => Parsed::Invalid,
-    }
-}
-
-/// The body framing a head declares, as hyper reads it, and whether the
-/// connection ends after it; `None` for heads hyper refuses itself.
-fn head_of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Head> {
-    let (mut lengths, mut encodings) = (0, 0);
-    let mut length = None;
-    let mut chunked = false;
-    // HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it.
-    let mut closes = version != Some(1);
-    for h in headers {
-        // The names looked for are rare among a request's headers; their
-        // lengths differ from most others', which skips the comparison.
-        if h.name.len() == 10 && h.name.eq_ignore_ascii_case("connection") {
-            for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                if token.eq_ignore_ascii_case(b"close") {
-                    closes = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") && version != Some(1) {
-                    closes = false;
-                }
-            }
-        } else if h.name.len() == 14 && h.name.eq_ignore_ascii_case("content-length") {
-            lengths += 1;
-            length = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok());
-        } else if h.name.len() == 17 && h.name.eq_ignore_ascii_case("transfer-encoding") {
-            encodings += 1;
-            chunked = h
-                .value
-                .rsplit(|&b| b == b',')
-                .next()
-                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        }
-    }
-    let fault = match (lengths, encodings) {
-        (1.., 1..) => Some(HeadFault::LengthAndChunked),
-        (2.., _) => Some(HeadFault::Lengths(lengths)),
-        (_, 2..) => Some(HeadFault::Encodings(encodings)),
-        _ => None,
-    };
-    if let Some(fault) = fault {
-        return Some(Head {
-            framing: Err(fault),
-            closes: true,
-        });
-    }
-    let framing = match (lengths, chunked) {
-        (0, false) if encodings == 0 => Framing::Head,
-        (0, true) => Framing::Chunked(Chunk::Size {
-            size: 0,
-            ext: false,
-        }),
-        // Transfer-Encoding not ending in chunked: hyper refuses it.
-        (0, false) => return None,
-        _ => match length? {
-            0 => Framing::Head,
-            n => Framing::Sized(n),
-        },
-    };
-    Some(Head {
-        framing: Ok(framing),
-        closes,
-    })
-}
-
 impl AsyncRead for ClientIo {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -547,57 +425,5 @@ impl AsyncWrite for ClientIo {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn framing(head: &str) -> Result<&'static str, HeadFault> {
-        match parse_head(head.as_bytes()) {
-            Parsed::Complete(n, h) => {
-                assert_eq!(n, head.len());
-                h.framing.map(|f| match f {
-                    Framing::Head => "none",
-                    Framing::Sized(_) => "sized",
-                    Framing::Chunked(_) => "chunked",
-                    Framing::Off => "off",
-                })
-            }
-            Parsed::Partial => Ok("partial"),
-            Parsed::Invalid => Ok("invalid"),
-        }
-    }
-
-    #[test]
-    fn heads_declare_their_framing_and_doubles_are_refused() {
-        let get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
-        assert_eq!(framing(get), Ok("none"));
-        assert_eq!(
-            framing("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\n"),
-            Ok("sized")
-        );
-        assert_eq!(
-            framing("POST / HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\n\r\n"),
-            Ok("chunked")
-        );
-        assert_eq!(
-            framing("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
-            Ok("invalid")
-        );
-        assert_eq!(
-            framing("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"),
-            Err(HeadFault::Lengths(2))
-        );
-        assert_eq!(
-            framing("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"),
-            Err(HeadFault::LengthAndChunked)
-        );
-        assert_eq!(
-            framing("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"),
-            Err(HeadFault::Encodings(2))
-        );
-        assert_eq!(framing("GET / HTTP/1.1\r\nHost: a\r\n"), Ok("partial"));
     }
 }

@@ -583,7 +583,7 @@ fn sigterm_under_load_answers_every_request_it_accepted() {
     plain_api(dir.path(), "/plain/", up);
     // GATEWAY_BIN runs the same attack against another build (before/after).
     let bin = std::env::var("GATEWAY_BIN").unwrap_or(env!("CARGO_BIN_EXE_gateway").into());
-    let mut child = Command::new(bin)
+    let mut child = common::dies_with_test(&mut Command::new(bin))
         .args(["--apis", dir.path().to_str().unwrap()])
         .args(["--listen", "127.0.0.1:0", "--threads", "2"])
         .stdout(Stdio::piped())

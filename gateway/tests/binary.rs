@@ -18,7 +18,7 @@ fn sigterm_drains_the_request_in_flight_and_exits_zero() {
         "a",
         &api_json("a", "/a/", &format!("http://{up}"), true, Value::Null),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gateway"))
+    let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
         .args([
             "--apis",
             dir.path().to_str().unwrap(),
@@ -66,7 +66,7 @@ fn an_unusable_listen_address_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gateway"))
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
         .args(["--apis", dir.path().to_str().unwrap(), "--listen", &addr])
         .output()
         .unwrap();
@@ -77,7 +77,7 @@ fn an_unusable_listen_address_is_a_clear_error() {
         "{err}"
     );
 
-    let out = Command::new(env!("CARGO_BIN_EXE_gateway"))
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
         .args(["--apis", "/nonexistent/apis", "--listen", "127.0.0.1:0"])
         .output()
         .unwrap();
@@ -99,7 +99,7 @@ fn a_port_another_gateway_serves_is_refused_not_shared() {
     )
     .unwrap();
     let addr = first.local_addr().to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_gateway"))
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
         .args(["--apis", dir.path().to_str().unwrap(), "--listen", &addr])
         .output()
         .unwrap();

@@ -27,20 +27,22 @@ fn spawn_binary(
     log: &Path,
 ) -> (std::process::Child, std::net::SocketAddr) {
     use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gateway"))
-        .args([
-            "--apis",
-            dir.to_str().unwrap(),
-            "--listen",
-            listen,
-            "--threads",
-            "2",
-        ])
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = common::dies_with_test(&mut std::process::Command::new(env!(
+        "CARGO_BIN_EXE_gateway"
+    )))
+    .args([
+        "--apis",
+        dir.to_str().unwrap(),
+        "--listen",
+        listen,
+        "--threads",
+        "2",
+    ])
+    .env("RUST_LOG", "info")
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::fs::File::create(log).unwrap())
+    .spawn()
+    .unwrap();
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)

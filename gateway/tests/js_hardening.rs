@@ -27,7 +27,7 @@ struct Proc {
 
 impl Proc {
     fn start(apis: &Path, extra: &[&str]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gateway"))
+        let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
             .args(["--apis", apis.to_str().unwrap(), "--listen", "127.0.0.1:0"])
             .args(extra)
             .env("RUST_LOG", "warn")

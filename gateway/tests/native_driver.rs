@@ -10,7 +10,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use gateway::config::{load_dir, ApiSpec, Hook};
-use gateway::middleware::{ApiChain, Flow, HostOptions, MwError, MwRequest};
+use gateway::middleware::{ApiChain, Flow, HostOptions, MwError, MwErrorKind, MwRequest};
 use gateway::native;
 use gateway::stats::Stats;
 use http::{HeaderMap, HeaderValue, Method};
@@ -225,8 +225,11 @@ fn errors_and_panics_fail_one_request_not_the_next() {
         let (_d, w) = one(symbol);
         for _ in 0..2 {
             let err = w.run(&mut request("/api/x", None, &[], "")).unwrap_err();
-            assert!(err.0.contains(symbol), "{err}");
-            assert!(err.0.contains(message), "{err}");
+            assert!(err.message().contains(symbol), "{err}");
+            assert!(err.message().contains(message), "{err}");
+            // An error return and a caught panic are the plugin's own
+            // error, not a broken contract.
+            assert_eq!(err.kind(), MwErrorKind::Threw, "{err}");
         }
     }
 }
@@ -243,7 +246,8 @@ fn refused_edits_fail_the_request_even_when_ignored() {
         let (_d, w) = one(symbol);
         let mut req = request("/api/x", None, &[], "");
         let err = w.run(&mut req).unwrap_err();
-        assert!(err.0.contains(why), "{symbol}: {err}");
+        assert!(err.message().contains(why), "{symbol}: {err}");
+        assert_eq!(err.kind(), MwErrorKind::PluginFault, "{symbol}: {err}");
         assert!(req.headers.is_empty(), "{symbol} left {:?}", req.headers);
         assert_eq!(req.path, "/api/x", "{symbol}");
     }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{api_json, get, mock, start_gateway_with, write_api};
+use common::{api_json, get, mock, send, start_gateway_with, write_api};
 use gateway::server::GatewayConfig;
 use loadgen::bench::probe::Control;
 use serde_json::json;
@@ -23,6 +23,15 @@ fn gateway_stats_round_trip_through_loadgens_reader() {
         dir.path(),
         "js",
         &api_json("wire-js", "/js/", &up, true, mw),
+    );
+    // A second API whose script throws when asked: failure counts cross
+    // the wire too.
+    let faults = format!("{}/tests/js_fixtures/faults.js", env!("CARGO_MANIFEST_DIR"));
+    let mw = json!({"driver": "otto", "pre": [{"name": "faultsMw", "path": faults}]});
+    write_api(
+        dir.path(),
+        "faults",
+        &api_json("wire-faults", "/faults/", &up, true, mw),
     );
     let gw = start_gateway_with(GatewayConfig {
         apis_dir: dir.path().to_path_buf(),
@@ -60,6 +69,22 @@ fn gateway_stats_round_trip_through_loadgens_reader() {
             assert!((a - b).abs() <= b.abs() * 1e-12, "{r:?} vs {h:?}");
         }
     }
+    const THROWS: u64 = 4;
+    for _ in 0..THROWS {
+        let got = send(gw.addr, "GET", "/faults/x", &[("x-fault", "throw")], b"");
+        assert_eq!(got.status, 500);
+    }
+    let body = control.stats_body().expect("loadgen reads the whole body");
+    assert_eq!(body.errors, gw.stats.error_counts());
+    assert_eq!(
+        body.errors,
+        [gateway_wire::ErrorCount {
+            api_id: "wire-faults".into(),
+            kind: gateway_wire::MwErrorKind::Threw.as_str().into(),
+            count: THROWS,
+        }]
+    );
+    let read: Vec<_> = read.into_iter().filter(|s| s.api_id == "wire-js").collect();
     let entry = &read[0];
     assert_eq!(
         (
@@ -79,8 +104,12 @@ fn gateway_stats_round_trip_through_loadgens_reader() {
     // loadgen's reset is the gateway's reset.
     control.reset().expect("loadgen resets /tyk/stats");
     let after = control.stats().unwrap();
-    assert_eq!(after.len(), 1);
-    assert_eq!((after[0].count, after[0].mean_us), (0, 0.0));
+    assert_eq!(after.len(), 2);
+    assert!(
+        after.iter().all(|s| (s.count, s.mean_us) == (0, 0.0)),
+        "{after:?}"
+    );
+    assert!(control.stats_body().unwrap().errors.is_empty());
 
     // A wrong secret is refused, and loadgen says so rather than parsing.
     let wrong = Control {

@@ -167,8 +167,8 @@ fn a_panic_a_runaway_loop_and_runaway_memory_fail_only_their_request() {
         assert!(w.run(&mut ok).is_ok());
         assert_ne!(header(&ok, "x-served"), "0");
         let err = w.run(&mut probe(fault)).expect_err(fault);
-        assert!(err.0.contains(says), "{fault}: {err}");
-        assert!(err.0.contains("probe.wasm"), "{fault}: {err}");
+        assert!(err.message().contains(says), "{fault}: {err}");
+        assert!(err.message().contains("probe.wasm"), "{fault}: {err}");
         let mut next = probe("none");
         assert!(w.run(&mut next).is_ok(), "after {fault}");
         assert_eq!(header(&next, "x-served"), "1", "after {fault}");
@@ -183,7 +183,7 @@ fn a_thousand_traps_in_a_row_leave_the_worker_serving() {
     for i in 0..1000 {
         let mut bad = request(Method::GET, "/t/", &[("x-fault", "1")], "");
         let err = w.run(&mut bad).expect_err("traps");
-        assert!(err.0.contains("unreachable"), "{i}: {err}");
+        assert!(err.message().contains("unreachable"), "{i}: {err}");
         // The request the module failed on is still whole for the log.
         assert_eq!(bad.headers["x-fault"], "1");
     }
@@ -203,7 +203,7 @@ fn wat_modules_that_loop_or_grow_fail_their_request_and_the_next_works() {
         let err = w
             .run(&mut request(Method::GET, "/f/", &[("x-fault", "1")], ""))
             .expect_err(file);
-        assert!(err.0.contains(says), "{file}: {err}");
+        assert!(err.message().contains(says), "{file}: {err}");
         assert!(
             w.run(&mut request(Method::GET, "/f/", &[], "")).is_ok(),
             "{file}"

@@ -77,7 +77,7 @@ fn apis_dir(tmp: &Path) -> PathBuf {
 }
 
 fn bench(args: &[&str]) -> Output {
-    Command::new(bin_dir().join("loadgen"))
+    common::dies_with_test(&mut Command::new(bin_dir().join("loadgen")))
         .arg("bench")
         .args([
             "--bin-dir",
@@ -598,7 +598,7 @@ fn peers_from_the_repo_configs_are_measured_when_installed() {
 fn a_taken_port_or_a_missing_binary_is_a_clear_error() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().port().to_string();
-    let out = Command::new(bin_dir().join("loadgen"))
+    let out = common::dies_with_test(&mut Command::new(bin_dir().join("loadgen")))
         .args([
             "bench",
             "--bin-dir",
@@ -619,7 +619,7 @@ fn a_taken_port_or_a_missing_binary_is_a_clear_error() {
     );
 
     let empty = tempfile::tempdir().unwrap();
-    let out = Command::new(bin_dir().join("loadgen"))
+    let out = common::dies_with_test(&mut Command::new(bin_dir().join("loadgen")))
         .args(["bench", "--bin-dir", empty.path().to_str().unwrap()])
         .output()
         .unwrap();
@@ -724,7 +724,7 @@ fn tyk_stats_needs_the_secret_and_counts_known_traffic() {
 #[test]
 fn outside_the_repo_root_the_bench_says_where_it_looked_and_what_to_pass() {
     let elsewhere = tempfile::tempdir().unwrap();
-    let out = Command::new(bin_dir().join("loadgen"))
+    let out = common::dies_with_test(&mut Command::new(bin_dir().join("loadgen")))
         .args(["bench", "--bin-dir", bin_dir().to_str().unwrap()])
         .args(["--upstream-port", "0", "--gateway-port", "0"])
         .current_dir(elsewhere.path())
@@ -737,7 +737,7 @@ fn outside_the_repo_root_the_bench_says_where_it_looked_and_what_to_pass() {
         err.contains(&format!("looked in {}", looked.display())) && err.contains("pass --apis DIR"),
         "{err}"
     );
-    let help = Command::new(bin_dir().join("loadgen"))
+    let help = common::dies_with_test(&mut Command::new(bin_dir().join("loadgen")))
         .args(["bench", "--help"])
         .output()
         .unwrap();

@@ -16,7 +16,7 @@ const HELLO: Mode = Mode::Ok {
 };
 
 fn loadgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadgen"))
+    common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_loadgen")))
         .args(args)
         .output()
         .unwrap()
@@ -215,7 +215,7 @@ fn an_unreachable_host_exits_1_with_the_reason() {
 #[test]
 fn ctrl_c_stops_the_run_and_prints_what_was_done() {
     let srv = Server::start(HELLO);
-    let child = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+    let child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_loadgen")))
         .args(["-t", "20", "-c", "2", "-k", &srv.url("/")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -338,7 +338,7 @@ fn outputs_and_cpu_pids_are_checked_before_any_request() {
 #[test]
 fn a_closed_stdout_is_not_a_panic() {
     let srv = Server::start(HELLO);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+    let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_loadgen")))
         .args(["-n", "50", "-c", "2", &srv.url("/")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,5 +1,7 @@
 //! The `mock-upstream` binary as a user runs it: flags, environment, output.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -7,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 /// Starts the binary and reads the address from its first line.
 fn start(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mock-upstream"));
+    common::dies_with_test(&mut cmd);
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -90,7 +93,7 @@ fn port_comes_from_the_flag_then_mock_port() {
 fn a_port_in_use_is_one_plain_line_and_exit_1() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = held.local_addr().unwrap().to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_mock-upstream"))
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_mock-upstream")))
         .args(["--listen", &addr])
         .output()
         .unwrap();
@@ -144,7 +147,7 @@ fn echo_query_body_shows_what_the_seeds_server_hides() {
         (Some("a=1"), Some("hello")),
         "{v}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_mock-upstream"))
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_mock-upstream")))
         .args(["--echo", "cookies"])
         .output()
         .unwrap();

@@ -41,7 +41,7 @@ impl Overrides {
     ///    ([`Flow::Forced`]: from `post`, it passes the response chain).
     pub(crate) fn respond(self, format: ErrorFormat) -> Result<Flow, MwError> {
         let status = StatusCode::from_u16(self.code).map_err(|_| {
-            MwError(format!(
+            MwError::bad_answer(format!(
                 "Request.ReturnOverrides.ResponseCode {} is not an HTTP status",
                 self.code
             ))

@@ -121,7 +121,7 @@ impl Endpoint for JsEndpoint {
             };
             match self.api.run(&self.name, job).await.1? {
                 Done::Answer(resp) => Ok(resp),
-                _ => Err(MwError(format!(
+                _ => Err(MwError::internal(format!(
                     "{}: the JS host answered the wrong phase",
                     self.name
                 ))),

@@ -231,7 +231,7 @@ struct JsFactory {
 impl ChainFactory for JsFactory {
     fn instantiate(&self) -> Result<Chain, MwError> {
         let vm = Vm::build(&self.sources).map_err(|e| {
-            MwError(format!(
+            MwError::not_loaded(format!(
                 "{}: {}: {}",
                 self.file.display(),
                 e.field,
@@ -319,7 +319,7 @@ impl ApiVm {
         }
         match done? {
             Done::Flow(flow) => Ok(flow),
-            _ => Err(MwError(format!(
+            _ => Err(MwError::internal(format!(
                 "{name}: the JS host answered the wrong phase"
             ))),
         }
@@ -328,7 +328,7 @@ impl ApiVm {
 
 /// The 500 message of a call stopped at its deadline.
 fn timed_out(name: &str, timeout: Duration) -> MwError {
-    MwError(format!(
+    MwError::timed_out(format!(
         "{name}: stopped after the jsvm timeout ({timeout:?})"
     ))
 }
@@ -338,9 +338,9 @@ fn timed_out(name: &str, timeout: Duration) -> MwError {
 fn outcome<T>(name: &str, timeout: Duration, r: Result<T, CallError>) -> Result<T, MwError> {
     match r {
         Ok(v) => Ok(v),
-        Err(CallError::Failed(e)) => Err(MwError(format!("{name}: {e}"))),
+        Err(CallError::Failed(e)) => Err(e.context(name)),
         Err(CallError::Stopped(budget::Stop::Timeout)) => Err(timed_out(name, timeout)),
-        Err(CallError::Stopped(budget::Stop::Memory)) => Err(MwError(format!(
+        Err(CallError::Stopped(budget::Stop::Memory)) => Err(MwError::out_of_memory(format!(
             "{name}: stopped for runaway memory growth"
         ))),
     }
@@ -348,7 +348,7 @@ fn outcome<T>(name: &str, timeout: Duration, r: Result<T, CallError>) -> Result<
 
 fn build_vm(sources: &Sources) -> Result<Vm, MwError> {
     Vm::build(sources).map_err(|e| {
-        MwError(format!(
+        MwError::not_loaded(format!(
             "building the JS context failed: {}: {}",
             e.field, e.message
         ))
@@ -378,7 +378,7 @@ impl InlineVm {
             Some(vm) => vm,
             empty => match build_vm(&self.sources) {
                 Ok(vm) => empty.insert(vm),
-                Err(e) => return (job, Err(MwError(format!("{name}: {e}")))),
+                Err(e) => return (job, Err(e.context(name))),
             },
         };
         let r = job.run(vm, deadline).await;
@@ -423,7 +423,9 @@ impl ThreadedVm {
         match self.pool.run(deadline, work).await {
             Ok((back, r)) => (back, outcome(name, self.timeout, r)),
             Err(RunError::Timeout) => (placeholder, Err(timed_out(name, self.timeout))),
-            Err(RunError::Unavailable(m)) => (placeholder, Err(MwError(format!("{name}: {m}")))),
+            Err(RunError::Unavailable(m)) => {
+                (placeholder, Err(MwError::internal(format!("{name}: {m}"))))
+            }
         }
     }
 }

@@ -39,7 +39,7 @@ impl ResponseEdits {
         match n {
             None | Some(0.0) => Ok(None),
             Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => Ok(Some(n as u16)),
-            Some(n) => Err(MwError(format!(
+            Some(n) => Err(MwError::bad_answer(format!(
                 "Response.StatusCode {n} is not an HTTP status"
             ))),
         }
@@ -63,7 +63,7 @@ impl ResponseEdits {
         }
         if let Some(code) = self.status {
             resp.status = StatusCode::from_u16(code).map_err(|_| {
-                MwError(format!("Response.StatusCode {code} is not an HTTP status"))
+                MwError::bad_answer(format!("Response.StatusCode {code} is not an HTTP status"))
             })?;
         }
         Ok(())
@@ -133,7 +133,7 @@ fn field<'v>(obj: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
 /// What a virtual endpoint's function returned (`TykJsResponse(...)`, a
 /// JSON string), as the response Tyk's `forceResponse` writes.
 pub(crate) fn endpoint_answer(text: &str) -> Result<MwResponse, MwError> {
-    let bad = |why: String| MwError(format!("the virtual endpoint's answer {why}"));
+    let bad = |why: String| MwError::bad_answer(format!("the virtual endpoint's answer {why}"));
     let v: Value = serde_json::from_str(text).map_err(|e| {
         bad(format!(
             "is not the JSON TykJsResponse(response, session) returns ({e})"

@@ -182,7 +182,7 @@ fn wrong(field: &str, want: &str, got: &Value) -> MwError {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     };
-    MwError(format!(
+    MwError::bad_answer(format!(
         "ProcessRequest result: {field} must be {want}, got {got} (Tyk cannot decode it either)"
     ))
 }

@@ -284,7 +284,7 @@ impl Endpoint for BrokenEndpoint {
     }
 
     fn call<'a>(&'a self, _req: &'a MwRequest) -> MwFutureOf<'a, MwResponse> {
-        let e = MwError(format!("not loaded: {}", self.reason));
+        let e = MwError::not_loaded(format!("not loaded: {}", self.reason));
         Box::pin(std::future::ready(Err(e)))
     }
 }

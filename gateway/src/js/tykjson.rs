@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use http::header::HeaderName;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -211,7 +211,7 @@ fn type_of(v: &Value) -> &'static str {
 
 /// An answer broke a type rule: names the field, as the other strategies do.
 fn shape(field: &str, want: &str, got: &Value) -> MwError {
-    MwError(format!(
+    MwError::bad_answer(format!(
         "ProcessRequest result: {field} must be {want}, got {}",
         type_of(got)
     ))
@@ -220,7 +220,7 @@ fn shape(field: &str, want: &str, got: &Value) -> MwError {
 /// The error of a call whose `DoProcessRequest` returned no text (the
 /// handler returned nothing): `got` is the JS type of what it returned.
 pub(crate) fn no_answer(got: &str) -> MwError {
-    MwError(format!(
+    MwError::bad_answer(format!(
         "ProcessRequest result: the return value must be an object (use ReturnData), got {got}"
     ))
 }
@@ -281,7 +281,7 @@ fn truthy(v: Option<&Value>) -> bool {
 /// appends.
 pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
     let ret: Value = serde_json::from_str(answer)
-        .map_err(|e| MwError(format!("ProcessRequest result is not JSON: {e}")))?;
+        .map_err(|e| MwError::bad_answer(format!("ProcessRequest result is not JSON: {e}")))?;
     let Value::Object(ret) = &ret else {
         return Err(shape(
             "the return value",
@@ -306,16 +306,13 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
         let body = match r.get("Body") {
             Some(Value::String(b)) => STANDARD
                 .decode(b)
-                .map_err(|e| MwError(format!("Request.Body is not base64: {e}")))?,
+                .map_err(|e| MwError::bad_answer(format!("Request.Body is not base64: {e}")))?,
             None | Some(Value::Null) => Vec::new(),
             Some(other) => return Err(shape("Request.Body", "a string", other)),
         };
         if body != req.body {
             req.body = Bytes::from(body);
-            if req.headers.contains_key(CONTENT_LENGTH) {
-                req.headers
-                    .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));
-            }
+            crate::body::reframe(&mut req.headers, &req.method, req.body.len());
         }
     }
     match r.get("URL") {
@@ -377,7 +374,9 @@ fn overrides(v: Option<&Value>, format: ErrorFormat) -> Result<Option<Flow>, MwE
     let code = Some(code)
         .filter(|c| c.fract() == 0.0 && (100.0..=999.0).contains(c))
         .map(|c| c as u16)
-        .ok_or_else(|| MwError(format!("{field}.ResponseCode {code} is not an HTTP status")))?;
+        .ok_or_else(|| {
+            MwError::bad_answer(format!("{field}.ResponseCode {code} is not an HTTP status"))
+        })?;
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
     let headers = string_map(ro.get("ResponseHeaders"), hfield)?;
     let text = |key: &str| -> Result<String, MwError> {
@@ -400,7 +399,7 @@ fn overrides(v: Option<&Value>, format: ErrorFormat) -> Result<Option<Flow>, MwE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderMap;
+    use http::{HeaderMap, HeaderValue};
 
     fn req(uri: &str, body: &str) -> MwRequest {
         let (path, query) = match uri.split_once('?') {
@@ -469,13 +468,14 @@ mod tests {
         let bad = r#"{"Request":{"URL":"/","SetHeaders":{"X-N":42}}}"#;
         let e = apply(bad, &mut r).unwrap_err();
         assert!(
-            e.0.contains(r#"Request.SetHeaders["X-N"] must be a string"#),
+            e.message()
+                .contains(r#"Request.SetHeaders["X-N"] must be a string"#),
             "{e}"
         );
         let e = apply(r#"{"Request":{"Body":"%%"}}"#, &mut r).unwrap_err();
-        assert!(e.0.contains("Request.Body is not base64"), "{e}");
+        assert!(e.message().contains("Request.Body is not base64"), "{e}");
         let e = apply(r#"{"Nope":1}"#, &mut r).unwrap_err();
-        assert!(e.0.contains("Request must be an object"), "{e}");
+        assert!(e.message().contains("Request must be an object"), "{e}");
 
         let over = r#"{"Request":{"ReturnOverrides":{"ResponseCode":403,"ResponseError":"no"}}}"#;
         match apply(over, &mut r) {

@@ -337,7 +337,7 @@ impl Vm {
         if self.json.is_some() {
             return self.call_json(index, req, deadline).await;
         }
-        let failed = |e: String| CallError::Failed(MwError(e));
+        let failed = |e: String| CallError::Failed(MwError::internal(e));
         let ctx = &mut self.ctx;
         let built =
             request::build(req, &mut self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
@@ -359,7 +359,9 @@ impl Vm {
                 .host
                 .set(js_string!("request"), JsValue::undefined(), false, ctx);
         }
-        let ret = run.map_err(|e| failed(format!("JS error: {}", error_text(&e))))?;
+        let ret = run.map_err(|e| {
+            CallError::Failed(MwError::threw(format!("JS error: {}", error_text(&e))))
+        })?;
         self.check_thrown(&ret)?;
         let ctx = &mut self.ctx;
         request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
@@ -380,7 +382,7 @@ impl Vm {
             .host
             .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
         let e = boa_engine::JsError::from_opaque(thrown);
-        Err(CallError::Failed(MwError(format!(
+        Err(CallError::Failed(MwError::threw(format!(
             "JS error: {}",
             error_text(&e)
         ))))
@@ -395,7 +397,7 @@ impl Vm {
         req: &mut MwRequest,
         deadline: Instant,
     ) -> Result<Flow, CallError> {
-        let failed = |e: String| CallError::Failed(MwError(e));
+        let failed = |e: String| CallError::Failed(MwError::internal(e));
         let json = self.json.as_ref().expect("a tyk-json context");
         let h = prelude::HOST_GLOBAL;
         let after = format!(" }} catch (e) {{ {h}.thrown = e; {h} }}");
@@ -410,7 +412,9 @@ impl Vm {
         )
         .await
         .map_err(CallError::Stopped)?;
-        let ret = run.map_err(|e| failed(format!("JS error: {}", error_text(&e))))?;
+        let ret = run.map_err(|e| {
+            CallError::Failed(MwError::threw(format!("JS error: {}", error_text(&e))))
+        })?;
         self.check_thrown(&ret)?;
         match ret.as_string() {
             Some(text) => {

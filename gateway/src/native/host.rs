@@ -9,7 +9,6 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use plugin_sdk::abi::{
@@ -316,10 +315,7 @@ unsafe extern "C" fn set_body(req: *mut GwRequest, body: GwStr) -> i32 {
         let new = Bytes::copy_from_slice(unsafe { bytes(body) });
         // The body is sent whole, so its length is known: a stale
         // Content-Length or a chunked Transfer-Encoding would corrupt it.
-        c.req.headers.remove(TRANSFER_ENCODING);
-        c.req
-            .headers
-            .insert(CONTENT_LENGTH, HeaderValue::from(new.len()));
+        crate::body::reframe(&mut c.req.headers, &c.req.method, new.len());
         c.req.body = new;
         Ok(())
     })

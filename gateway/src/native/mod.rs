@@ -147,11 +147,13 @@ impl NativeMiddleware {
         let rc = unsafe { (self.0.func)(&HOST, handle) };
         let name = &self.0.name;
         if let Some(fault) = ctx.fault {
-            return Err(MwError(format!("native plugin {name}: {fault}")));
+            return Err(MwError::plugin_fault(format!(
+                "native plugin {name}: {fault}"
+            )));
         }
         if rc != GW_CONTINUE {
             let why = ctx.error.unwrap_or_else(|| "no message".to_string());
-            return Err(MwError(format!(
+            return Err(MwError::threw(format!(
                 "native plugin {name} returned error code {rc}: {why}"
             )));
         }

@@ -61,7 +61,9 @@ impl ChainFactory for WasmFactory {
     fn instantiate(&self) -> Result<Chain, MwError> {
         let mut chain = Chain::default();
         for (hook, template) in &self.entries {
-            let instance = template.start().map_err(|e| MwError(start_message(e)))?;
+            let instance = template
+                .start()
+                .map_err(|e| MwError::not_loaded(start_message(e)))?;
             let mw: Box<dyn Middleware> = Box::new(WasmMiddleware {
                 template: template.clone(),
                 instance: RefCell::new(Some(instance)),
@@ -98,7 +100,7 @@ impl WasmMiddleware {
         let instance = match &mut *slot {
             Some(instance) => instance,
             empty => empty.insert(self.template.start().map_err(|e| {
-                MwError(format!(
+                MwError::not_loaded(format!(
                     "wasm plugin {name}: restarting failed: {}",
                     start_message(e)
                 ))
@@ -110,7 +112,7 @@ impl WasmMiddleware {
                 // The module stopped mid-call: its state is unknown. Start a
                 // fresh instance now, so the next request finds one ready.
                 *slot = self.template.start().ok();
-                Err(MwError(format!(
+                Err(MwError::plugin_fault(format!(
                     "wasm plugin {name} ({}): {}",
                     self.template.file.display(),
                     fault.0

@@ -331,3 +331,30 @@ pub fn raw(addr: SocketAddr, request: &str) -> String {
     s.read_to_end(&mut out).unwrap();
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Makes the process `cmd` starts die with this test: the kernel sends it
+/// SIGKILL when the thread that spawned it exits (Linux `PR_SET_PDEATHSIG`),
+/// which a test's thread does when the test ends, panics, or the whole test
+/// binary is killed (`kill -9`, a cancelled `cargo test`). Without it a
+/// gateway or mock started by a killed test lives on, holding its port.
+/// Each test spawns, and waits for, its children on its own thread.
+pub fn dies_with_test(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe; the closure touches
+    // nothing but the copied pid.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The test may have died between fork and prctl: then no signal
+            // will ever come, so do not start at all.
+            if libc::getppid() as u32 != parent {
+                return Err(std::io::Error::other("the test process is gone"));
+            }
+            Ok(())
+        });
+    }
+    cmd
+}

@@ -201,7 +201,7 @@ impl Host {
 
     pub fn err(&self, req: &mut MwRequest) -> String {
         match self.run(req) {
-            Err(e) => e.0,
+            Err(e) => e.to_string(),
             other => panic!("expected an error, got {other:?}"),
         }
     }

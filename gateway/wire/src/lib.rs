@@ -59,6 +59,97 @@ pub struct CallSummary {
 pub struct StatsBody {
     /// One summary per (API, hook, middleware).
     pub apis: Vec<CallSummary>,
+    /// Middleware failures since the last reset, per API and kind, ordered
+    /// by API then kind; kinds that did not happen are left out. Added after
+    /// `apis`: a body without it (an older gateway) reads as no failures,
+    /// and an older reader ignores it.
+    #[serde(default)]
+    pub errors: Vec<ErrorCount>,
+}
+
+/// How many of one API's middleware calls failed with one kind of error.
+/// Each such request was answered 500, but for a virtual endpoint with
+/// `proxy_on_error`, whose request is proxied instead.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorCount {
+    /// The API's `api_id`.
+    pub api_id: String,
+    /// [`MwErrorKind::as_str`]: kept a string on the wire so that a reader
+    /// older than a new kind still reads the body (it sees an unknown name,
+    /// not a parse error).
+    pub kind: String,
+    /// Failures of this kind since the last reset.
+    pub count: u64,
+}
+
+/// Why a middleware failed: the kind of an `MwError`, counted per API in
+/// [`StatsBody::errors`] and named in the gateway's log line. Defined here
+/// because its names cross the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MwErrorKind {
+    /// The middleware's own code raised an error: a JS exception, or a
+    /// native plugin's error return.
+    Threw,
+    /// Stopped at its time limit (`jsvm_timeout`, `--wasm-timeout`).
+    TimedOut,
+    /// Stopped at its memory limit (`--jsvm-memory`, `--wasm-memory`, or
+    /// boa's runaway-growth guard).
+    OutOfMemory,
+    /// It returned something the gateway cannot apply: a value of the wrong
+    /// shape, an invalid header, status code or URL.
+    BadAnswer,
+    /// A plugin broke its ABI contract: a native plugin panicked or passed
+    /// invalid data to a host call, a wasm module trapped.
+    PluginFault,
+    /// The middleware (or the state it runs in) could not be loaded or
+    /// built, so its API fails closed.
+    NotLoaded,
+    /// The gateway's own host code failed around an otherwise good call
+    /// (an engine error that is not the script's, a lost VM thread).
+    Internal,
+}
+
+impl MwErrorKind {
+    /// Every kind, in the order [`StatsBody::errors`] lists them.
+    pub const ALL: [MwErrorKind; 7] = [
+        MwErrorKind::Threw,
+        MwErrorKind::TimedOut,
+        MwErrorKind::OutOfMemory,
+        MwErrorKind::BadAnswer,
+        MwErrorKind::PluginFault,
+        MwErrorKind::NotLoaded,
+        MwErrorKind::Internal,
+    ];
+
+    /// The kind's name on the wire and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MwErrorKind::Threw => "threw",
+            MwErrorKind::TimedOut => "timed_out",
+            MwErrorKind::OutOfMemory => "out_of_memory",
+            MwErrorKind::BadAnswer => "bad_answer",
+            MwErrorKind::PluginFault => "plugin_fault",
+            MwErrorKind::NotLoaded => "not_loaded",
+            MwErrorKind::Internal => "internal",
+        }
+    }
+
+    /// The kind named `name` ([`MwErrorKind::as_str`]); `None` for a name
+    /// this reader does not know (a newer gateway's).
+    pub fn parse(name: &str) -> Option<MwErrorKind> {
+        MwErrorKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Its place in [`MwErrorKind::ALL`] (for per-kind counter arrays).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for MwErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +170,11 @@ mod tests {
                 p90_us: 2.0,
                 p99_us: 2.0,
                 max_us: 2.0,
+            }],
+            errors: vec![ErrorCount {
+                api_id: "a".into(),
+                kind: MwErrorKind::Threw.as_str().into(),
+                count: 3,
             }],
         };
         let v = serde_json::to_value(&body).unwrap();
@@ -103,6 +199,54 @@ mod tests {
         let mut keys = keys;
         keys.sort_unstable();
         assert_eq!(keys, want);
-        assert_eq!(serde_json::from_value::<StatsBody>(v).unwrap(), body);
+        assert_eq!(
+            serde_json::from_value::<StatsBody>(v.clone()).unwrap(),
+            body
+        );
+        let error_keys: Vec<&str> = v["errors"][0]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(error_keys, ["api_id", "count", "kind"]);
+    }
+
+    /// A body from a gateway that predates `errors` reads as no failures.
+    #[test]
+    fn a_body_without_errors_still_reads() {
+        let old = r#"{"apis":[{"api_id":"a","hook":"pre","middleware":"m","count":1,
+            "mean_us":1.0,"p50_us":1.0,"p90_us":1.0,"p99_us":1.0,"max_us":1.0}]}"#;
+        let body: StatsBody = serde_json::from_str(old).unwrap();
+        assert_eq!((body.apis.len(), body.errors.len()), (1, 0));
+    }
+
+    /// A reader that predates `errors` (the body as it was) reads a new one.
+    #[test]
+    fn an_older_reader_ignores_errors() {
+        #[derive(Deserialize)]
+        struct OldBody {
+            apis: Vec<CallSummary>,
+        }
+        let new = StatsBody {
+            apis: vec![],
+            errors: vec![ErrorCount {
+                api_id: "a".into(),
+                kind: "timed_out".into(),
+                count: 1,
+            }],
+        };
+        let text = serde_json::to_string(&new).unwrap();
+        let old: OldBody = serde_json::from_str(&text).unwrap();
+        assert!(old.apis.is_empty());
+    }
+
+    #[test]
+    fn kind_names_round_trip_and_unknown_names_are_none() {
+        for (i, k) in MwErrorKind::ALL.into_iter().enumerate() {
+            assert_eq!(MwErrorKind::parse(k.as_str()), Some(k));
+            assert_eq!(k.index(), i);
+        }
+        assert_eq!(MwErrorKind::parse("a_kind_from_the_future"), None);
     }
 }

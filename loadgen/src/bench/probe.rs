@@ -78,12 +78,17 @@ impl Control {
 
     /// Reads the middleware histograms.
     pub fn stats(&self) -> anyhow::Result<Vec<CallStats>> {
+        Ok(self.stats_body()?.apis)
+    }
+
+    /// The whole `GET /tyk/stats` body: call times and failure counts (a
+    /// gateway that predates failure counts reads as none).
+    pub fn stats_body(&self) -> anyhow::Result<StatsBody> {
         let (status, body) = get(self.addr, STATS_PATH, &[(AUTH_HEADER, &self.secret)])?;
         if status != 200 {
             bail!("GET {STATS_PATH} answered {status}: {body}");
         }
-        let parsed: StatsBody = serde_json::from_str(&body)
-            .with_context(|| format!("GET {STATS_PATH}: unexpected body {body}"))?;
-        Ok(parsed.apis)
+        serde_json::from_str(&body)
+            .with_context(|| format!("GET {STATS_PATH}: unexpected body {body}"))
     }
 }

@@ -183,7 +183,25 @@ fn edit_request_late(req: &mut Request<'_>) -> Result<(), PluginError> {
     Ok(())
 }
 
+/// Reports the request's framing headers as the previous middleware left
+/// them (`X-Framing: cl=.. te=..`), to compare drivers' body edits.
+fn framing(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let all = |name: &str| -> String {
+        req.header_values(name)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let seen = format!(
+        "cl={} te={}",
+        all("content-length"),
+        all("transfer-encoding")
+    );
+    req.set_header("X-Framing", seen)
+}
+
 export_plugin!(
+    Framing => framing,
     StampResponse => stamp_response,
     EditRequestLate => edit_request_late,
     Noop => noop,

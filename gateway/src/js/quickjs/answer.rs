@@ -11,7 +11,7 @@ use crate::error::ErrorFormat;
 use crate::js::forced::Overrides;
 use crate::js::request::{edit_query, header, set_url};
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use http::header::HeaderName;
 use http::HeaderMap;
 use rquickjs::function::Args;
 use rquickjs::object::Filter;
@@ -122,7 +122,7 @@ pub(crate) fn call_endpoint<'js>(
 pub(crate) fn endpoint(ret: Value<'_>) -> Result<MwResponse, MwError> {
     match ret.as_string().and_then(|s| s.to_string().ok()) {
         Some(text) => endpoint_answer(&text),
-        None => Err(MwError(format!(
+        None => Err(MwError::bad_answer(format!(
             "the virtual endpoint returned a JS {}, not TykJsResponse(...)'s JSON",
             type_of(&ret)
         ))),
@@ -139,7 +139,7 @@ pub(crate) fn apply_response<'js>(
     let (out, sent) = out;
     let out = out
         .into_array()
-        .ok_or_else(|| MwError("JS host: answerResponse() did not return an array".into()))?;
+        .ok_or_else(|| MwError::internal("JS host: answerResponse() did not return an array"))?;
     let at = |i: usize| -> Result<Value<'js>, MwError> {
         out.get(i).map_err(|e| thrown(ctx, e, "the answer"))
     };
@@ -240,7 +240,7 @@ fn type_of(v: &Value<'_>) -> &'static str {
 
 /// A script's answer broke a type rule: names the field, as Go's decoder would.
 fn shape(field: &str, want: &str, got: &Value<'_>) -> MwError {
-    MwError(format!(
+    MwError::bad_answer(format!(
         "the script's answer: {field} must be {want}, got {}",
         type_of(got)
     ))
@@ -253,11 +253,11 @@ fn get<'js>(obj: &Object<'js>, key: &str, ctx: &Ctx<'js>) -> Result<Value<'js>, 
 
 fn thrown(ctx: &Ctx<'_>, e: rquickjs::Error, what: &str) -> MwError {
     match e {
-        rquickjs::Error::Exception => MwError(format!(
+        rquickjs::Error::Exception => MwError::threw(format!(
             "reading {what}: {}",
             super::engine::describe(&ctx.catch(), false)
         )),
-        other => MwError(format!("reading {what}: {other}")),
+        other => MwError::internal(format!("reading {what}: {other}")),
     }
 }
 
@@ -338,7 +338,7 @@ fn check_session_fields(v: Value<'_>) -> Result<(), MwError> {
         return Ok(());
     };
     let parsed: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| MwError(format!("JS host: session fields: {e}")))?;
+        .map_err(|e| MwError::internal(format!("JS host: session fields: {e}")))?;
     let parts = parsed.as_array().map(Vec::as_slice).unwrap_or_default();
     for (part, check) in parts.iter().zip(crate::js::session::CHECKS) {
         check(part)?;
@@ -356,7 +356,7 @@ pub(crate) fn apply<'js>(
 ) -> Result<Flow, MwError> {
     let out = out
         .into_array()
-        .ok_or_else(|| MwError("JS host: answer() did not return an array".into()))?;
+        .ok_or_else(|| MwError::internal("JS host: answer() did not return an array"))?;
     let at = |i: usize| -> Result<Value<'js>, MwError> {
         out.get(i).map_err(|e| thrown(ctx, e, "the answer"))
     };
@@ -390,10 +390,7 @@ pub(crate) fn apply<'js>(
                 .map_err(|e| thrown(ctx, e, "Request.Body"))?
                 .0;
             req.body = Bytes::from(text);
-            if req.headers.contains_key(CONTENT_LENGTH) {
-                req.headers
-                    .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));
-            }
+            crate::body::reframe(&mut req.headers, &req.method, req.body.len());
         }
     }
     let url = at(4)?;
@@ -454,7 +451,7 @@ fn overrides<'js>(
         Some(0.0) => return Ok(None),
         Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => n as u16,
         Some(n) => {
-            return Err(MwError(format!(
+            return Err(MwError::bad_answer(format!(
                 "{field}.ResponseCode {n} is not an HTTP status"
             )))
         }

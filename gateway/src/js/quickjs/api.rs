@@ -330,7 +330,7 @@ impl QjsApi {
     ) -> Result<T, MwError> {
         if self.live.is_none() {
             let live = Live::build(&self.program).map_err(|e| {
-                MwError(format!(
+                MwError::not_loaded(format!(
                     "rebuilding the JS context failed: {}: {}",
                     e.field, e.message
                 ))
@@ -349,7 +349,7 @@ impl QjsApi {
                     let host = call
                         .clone()
                         .restore(&ctx)
-                        .map_err(|e| Fail::Script(MwError(format!("JS host: {e}"))))?;
+                        .map_err(|e| Fail::Script(MwError::internal(format!("JS host: {e}"))))?;
                     f(&ctx, &host)
                 });
                 (r, watch.disarm())
@@ -367,14 +367,14 @@ impl QjsApi {
             Err(_) if interrupted => {
                 self.live = None;
                 self.interrupted = true;
-                Err(MwError(format!(
+                Err(MwError::timed_out(format!(
                     "stopped after the jsvm timeout ({:?})",
                     p.timeout
                 )))
             }
             Err(Fail::Memory) => {
                 self.live = None;
-                Err(MwError(format!(
+                Err(MwError::out_of_memory(format!(
                     "stopped at the jsvm memory limit ({} MiB)",
                     p.memory >> 20
                 )))
@@ -390,7 +390,7 @@ fn fresh_call<T>(
     p: &Program,
     f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
 ) -> Result<T, Fail> {
-    let ctx = full_context(rt).map_err(|e| Fail::Script(MwError(e.message)))?;
+    let ctx = full_context(rt).map_err(|e| Fail::Script(MwError::not_loaded(e.message)))?;
     let result = fresh_run(&ctx, p, f);
     drop(ctx);
     // A context's intrinsics reference each other (prototypes and
@@ -412,7 +412,7 @@ fn fresh_run<T>(
             if engine::is_out_of_memory(&e.message) {
                 Fail::Memory
             } else {
-                Fail::Script(MwError(format!("{}: {}", e.field, e.message)))
+                Fail::Script(MwError::not_loaded(format!("{}: {}", e.field, e.message)))
             }
         })?;
         f(&ctx, &host)
@@ -433,13 +433,13 @@ fn json_run(
             Some(text) => {
                 let text = text
                     .to_string()
-                    .map_err(|e| Fail::Script(MwError(format!("JS host: {e}"))))?;
+                    .map_err(|e| Fail::Script(MwError::internal(format!("JS host: {e}"))))?;
                 tykjson::apply(&text, req).map_err(Fail::Script)
             }
             None => Err(Fail::Script(tykjson::no_answer(v.type_name()))),
         },
         Err(rquickjs::Error::Exception) => Err(exception(ctx)),
-        Err(e) => Err(Fail::Script(MwError(format!("JS host: {e}")))),
+        Err(e) => Err(Fail::Script(MwError::internal(format!("JS host: {e}")))),
     }
 }
 
@@ -449,7 +449,7 @@ fn exception(ctx: &Ctx<'_>) -> Fail {
     if engine::is_out_of_memory(&msg) {
         Fail::Memory
     } else {
-        Fail::Script(MwError(format!("JS error: {msg}")))
+        Fail::Script(MwError::threw(format!("JS error: {msg}")))
     }
 }
 
@@ -470,6 +470,6 @@ fn run<'js>(
 fn failure(ctx: &Ctx<'_>, e: rquickjs::Error) -> Fail {
     match e {
         rquickjs::Error::Exception => exception(ctx),
-        e => Fail::Script(MwError(format!("JS host: {e}"))),
+        e => Fail::Script(MwError::internal(format!("JS host: {e}"))),
     }
 }

@@ -376,7 +376,7 @@ impl QjsFactory {
             let p = program.clone();
             let build: vmthread::Builder<QjsApi> = Arc::new(move || {
                 QjsApi::new(p.clone()).map_err(|e| {
-                    MwError(format!(
+                    MwError::not_loaded(format!(
                         "building the JS context failed: {}: {}",
                         e.field, e.message
                     ))
@@ -391,7 +391,7 @@ impl QjsFactory {
 impl ChainFactory for QjsFactory {
     fn instantiate(&self) -> Result<Chain, MwError> {
         let fail = |e: api::BuildError| {
-            MwError(format!(
+            MwError::not_loaded(format!(
                 "{}: {}: {}",
                 self.file.display(),
                 e.field,
@@ -477,7 +477,7 @@ impl ResponseMiddleware for QjsResponse {
                         .map(|()| owned)
                 })
                 .await;
-            *resp = r.map_err(|e| MwError(format!("{}: {e}", self.name)))?;
+            *resp = r.map_err(|e| e.context(&self.name))?;
             Ok(())
         })
     }
@@ -502,7 +502,7 @@ impl Endpoint for QjsEndpoint {
             self.place
                 .with(self.timeout, move |api| api.call_endpoint(index, &owned))
                 .await
-                .map_err(|e| MwError(format!("{}: {e}", self.name)))
+                .map_err(|e| e.context(&self.name))
         })
     }
 }
@@ -565,7 +565,7 @@ impl Place {
             Place::Adaptive(a) => match (a.pool.get(), a.inline.borrow_mut().as_mut()) {
                 (Some(pool), _) => pool,
                 (None, Some(api)) => return f(api),
-                (None, None) => return Err(MwError("the JS state is gone".into())),
+                (None, None) => return Err(MwError::internal("the JS state is gone")),
             },
         };
         let deadline = Instant::now() + timeout;
@@ -584,10 +584,10 @@ impl Place {
         };
         match pool.run(deadline, job).await {
             Ok(r) => r,
-            Err(RunError::Timeout) => Err(MwError(format!(
+            Err(RunError::Timeout) => Err(MwError::timed_out(format!(
                 "stopped after the jsvm timeout ({timeout:?})"
             ))),
-            Err(RunError::Unavailable(m)) => Err(MwError(m)),
+            Err(RunError::Unavailable(m)) => Err(MwError::internal(m)),
         }
     }
 }
@@ -632,11 +632,11 @@ impl QjsMiddleware {
             }
             // The interrupt handler stops QuickJS at the deadline, so this
             // is a wait for the thread that outlasted it.
-            Err(RunError::Timeout) => Err(MwError(format!(
+            Err(RunError::Timeout) => Err(MwError::timed_out(format!(
                 "stopped after the jsvm timeout ({:?})",
                 self.timeout
             ))),
-            Err(RunError::Unavailable(m)) => Err(MwError(m)),
+            Err(RunError::Unavailable(m)) => Err(MwError::internal(m)),
         }
     }
 }
@@ -683,7 +683,7 @@ impl Middleware for QjsMiddleware {
                 Place::Threads(pool) => self.on_thread(pool, req, deadline).await,
                 Place::Adaptive(a) => self.adaptive(a, req, deadline).await,
             };
-            r.map_err(|e| MwError(format!("{}: {e}", self.name)))
+            r.map_err(|e| e.context(&self.name))
         })
     }
 }

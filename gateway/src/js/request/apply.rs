@@ -10,16 +10,16 @@ use boa_engine::object::builtins::JsArray;
 use boa_engine::property::PropertyKey;
 use boa_engine::{js_string, Context, JsObject, JsString, JsValue};
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use http::header::{HeaderName, HeaderValue};
 
 use super::build::{Accessors, Built, FieldState, Lazy};
 use crate::error::ErrorFormat;
 use crate::js::forced::Overrides;
-use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+use crate::middleware::{Flow, MwError, MwRequest};
 
 /// A script's answer broke a type rule: names the field, as Go's decoder would.
 pub(crate) fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
-    MwError(format!(
+    MwError::bad_answer(format!(
         "the script's answer: {field} must be {want}, got {}",
         got.type_of()
     ))
@@ -34,7 +34,7 @@ pub(crate) fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<Js
         return Ok(v);
     }
     obj.get(key.clone(), ctx)
-        .map_err(|e| MwError(format!("reading {key}: {e}")))
+        .map_err(|e| MwError::threw(format!("reading {key}: {e}")))
 }
 
 /// The value of `obj`'s own data property `key`, read straight from its
@@ -73,7 +73,7 @@ fn entries(
 ) -> Result<Vec<(String, JsValue)>, MwError> {
     let keys = obj
         .own_property_keys(ctx)
-        .map_err(|e| MwError(format!("reading {field}: {e}")))?;
+        .map_err(|e| MwError::threw(format!("reading {field}: {e}")))?;
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let name = match &key {
@@ -85,7 +85,7 @@ fn entries(
             Some(v) => v,
             None => obj
                 .get(key, ctx)
-                .map_err(|e| MwError(format!("reading {field}[{name:?}]: {e}")))?,
+                .map_err(|e| MwError::threw(format!("reading {field}[{name:?}]: {e}")))?,
         };
         out.push((name, v));
     }
@@ -100,11 +100,11 @@ pub(crate) fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec
     if !obj.is_array() {
         return Err(shape(field, "an array", v));
     }
-    let arr = JsArray::from_object(obj).map_err(|e| MwError(e.to_string()))?;
-    let len = arr.length(ctx).map_err(|e| MwError(e.to_string()))?;
+    let arr = JsArray::from_object(obj).map_err(|e| MwError::threw(e.to_string()))?;
+    let len = arr.length(ctx).map_err(|e| MwError::threw(e.to_string()))?;
     (0..len)
         .map(|i| {
-            let item = arr.get(i, ctx).map_err(|e| MwError(e.to_string()))?;
+            let item = arr.get(i, ctx).map_err(|e| MwError::threw(e.to_string()))?;
             item.as_string()
                 .map(|s| s.to_std_string_lossy())
                 .ok_or_else(|| shape(&format!("{field}[{i}]"), "a string", &item))
@@ -117,11 +117,12 @@ pub(crate) fn header(
     value: &str,
     field: &str,
 ) -> Result<(HeaderName, HeaderValue), MwError> {
-    let n = HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| MwError(format!("{field}: {name:?} is not a valid header name")))?;
+    let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+        MwError::bad_answer(format!("{field}: {name:?} is not a valid header name"))
+    })?;
     // HeaderValue refuses CR, LF and NUL: a script cannot split the request.
     let v = HeaderValue::from_str(value).map_err(|_| {
-        MwError(format!(
+        MwError::bad_answer(format!(
             "{field}[{name:?}]: value contains a character not allowed in a header (CR, LF or control)"
         ))
     })?;
@@ -158,8 +159,8 @@ pub(crate) fn apply(
     let answer = Answer::read(ret, built, acc, ctx)?;
     let format = ErrorFormat::of(&req.headers);
     let ro = answer.field(Lazy::ReturnOverrides, ctx)?;
-    if let Some(resp) = overrides(&ro, format, ctx)? {
-        return Ok(Flow::Respond(resp));
+    if let Some(answer) = overrides(&ro, format, ctx)? {
+        return Ok(answer);
     }
     answer.apply_body(req, ctx)?;
     answer.apply_url(req, ctx)?;
@@ -235,16 +236,13 @@ impl<'a> Answer<'a> {
         let body = get(&self.r, js_string!("Body"), ctx)?;
         let body = match body.as_string() {
             Some(s) => s,
-            None => body
-                .to_string(ctx)
-                .map_err(|e| MwError(format!("Request.Body cannot be made a string: {e}")))?,
+            None => body.to_string(ctx).map_err(|e| {
+                MwError::bad_answer(format!("Request.Body cannot be made a string: {e}"))
+            })?,
         };
         if body != self.built.body {
             req.body = Bytes::from(body.to_std_string_lossy());
-            if req.headers.contains_key(CONTENT_LENGTH) {
-                req.headers
-                    .insert(CONTENT_LENGTH, HeaderValue::from(req.body.len()));
-            }
+            crate::body::reframe(&mut req.headers, &req.method, req.body.len());
         }
         Ok(())
     }
@@ -314,7 +312,7 @@ fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError
             continue;
         }
         let json = v.to_json(ctx).map_err(|e| {
-            MwError(format!(
+            MwError::bad_answer(format!(
                 "ProcessRequest result: {} cannot be encoded as JSON: {e}",
                 key.to_std_string_lossy()
             ))
@@ -351,11 +349,7 @@ fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<St
 
 /// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the
 /// answer Tyk gives ([`Overrides::respond`]), in the request's error format.
-fn overrides(
-    v: &JsValue,
-    format: ErrorFormat,
-    ctx: &mut Context,
-) -> Result<Option<MwResponse>, MwError> {
+fn overrides(v: &JsValue, format: ErrorFormat, ctx: &mut Context) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);
@@ -365,7 +359,7 @@ fn overrides(
         Some(0.0) => return Ok(None),
         Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => n as u16,
         Some(_) => {
-            return Err(MwError(format!(
+            return Err(MwError::bad_answer(format!(
                 "{field}.ResponseCode {} is not an HTTP status",
                 code.display()
             )))
@@ -411,10 +405,12 @@ fn overrides(
 pub(crate) fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
     let uri: http::Uri = url
         .parse()
-        .map_err(|e| MwError(format!("Request.URL {url:?} is not a URL: {e}")))?;
+        .map_err(|e| MwError::bad_answer(format!("Request.URL {url:?} is not a URL: {e}")))?;
     let path = uri.path();
     if !path.starts_with('/') {
-        return Err(MwError(format!("Request.URL {url:?} has no absolute path")));
+        return Err(MwError::bad_answer(format!(
+            "Request.URL {url:?} has no absolute path"
+        )));
     }
     req.path = path.to_string();
     req.query = uri.query().map(str::to_string);

@@ -117,7 +117,7 @@ impl Vm {
         resp: &mut MwResponse,
         deadline: Instant,
     ) -> Result<(), CallError> {
-        let failed = |e: String| CallError::Failed(MwError(e));
+        let failed = |e: String| CallError::Failed(MwError::internal(e));
         let ctx = &mut self.ctx;
         let built =
             request::build(req, &mut self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
@@ -157,11 +157,11 @@ impl Vm {
         let json = JsString::from(endpoint_request(req).as_str());
         self.host
             .set(js_string!("vrequest"), json, false, &mut self.ctx)
-            .map_err(|e| CallError::Failed(MwError(e.to_string())))?;
+            .map_err(|e| CallError::Failed(MwError::internal(e.to_string())))?;
         let script = self.phases.endpoints[index].clone();
         let ret = self.run(&script, deadline).await?;
         let text = ret.as_string().ok_or_else(|| {
-            CallError::Failed(MwError(format!(
+            CallError::Failed(MwError::bad_answer(format!(
                 "the virtual endpoint returned {} (a JS {}), not TykJsResponse(...)'s JSON",
                 ret.display(),
                 ret.type_of()
@@ -180,8 +180,9 @@ impl Vm {
         )
         .await
         .map_err(CallError::Stopped)?;
-        let ret =
-            run.map_err(|e| CallError::Failed(MwError(format!("JS error: {}", error_text(&e)))))?;
+        let ret = run.map_err(|e| {
+            CallError::Failed(MwError::threw(format!("JS error: {}", error_text(&e))))
+        })?;
         if ret
             .as_object()
             .is_some_and(|o| JsObject::equals(&o, &self.host))
@@ -191,7 +192,7 @@ impl Vm {
                 .host
                 .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
             let e = boa_engine::JsError::from_opaque(thrown);
-            return Err(CallError::Failed(MwError(format!(
+            return Err(CallError::Failed(MwError::threw(format!(
                 "JS error: {}",
                 error_text(&e)
             ))));

@@ -1,0 +1,127 @@
+//! Reading: a directory's `*.json` files, each parsed (naming the line,
+//! column or field of an error) and linted, then validated and sorted into
+//! served, refused, internal and broken.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::validate::validate;
+use super::{lint, virtuals, ApiDefinition, LoadError, Loaded};
+
+/// Reads and validates every `*.json` in `dir` (not recursive), in name order.
+///
+/// Fails only when the directory itself cannot be read; each bad file is an
+/// entry in [`Loaded::errors`].
+pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
+        .collect();
+    files.sort();
+    let mut loaded = Loaded::default();
+    let mut seen_paths = HashSet::new();
+    let mut seen_ids = HashSet::new();
+    for file in files {
+        let (def, findings) = match std::fs::read(&file)
+            .map_err(|e| LoadError::new(&file, "-", format!("cannot read: {e}")))
+            .and_then(|bytes| parse_checked(&file, &bytes))
+        {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                loaded.errors.push(e);
+                continue;
+            }
+        };
+        if !def.active {
+            loaded.inactive.push(file);
+            continue;
+        }
+        let version_data = def.version_data.clone();
+        let mut spec = match validate(&file, def) {
+            Ok(spec) => spec,
+            Err(e) => {
+                loaded.errors.push(e);
+                continue;
+            }
+        };
+        // A broken virtual endpoint fails its API closed (below), as a
+        // broken middleware does: its path must never reach the upstream.
+        let mut findings = findings;
+        match virtuals::parse(&file, &version_data) {
+            Ok(list) => spec.virtual_endpoints = list,
+            Err(e) => findings.refuse(e),
+        }
+        loaded.warnings.extend(findings.warnings);
+        if findings.internal {
+            // Never routed, so it cannot clash with a public listen path.
+            loaded.internal.push(spec);
+            continue;
+        }
+        if !seen_paths.insert(spec.listen_path.clone()) {
+            loaded.errors.push(LoadError::new(
+                &file,
+                "proxy.listen_path",
+                format!("{:?} is already served by another API", spec.listen_path),
+            ));
+        } else if !seen_ids.insert(spec.api_id.clone()) {
+            seen_paths.remove(&spec.listen_path);
+            loaded.errors.push(LoadError::new(
+                &file,
+                "api_id",
+                format!("{:?} is already used by another API", spec.api_id),
+            ));
+        } else if let Some(why) = findings.refusal {
+            loaded.refused.push((spec, why));
+        } else {
+            loaded.apis.push(spec);
+        }
+    }
+    Ok(loaded)
+}
+
+/// Parses one definition's JSON, naming the line and column of a syntax error
+/// and the field of a type error.
+pub fn parse_definition(file: &Path, bytes: &[u8]) -> Result<ApiDefinition, LoadError> {
+    parse_checked(file, bytes).map(|(def, _)| def)
+}
+
+/// Parses a definition and lints the raw JSON: warnings, typos, refusals.
+fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Findings), LoadError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        // serde_json's message already ends "at line L column C".
+        LoadError::new(file, "-", format!("invalid JSON: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(LoadError::new(
+            file,
+            "-",
+            "an API definition must be a JSON object",
+        ));
+    }
+    for (field, check) in [
+        ("api_id", Value::is_string as fn(&Value) -> bool),
+        ("proxy", Value::is_object),
+        ("custom_middleware", Value::is_object),
+    ] {
+        if let Some(v) = value.get(field) {
+            if !check(v) && !v.is_null() {
+                return Err(LoadError::new(
+                    file,
+                    field,
+                    format!("has the wrong type: {v}"),
+                ));
+            }
+        }
+    }
+    let findings = lint::check(file, &value);
+    // serde_path_to_error names the field a type error is in
+    // (`proxy.strip_listen_path: invalid type: string "yes", expected a boolean`).
+    let def = serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        let field = if field == "." { "-".to_string() } else { field };
+        LoadError::new(file, field, e.into_inner().to_string())
+    })?;
+    Ok((def, findings))
+}
