@@ -281,6 +281,15 @@ fn undo_proxy_edits(c: &Case, direct: &mut Map<String, Value>, proxied: &mut Map
             .unwrap_or_else(|| panic!("{name}: no UA"));
         assert!(ua.as_str().unwrap().starts_with("Tyk/"), "{name}: {ua}");
     }
+    // A chunked body is framed anew on the upstream hop (chunked again, or
+    // by length): the framing headers are that hop's; the bytes are
+    // compared below.
+    if matches!(c.body, Body::Chunked(..)) {
+        for framing in ["Content-Length", "Transfer-Encoding"] {
+            d.remove(framing);
+            p.remove(framing);
+        }
+    }
     // Hop-by-hop headers stay on the client's hop (TE: trailers excepted).
     let named: Vec<String> = d
         .get("Connection")
@@ -295,12 +304,6 @@ fn undo_proxy_edits(c: &Case, direct: &mut Map<String, Value>, proxied: &mut Map
         assert!(!p.contains_key(&hop), "{name}: {hop} crossed the proxy");
         d.remove(&hop);
     }
-    // A chunked body may be re-framed; its bytes are compared below.
-    if matches!(c.body, Body::Chunked(..)) {
-        d.remove("Content-Length");
-        p.remove("Content-Length");
-        p.remove("Transfer-Encoding");
-    }
 }
 
 #[test]
@@ -312,7 +315,7 @@ fn the_upstream_sees_the_same_request_direct_and_through_the_gateway() {
         let mut proxied = echo(pair.gateway, &encode(&c, "/plain"), c.name);
         // The echo shows what was sent: the table is not empty of meaning.
         if let Body::Length(b) | Body::Chunked(b, _) = &c.body {
-            assert_eq!(direct["body"], String::from_utf8_lossy(b), "{}", c.name);
+            assert_eq!(direct["body"], *String::from_utf8_lossy(b), "{}", c.name);
         }
         assert_eq!(direct["method"], c.method, "{}", c.name);
         undo_proxy_edits(&c, &mut direct, &mut proxied);
