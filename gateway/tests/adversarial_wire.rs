@@ -8,8 +8,8 @@
 
 mod common;
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::time::Duration;
 
 use common::raw::*;
