@@ -35,6 +35,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proc_cpu import cpu_ns  # noqa: E402  (the module beside this script)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REL = os.path.join(ROOT, "target", "release")
 # GATEWAY_BIN measures another build (e.g. before/after a change).
@@ -56,19 +59,6 @@ def wait_port(port, limit=10.0):
         except OSError:
             time.sleep(0.05)
     raise SystemExit(f"nothing listens on {port}")
-
-
-def cpu_ns(pids):
-    """Nanoseconds on CPU of every thread of `pids` so far."""
-    total = 0
-    for pid in pids:
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-        except FileNotFoundError:
-            pass
-    return total
 
 
 def start_gateway(apis, threads, upstream_port):

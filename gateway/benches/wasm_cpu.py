@@ -46,6 +46,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proc_cpu import cpu_ns  # noqa: E402  (the module beside this script)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # BIN_DIR measures another profile's build (e.g. target/debug); the
 # definitions' `target/release/` plugin paths follow it.
@@ -70,18 +73,6 @@ def wait_port(port, limit=10.0):
         except OSError:
             time.sleep(0.05)
     raise SystemExit(f"nothing listens on {port}")
-
-
-def cpu_ns(pid):
-    """Nanoseconds on CPU of every thread of `pid` so far."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except FileNotFoundError:
-            pass  # a thread that exited between listdir and open
-    return total
 
 
 def write_apis(upstream_port):

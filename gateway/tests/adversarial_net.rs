@@ -10,132 +10,19 @@
 
 mod common;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::raw::*;
 use common::*;
 use gateway::server::GatewayConfig;
 use serde_json::Value;
 
 /// Tyk's templates/error.json, as every error answer is written.
 const TYK_PROXY_ERROR: &str = "{\n    \"error\": \"There was a problem proxying the request\"\n}";
-
-fn config(dir: &std::path::Path) -> GatewayConfig {
-    GatewayConfig {
-        apis_dir: dir.to_path_buf(),
-        threads: 1,
-        ..GatewayConfig::default()
-    }
-}
-
-fn plain_api(dir: &std::path::Path, listen_path: &str, target: SocketAddr) {
-    write_api(
-        dir,
-        "plain",
-        &api_json(
-            "plain",
-            listen_path,
-            &format!("http://{target}"),
-            true,
-            Value::Null,
-        ),
-    );
-}
-
-/// A raw upstream: every accepted connection is handed to `handle` on its
-/// own thread. Counts connections accepted and connections still open.
-#[derive(Clone, Default)]
-struct RawUpstream {
-    accepted: Arc<AtomicUsize>,
-    open: Arc<AtomicUsize>,
-}
-
-fn raw_upstream(handle: impl Fn(TcpStream) + Send + Sync + 'static) -> (SocketAddr, RawUpstream) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let stats = RawUpstream::default();
-    let s = stats.clone();
-    let handle = Arc::new(handle);
-    std::thread::spawn(move || {
-        for stream in l.incoming().flatten() {
-            s.accepted.fetch_add(1, Ordering::SeqCst);
-            s.open.fetch_add(1, Ordering::SeqCst);
-            let (s, handle) = (s.clone(), handle.clone());
-            std::thread::spawn(move || {
-                stream
-                    .set_read_timeout(Some(Duration::from_secs(30)))
-                    .unwrap();
-                handle(stream);
-                s.open.fetch_sub(1, Ordering::SeqCst);
-            });
-        }
-    });
-    (addr, stats)
-}
-
-/// Reads one request head (and a Content-Length body) from `s`; `None` at
-/// EOF. Returns the head as text.
-fn read_request(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => return None,
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let len = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).ok()?;
-    Some(head)
-}
-
-/// Waits up to `limit` for `cond`, polling.
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
-}
-
-/// True when the peer has closed `s` (EOF or reset) within `limit`.
-fn closed_by_peer(s: &mut TcpStream, limit: Duration) -> bool {
-    s.set_read_timeout(Some(limit)).unwrap();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return false
-            }
-            Err(_) => return true,
-        }
-    }
-}
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
-}
 
 // ---------------------------------------------------------------- clients
 

@@ -8,87 +8,14 @@
 
 mod common;
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::time::Duration;
 
+use common::raw::*;
 use common::*;
 use gateway::server::GatewayConfig;
 use serde_json::Value;
-
-fn config(dir: &std::path::Path) -> GatewayConfig {
-    GatewayConfig {
-        apis_dir: dir.to_path_buf(),
-        threads: 1,
-        ..GatewayConfig::default()
-    }
-}
-
-fn plain_api(dir: &std::path::Path, target: SocketAddr) {
-    let api = api_json(
-        "plain",
-        "/plain/",
-        &format!("http://{target}"),
-        true,
-        Value::Null,
-    );
-    write_api(dir, "plain", &api);
-}
-
-/// Reads one response (head and Content-Length body) from a keep-alive
-/// connection: its status and body.
-fn read_response(s: &mut TcpStream) -> (u16, String) {
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        let n = s.read(&mut b).expect("no whole response head");
-        assert_eq!(
-            n,
-            1,
-            "closed mid-head after {:?}",
-            String::from_utf8_lossy(&head)
-        );
-        head.push(b[0]);
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let status = head[9..12].parse().unwrap();
-    let len = head
-        .lines()
-        .find_map(|l| {
-            let l = l.to_ascii_lowercase();
-            l.strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
-/// True when the peer closes `s` (EOF or reset) within `limit`.
-fn closed_by_peer(s: &mut TcpStream, limit: Duration) -> bool {
-    s.set_read_timeout(Some(limit)).unwrap();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return false
-            }
-            Err(_) => return true,
-        }
-    }
-}
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
-}
 
 // ---------------------------------------------------------------- framing
 
@@ -96,7 +23,7 @@ fn status_of(response: &str) -> u16 {
 fn heads_framed_two_ways_get_400_and_never_reach_the_upstream() {
     let (up, rec) = recorder();
     let dir = tempfile::tempdir().unwrap();
-    plain_api(dir.path(), up);
+    plain_api(dir.path(), "/plain/", up);
     let gw = start_gateway_with(config(dir.path()));
     for (what, request) in [
         (
@@ -129,7 +56,7 @@ fn heads_framed_two_ways_get_400_and_never_reach_the_upstream() {
 fn framing_is_followed_across_bodies_on_one_keep_alive_connection() {
     let (up, rec) = recorder();
     let dir = tempfile::tempdir().unwrap();
-    plain_api(dir.path(), up);
+    plain_api(dir.path(), "/plain/", up);
     let gw = start_gateway_with(config(dir.path()));
     let mut s = TcpStream::connect(gw.addr).unwrap();
     // Bodies that look like heads framed two ways: only a reader that
@@ -178,7 +105,7 @@ fn framing_is_followed_across_bodies_on_one_keep_alive_connection() {
 fn an_idle_keep_alive_connection_closes_after_the_idle_timeout() {
     let (up, _rec) = recorder();
     let dir = tempfile::tempdir().unwrap();
-    plain_api(dir.path(), up);
+    plain_api(dir.path(), "/plain/", up);
     // A long head timeout: only the idle timeout can close this connection
     // within the test's bound.
     let gw = start_gateway_with(GatewayConfig {
@@ -203,7 +130,7 @@ fn an_idle_keep_alive_connection_closes_after_the_idle_timeout() {
 fn the_idle_wait_is_not_the_head_wait_and_a_slow_head_is_still_cut() {
     let (up, _rec) = recorder();
     let dir = tempfile::tempdir().unwrap();
-    plain_api(dir.path(), up);
+    plain_api(dir.path(), "/plain/", up);
     let gw = start_gateway_with(GatewayConfig {
         client_header_timeout: Duration::from_millis(300),
         client_keepalive_timeout: Duration::from_secs(60),
@@ -242,7 +169,7 @@ fn the_idle_wait_is_not_the_head_wait_and_a_slow_head_is_still_cut() {
 fn a_request_in_flight_longer_than_the_idle_timeout_is_answered() {
     let (up, _rec) = recorder_with_delay(Duration::from_millis(1500));
     let dir = tempfile::tempdir().unwrap();
-    plain_api(dir.path(), up);
+    plain_api(dir.path(), "/plain/", up);
     let gw = start_gateway_with(GatewayConfig {
         client_keepalive_timeout: Duration::from_millis(200),
         client_header_timeout: Duration::from_millis(200),
@@ -260,16 +187,6 @@ fn a_request_in_flight_longer_than_the_idle_timeout_is_answered() {
 }
 
 // ---------------------------------------------------------------- loops
-
-/// A port free now, for a definition that must name a gateway before it
-/// starts.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[test]
 fn a_loop_through_two_gateways_gets_508() {

@@ -11,6 +11,9 @@
 # (apt-get install apache2-utils).
 # usage: loadgen/scripts/cpu-per-request.sh [ROUNDS=5] [N=10000] [C=10] [ROUTE=/plain/hello/] [KEEPALIVE=]
 #   KEEPALIVE=-k measures ab -k against loadgen -k.
+# Environment: BIN_DIR (default target/release) holds the three binaries;
+#   MOCK_BIN another mock-upstream (a before/after comparison of the mock);
+#   MOCK_THREADS its --threads; UPSTREAM_PORT, GATEWAY_PORT, APIS.
 set -euo pipefail
 rounds=${1:-5}; n=${2:-10000}; c=${3:-10}; route=${4:-/plain/hello/}; ka=${5:-}
 bin=${BIN_DIR:-target/release}
@@ -20,7 +23,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-"$bin/mock-upstream" --listen "127.0.0.1:$up_port" > "$tmp/up.log" 2>&1 &
+mock=${MOCK_BIN:-$bin/mock-upstream}
+"$mock" --listen "127.0.0.1:$up_port" ${MOCK_THREADS:+--threads "$MOCK_THREADS"} > "$tmp/up.log" 2>&1 &
 pids+=($!); up=$!
 "$bin/gateway" --apis "${APIS:-apis}" --listen "127.0.0.1:$gw_port" > "$tmp/gw.log" 2>&1 &
 pids+=($!); gw=$!

@@ -257,4 +257,50 @@ mod tests {
         let none = Expect::default();
         assert!(!none.needs_body() && none.check(404, b"").is_empty());
     }
+
+    #[test]
+    fn encode_keeps_a_users_connection_and_content_type_once() {
+        let spec = RequestSpec {
+            method: "PUT".into(),
+            headers: vec![
+                ("CONNECTION".into(), "close".into()),
+                ("content-TYPE".into(), "text/plain".into()),
+            ],
+            body: Some((Bytes::from_static(b"abc"), "application/json".into())),
+        };
+        let text = String::from_utf8(spec.encode(&target(80), true).to_vec()).unwrap();
+        assert!(text.starts_with("PUT /a?b=1 HTTP/1.0\r\n"), "{text}");
+        // The user's headers replace ab's, whatever their case.
+        assert!(!text.contains("Keep-Alive"), "{text}");
+        assert!(!text.contains("application/json"), "{text}");
+        assert_eq!(text.matches("CONNECTION: close\r\n").count(), 1, "{text}");
+        assert!(
+            text.ends_with("content-TYPE: text/plain\r\nContent-Length: 3\r\n\r\nabc"),
+            "{text}"
+        );
+        // An empty body is still framed, so the server need not wait for one.
+        let empty = RequestSpec {
+            body: Some((Bytes::new(), "text/plain".into())),
+            ..RequestSpec::get()
+        };
+        let text = String::from_utf8(empty.encode(&target(80), false).to_vec()).unwrap();
+        assert!(text.ends_with("Content-Length: 0\r\n\r\n"), "{text}");
+    }
+
+    #[test]
+    fn expect_ignores_an_empty_substring_and_finds_one_at_the_edges() {
+        let e = Expect {
+            status: None,
+            body_contains: vec![String::new(), "ab".into(), "yz".into()],
+            variable_length: true,
+        };
+        assert!(e.check(599, b"abcxyz").is_empty());
+        assert_eq!(
+            e.check(200, b"a"),
+            vec![
+                "body does not contain \"ab\"".to_string(),
+                "body does not contain \"yz\"".to_string(),
+            ]
+        );
+    }
 }

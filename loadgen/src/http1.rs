@@ -173,6 +173,7 @@ async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usiz
     stream.read_buf(buf).await
 }
 
+/// Reads one response: its head, then its body as the head frames it.
 async fn read_response(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
@@ -180,90 +181,29 @@ async fn read_response(
     cfg: &RunConfig,
     want_server: bool,
 ) -> Result<(Instant, Response), ReadError> {
-    buf.clear();
-    let mut first_byte = None;
-    let mut resp = Response::default();
-    let (head_len, framing) = loop {
-        let n = fill(stream, buf).await.map_err(ReadError::Io)?;
-        if n == 0 {
-            return Err(if buf.is_empty() {
-                ReadError::Idle
-            } else {
-                ReadError::Closed
-            });
-        }
-        first_byte.get_or_insert_with(Instant::now);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Response::new(&mut headers);
-        match parsed.parse(buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let framing = head_info(&parsed, &mut resp, want_server)?;
-                if cfg.verbosity >= crate::verbose::HEADS {
-                    resp.head = Some(String::from_utf8_lossy(&buf[..len]).into_owned());
-                }
-                break (len, framing);
-            }
-            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-                return Err(ReadError::Malformed("response head over 64 KiB".into()))
-            }
-            Ok(httparse::Status::Partial) => {}
-            Err(e) => return Err(ReadError::Malformed(format!("malformed response: {e}"))),
-        }
-    };
-    let first_byte = first_byte.unwrap_or_else(Instant::now);
-    let keep = cfg.expect.needs_body();
+    let (first_byte, head_len, framing, mut resp) =
+        read_head(stream, buf, cfg, want_server).await?;
+    let keep = cfg.expect.needs_body().then_some(body);
     let no_body = cfg.head || resp.status == 204 || resp.status == 304 || resp.status < 200;
     let mut wire = buf.len() as u64;
     match framing {
         _ if no_body => {}
         Framing::Length(len) => {
-            let mut have = (buf.len() - head_len) as u64;
-            if keep {
-                body.extend_from_slice(&buf[head_len..]);
-            }
-            while have < len {
-                buf.clear();
-                let n = fill(stream, buf).await.map_err(ReadError::Io)?;
-                if n == 0 {
-                    resp.truncated = true;
-                    break;
-                }
-                have += n as u64;
-                wire += n as u64;
-                if keep {
-                    body.extend_from_slice(buf);
-                }
-            }
+            let (have, read) = read_plain(stream, buf, head_len, Some(len), keep).await?;
+            resp.truncated = have < len;
             resp.body_len = have.min(len);
+            wire += read;
         }
         Framing::Close => {
             resp.keep_alive = false;
-            let mut have = (buf.len() - head_len) as u64;
-            if keep {
-                body.extend_from_slice(&buf[head_len..]);
-            }
-            loop {
-                buf.clear();
-                let n = fill(stream, buf).await.map_err(ReadError::Io)?;
-                if n == 0 {
-                    break;
-                }
-                have += n as u64;
-                wire += n as u64;
-                if keep {
-                    body.extend_from_slice(buf);
-                }
-            }
+            let (have, read) = read_plain(stream, buf, head_len, None, keep).await?;
             resp.body_len = have;
+            wire += read;
         }
         Framing::Chunked => {
-            let (len, read) = read_chunked(stream, buf, head_len, keep.then_some(body)).await?;
-            resp.body_len = len;
+            let (len, read) = read_chunked(stream, buf, head_len, keep).await?;
             resp.truncated = len == u64::MAX;
-            if resp.truncated {
-                resp.body_len = 0;
-                resp.keep_alive = false;
-            }
+            resp.body_len = if resp.truncated { 0 } else { len };
             wire += read;
         }
     }
@@ -273,6 +213,81 @@ async fn read_response(
     }
     resp.ab_keep_alive &= cfg.keepalive && !resp.truncated;
     Ok((first_byte, resp))
+}
+
+/// Phase one: reads until the head parses. Returns the instant of the first
+/// byte, the head's length in `buf`, the body's framing, and the response
+/// with what the head says (status, reuse, `Server`).
+async fn read_head(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    cfg: &RunConfig,
+    want_server: bool,
+) -> Result<(Instant, usize, Framing, Response), ReadError> {
+    buf.clear();
+    let mut first_byte = None;
+    let mut resp = Response::default();
+    loop {
+        let n = fill(stream, buf).await.map_err(ReadError::Io)?;
+        if n == 0 {
+            return Err(if buf.is_empty() {
+                ReadError::Idle
+            } else {
+                ReadError::Closed
+            });
+        }
+        let first_byte = *first_byte.get_or_insert_with(Instant::now);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Response::new(&mut headers);
+        match parsed.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => {
+                let framing = head_info(&parsed, &mut resp, want_server)?;
+                if cfg.verbosity >= crate::verbose::HEADS {
+                    resp.head = Some(String::from_utf8_lossy(&buf[..len]).into_owned());
+                }
+                return Ok((first_byte, len, framing, resp));
+            }
+            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+                return Err(ReadError::Malformed("response head over 64 KiB".into()))
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(ReadError::Malformed(format!("malformed response: {e}"))),
+        }
+    }
+}
+
+/// Phase two for an unchunked body that starts at `buf[head_len..]`: reads
+/// until `limit` bytes (a `Content-Length`) or, without one, until the
+/// server closes. Returns the body bytes seen and the bytes read from the
+/// socket beyond what `buf` held on entry; fewer than `limit` means the
+/// connection closed early.
+async fn read_plain(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    head_len: usize,
+    limit: Option<u64>,
+    mut body: Option<&mut Vec<u8>>,
+) -> Result<(u64, u64), ReadError> {
+    let mut have = (buf.len() - head_len) as u64;
+    let mut read = 0u64;
+    if let Some(b) = body.as_deref_mut() {
+        b.extend_from_slice(&buf[head_len..]);
+    }
+    while limit.is_none_or(|len| have < len) {
+        // The head is parsed already: the buffer's capacity is reused for
+        // each read of the body.
+        buf.clear();
+        let n = fill(stream, buf).await.map_err(ReadError::Io)?;
+        if n == 0 {
+            break;
+        }
+        have += n as u64;
+        read += n as u64;
+        if let Some(b) = body.as_deref_mut() {
+            b.extend_from_slice(buf);
+        }
+    }
+    Ok((have, read))
 }
 
 enum Framing {
@@ -388,5 +403,101 @@ async fn read_chunked(
         }
         len += size;
         pos = end + 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `head_info` makes of a complete response head.
+    fn head(text: &str, want_server: bool) -> Result<(Framing, Response), ReadError> {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut parsed = httparse::Response::new(&mut headers);
+        assert!(parsed.parse(text.as_bytes()).unwrap().is_complete());
+        let mut resp = Response::default();
+        head_info(&parsed, &mut resp, want_server).map(|f| (f, resp))
+    }
+
+    fn framing(text: &str) -> Framing {
+        head(text, false).ok().unwrap().0
+    }
+
+    #[test]
+    fn reuse_follows_the_version_and_connection_tokens() {
+        let cases = [
+            ("HTTP/1.1 200 OK\r\n\r\n", true),
+            ("HTTP/1.1 200 OK\r\nConnection: Close\r\n\r\n", false),
+            (
+                "HTTP/1.1 200 OK\r\nConnection: upgrade, close\r\n\r\n",
+                false,
+            ),
+            // HTTP/1.0 closes unless it says otherwise.
+            ("HTTP/1.0 200 OK\r\n\r\n", false),
+            ("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n\r\n", true),
+            (
+                "HTTP/1.0 200 OK\r\nConnection: keep-alive, close\r\n\r\n",
+                false,
+            ),
+        ];
+        for (text, keep) in cases {
+            let (_, r) = head(text, false).ok().unwrap();
+            assert_eq!(r.keep_alive, keep, "{text:?}");
+            assert_eq!(r.status, 200);
+        }
+    }
+
+    #[test]
+    fn ab_counts_keep_alive_when_the_head_announces_it() {
+        let (_, r) = head("HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\n\r\n", false)
+            .ok()
+            .unwrap();
+        assert!(r.ab_keep_alive);
+        // An HTTP/1.1 response that says nothing is reusable but, for ab,
+        // not a "Keep-Alive request".
+        let (_, r) = head("HTTP/1.1 200 OK\r\n\r\n", false).ok().unwrap();
+        assert!(r.keep_alive && !r.ab_keep_alive);
+    }
+
+    #[test]
+    fn chunked_wins_over_content_length_in_either_order() {
+        let te_first =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n";
+        let cl_first = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert!(matches!(framing(te_first), Framing::Chunked));
+        assert!(matches!(framing(cl_first), Framing::Chunked));
+        assert!(matches!(
+            framing("HTTP/1.1 200 OK\r\nContent-Length:  12 \r\n\r\n"),
+            Framing::Length(12)
+        ));
+        assert!(matches!(framing("HTTP/1.0 200 OK\r\n\r\n"), Framing::Close));
+    }
+
+    #[test]
+    fn a_bad_content_length_is_malformed_and_names_the_header() {
+        for bad in ["-1", "12abc", ""] {
+            let text = format!("HTTP/1.1 200 OK\r\nContent-Length: {bad}\r\n\r\n");
+            match head(&text, false) {
+                Err(ReadError::Malformed(m)) => assert!(m.contains("Content-Length"), "{m}"),
+                _ => panic!("{bad:?} accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_server_header_is_kept_only_when_asked_for() {
+        let text = "HTTP/1.1 404 Not Found\r\nserver: tyk\r\n\r\n";
+        let (_, r) = head(text, true).ok().unwrap();
+        assert_eq!((r.status, r.server.as_deref()), (404, Some("tyk")));
+        let (_, r) = head(text, false).ok().unwrap();
+        assert_eq!(r.server, None);
+    }
+
+    #[test]
+    fn tokens_match_whole_comma_separated_items_case_blind() {
+        assert!(contains_token(b"Upgrade, Close", "close"));
+        assert!(contains_token(b" chunked ", "chunked"));
+        assert!(!contains_token(b"closed", "close"));
+        assert!(!contains_token(b"", "close"));
     }
 }

@@ -18,7 +18,8 @@
 //! - [`report`]: the summary and its printers (text, JSON, CSV, .hgrm).
 //! - [`app`]: `loadgen URL` from arguments to exit code.
 //! - [`bench`]: `loadgen bench`, the seed's benchmark against the gateway.
-//! - [`mock`]: the seed's mock upstream server.
+//! - [`mock`]: the seed's mock upstream server; [`mock_http`] its
+//!   hand-written HTTP/1.1 connection loop.
 #![deny(missing_docs)]
 
 pub mod app;
@@ -29,6 +30,7 @@ pub mod cpu;
 pub mod driver;
 pub mod http1;
 pub mod mock;
+pub mod mock_http;
 pub mod progress;
 pub mod record;
 pub mod report;

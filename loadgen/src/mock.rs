@@ -9,20 +9,16 @@
 //!
 //! It must never be the bottleneck of a benchmark: the handler does one small
 //! allocation-light write, connections are keep-alive HTTP/1.1 with
-//! `TCP_NODELAY`, and the caller decides how many runtime threads serve it.
+//! `TCP_NODELAY`, served by a hand-written connection loop ([`crate::mock_http`]:
+//! one read and one write per request, no task per request), and the caller
+//! decides how many runtime threads serve it.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 
-use bytes::Bytes;
 use gateway_wire::header;
-use http::{HeaderMap, Request, Response};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http::HeaderMap;
 use tokio::net::TcpListener;
 
 /// `n` non-blocking listeners on `addr` with `SO_REUSEPORT`, for one server
@@ -110,47 +106,31 @@ pub async fn serve_with(
             },
         };
         let _ = stream.set_nodelay(true);
+        // One task per connection, none per request: the connection loop
+        // (`mock_http`) reads, parses and answers on this task.
         tokio::spawn(async move {
-            // writev(false): head and body go out in one plain write.
-            let conn = http1::Builder::new()
-                .keep_alive(true)
-                .writev(false)
-                .serve_connection(
-                    TokioIo::new(stream),
-                    service_fn(move |req| handle(req, echo)),
-                );
             // Clients closing mid-request are normal under load; nothing to do.
-            let _ = conn.await;
+            let _ = crate::mock_http::serve_conn(stream, echo).await;
         });
     }
 }
 
-async fn handle(
-    req: Request<Incoming>,
+/// The whole echo for a request: the seed's JSON, with the extra fields
+/// `echo` asks for (`query` is the raw query string, `body` the request body).
+pub fn echo_body(
+    method: &str,
+    raw_path: &str,
+    query: &str,
+    headers: &HeaderMap,
     echo: Echo,
-) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let mut body = echo_json(req.method().as_str(), req.uri().path(), req.headers());
+    body: &[u8],
+) -> String {
+    let seed = echo_json(method, raw_path, headers);
     if echo.query || echo.body {
-        let query = req.uri().query().unwrap_or("").to_string();
-        let (_, incoming) = req.into_parts();
-        let data = if echo.body {
-            use http_body_util::BodyExt;
-            incoming
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default()
-        } else {
-            Bytes::new()
-        };
-        body = with_extras(&body, echo, &query, &data);
+        with_extras(&seed, echo, query, body)
+    } else {
+        seed
     }
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    resp.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    Ok(resp)
 }
 
 /// The exact body the seed's mock server writes for a request.

@@ -293,4 +293,63 @@ mod tests {
         assert_eq!(r.corrected.max(), r.corrected.highest_equivalent(1_400));
         assert_eq!(r.send_lag.max(), r.send_lag.highest_equivalent(400));
     }
+
+    #[test]
+    fn a_response_fails_once_length_before_expectations() {
+        let mut r = Recorder::default();
+        // Truncated: a Length failure, whatever the checks said.
+        let cut = Response {
+            truncated: true,
+            ..ok(200, 3)
+        };
+        r.response(&timing(false, 10), &cut, Some(3), vec!["x".into()], None);
+        // Two failed checks count once, under the first reason.
+        r.response(
+            &timing(false, 10),
+            &ok(500, 3),
+            Some(3),
+            vec!["status 500".into(), "body".into()],
+            None,
+        );
+        // With -l (no reference length) a different length is no failure.
+        r.response(&timing(false, 10), &ok(200, 9), None, Vec::new(), None);
+        let f = &r.failures;
+        assert_eq!(f.length, 1);
+        assert_eq!(f.expectations, BTreeMap::from([("status 500".into(), 1)]));
+        assert_eq!(f.total(), 2);
+        assert_eq!((r.complete, r.non_2xx), (3, 1));
+        // 1xx and 3xx are outside 200-299 too, as ab counts them.
+        r.response(&timing(false, 10), &ok(304, 0), None, Vec::new(), None);
+        assert_eq!(r.non_2xx, 2);
+    }
+
+    #[test]
+    fn failure_messages_are_sampled_up_to_sixteen_distinct_ones() {
+        let mut r = Recorder::default();
+        for i in 0..40 {
+            r.failure(&Failure::Exception(format!("timeout {}", i % 20)));
+        }
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        r.failure(&Failure::Connect(refused));
+        assert_eq!((r.failures.exceptions, r.failures.connect), (40, 1));
+        assert_eq!(r.failures.total(), 41);
+        assert_eq!(r.complete, 41);
+        // The first sixteen distinct messages keep counting; later ones and
+        // the connect failure are counted in their class, not sampled.
+        assert_eq!(r.failures.samples.len(), 16);
+        assert_eq!(r.failures.samples["exception: timeout 0"], 2);
+        assert!(!r.failures.samples.contains_key("exception: timeout 16"));
+    }
+
+    #[test]
+    fn merging_an_empty_recorder_changes_nothing() {
+        let mut a = Recorder::default();
+        a.response(&timing(true, 500), &kept(200, 4), Some(4), Vec::new(), None);
+        let before = a.clone();
+        a.merge(&Recorder::default());
+        assert_eq!((a.complete, a.keepalive_requests), (1, 1));
+        assert_eq!(a.failures, before.failures);
+        assert_eq!(a.statuses, before.statuses);
+        assert!(a.total == before.total && a.connect == before.connect);
+    }
 }

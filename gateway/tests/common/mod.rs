@@ -2,6 +2,8 @@
 //! and a plain HTTP client. Each test binary includes it with `mod common;`.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

@@ -65,9 +65,16 @@ struct Bar {
     max: f64,
 }
 
+/// A panel's chart: linear x (the value) by linear y (bar slots).
+type PanelChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel's drawing area.
+type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
+
 /// Draws one panel of horizontal bars with whiskers, and vertical markers.
 fn bar_panel(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    area: &Area<'_>,
     title: &str,
     unit: &str,
     bars: &[Bar],
@@ -97,12 +104,27 @@ fn bar_panel(
         .x_label_formatter(&|v| format!("{v:.0}"))
         .label_style(("sans-serif", 12))
         .draw()?;
-    // Texts are placed in the panel's own pixels; the chart maps to the
-    // whole picture's.
+    draw_bars(area, &mut chart, bars, n)?;
+    draw_markers(area, &mut chart, markers, n + room)
+}
+
+/// Texts are placed in the panel's own pixels; the chart maps to the whole
+/// picture's.
+fn local(area: &Area<'_>, (x, y): (i32, i32)) -> (i32, i32) {
     let base = area.get_base_pixel();
-    let local = |(x, y): (i32, i32)| (x - base.0, y - base.1);
+    (x - base.0, y - base.1)
+}
+
+/// The bars, top to bottom in table order, each with its whisker and its
+/// label right-aligned in the y label area.
+fn draw_bars(
+    area: &Area<'_>,
+    chart: &mut PanelChart<'_, '_>,
+    bars: &[Bar],
+    n: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
     for (i, b) in bars.iter().enumerate() {
-        // Top to bottom in table order.
         let y = n - i as f64 - 0.5;
         chart.draw_series(std::iter::once(Rectangle::new(
             [(0.0, y - 0.32), (b.value, y + 0.32)],
@@ -116,25 +138,32 @@ fn bar_panel(
             BLACK.stroke_width(1),
             8,
         )))?;
-        let (px, py) = local(chart.backend_coord(&(0.0, y)));
+        let (px, py) = local(area, chart.backend_coord(&(0.0, y)));
+        let font = ("sans-serif", 12).into_font().color(&BLACK);
         area.draw(&Text::new(
             b.label.clone(),
             (px - 6, py),
-            ("sans-serif", 12).into_font().color(&BLACK).pos(
-                plotters::style::text_anchor::Pos::new(
-                    plotters::style::text_anchor::HPos::Right,
-                    plotters::style::text_anchor::VPos::Center,
-                ),
-            ),
+            font.pos(Pos::new(HPos::Right, VPos::Center)),
         ))?;
     }
+    Ok(())
+}
+
+/// Dashed vertical markers (the first in red), their labels stacked above
+/// the bars up to `top`.
+fn draw_markers(
+    area: &Area<'_>,
+    chart: &mut PanelChart<'_, '_>,
+    markers: &[(f64, String)],
+    top: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
     for (k, (x, label)) in markers.iter().enumerate() {
         let colour = if k == 0 {
             RGBColor(214, 39, 40)
         } else {
             RGBColor(90, 90, 90)
         };
-        let label_y = n + room - 0.6 * (k as f64 + 0.5);
+        let label_y = top - 0.6 * (k as f64 + 0.5);
         chart.draw_series(DashedLineSeries::new(
             [(*x, 0.0), (*x, label_y)],
             6,
@@ -142,7 +171,7 @@ fn bar_panel(
             colour.stroke_width(2),
         ))?;
         // The label sits at the line's top, above the bars.
-        let (px, py) = local(chart.backend_coord(&(*x, label_y)));
+        let (px, py) = local(area, chart.backend_coord(&(*x, label_y)));
         area.draw(&Text::new(
             label.clone(),
             (px + 4, py - 6),
@@ -262,11 +291,17 @@ fn round_ticks(lo: f64, hi: f64) -> Vec<f64> {
     out
 }
 
-/// The latency chart as an SVG document.
-pub fn latency(r: &BenchReport) -> String {
-    let curves: Vec<&RouteResult> = r.routes.iter().filter(|rr| !rr.curve.is_empty()).collect();
-    // The last percentile each route can resolve is 1 - 1/count: the x
-    // axis ends at the furthest of those, where the data ends.
+/// The latency chart's axes: where x ends, the y range, the title.
+struct LatencyAxes {
+    /// The last percentile each route can resolve is 1 - 1/count: the x axis
+    /// ends at the furthest of those, where the data ends.
+    x_end: f64,
+    /// Latency range in ms, with a margin on either side.
+    y: (f64, f64),
+    title: String,
+}
+
+fn latency_axes(r: &BenchReport, curves: &[&RouteResult]) -> LatencyAxes {
     let counts: Vec<u64> = curves
         .iter()
         .map(|c| c.hist.as_ref().map_or(0, |h| h.len()))
@@ -276,35 +311,46 @@ pub fn latency(r: &BenchReport) -> String {
         .iter()
         .map(|&n| (n.max(10) as f64).log10())
         .fold(1.0, f64::max);
+    let (lo, hi) = curves
+        .iter()
+        .flat_map(|c| c.curve.iter().map(|p| p.ms.max(0.001)))
+        .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let y = if hi > 0.0 {
+        (lo * 0.8, hi * 1.25)
+    } else {
+        (0.01, 1.0)
+    };
+    let title = format!(
+        "Latency by percentile: {} routes, {} requests in all ({} per route: {} rounds x {}), c={}, {}",
+        curves.len(),
+        thousands_u(total),
+        thousands_u(total / curves.len().max(1) as u64),
+        r.repeat,
+        thousands_u(r.requests),
+        r.concurrency,
+        if r.keepalive { "keep-alive" } else { "no keep-alive" }
+    );
+    LatencyAxes { x_end, y, title }
+}
+
+/// The latency chart as an SVG document.
+pub fn latency(r: &BenchReport) -> String {
+    let curves: Vec<&RouteResult> = r.routes.iter().filter(|rr| !rr.curve.is_empty()).collect();
+    let LatencyAxes {
+        x_end,
+        y: (lo, hi),
+        title,
+    } = latency_axes(r, &curves);
     let points = |c: &RouteResult| -> Vec<(f64, f64)> {
         c.curve
             .iter()
             .map(|p| (xlog(p.percentile).min(x_end), p.ms.max(0.001)))
             .collect()
     };
-    let (lo, hi) = curves
-        .iter()
-        .flat_map(|c| c.curve.iter().map(|p| p.ms.max(0.001)))
-        .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let (lo, hi) = if hi > 0.0 {
-        (lo * 0.8, hi * 1.25)
-    } else {
-        (0.01, 1.0)
-    };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let title = format!(
-            "Latency by percentile: {} routes, {} requests in all ({} per route: {} rounds x {}), c={}, {}",
-            curves.len(),
-            thousands_u(total),
-            thousands_u(total / curves.len().max(1) as u64),
-            r.repeat,
-            thousands_u(r.requests),
-            r.concurrency,
-            if r.keepalive { "keep-alive" } else { "no keep-alive" }
-        );
         let built = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 16))
             .margin(12)

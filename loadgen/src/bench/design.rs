@@ -394,4 +394,88 @@ mod tests {
         assert!(r.design_choices.is_empty());
         assert!(design_table(&r).is_none());
     }
+
+    #[test]
+    fn fresh_state_wasm_and_the_go_adapter_are_priced_against_their_references() {
+        let mut r = report(vec![
+            route("native", "native", None, None, &[50.0, 50.0, 50.0]),
+            route(
+                "js",
+                "js",
+                Some("boa"),
+                Some("persistent"),
+                &[60.0, 60.0, 60.0],
+            ),
+            route(
+                "fresh",
+                "js",
+                Some("boa"),
+                Some("fresh"),
+                &[90.0, 91.0, 89.0],
+            ),
+            route("wasm", "wasm", None, None, &[55.0, 56.0, 54.0]),
+            route("go", "go", None, None, &[70.0, 70.0, 70.0]),
+            route("plain", "plain", None, None, &[30.0, 31.0, 29.0]),
+            route("plain-again", "plain", None, None, &[30.0, 30.0, 30.0]),
+        ]);
+        let rows: Vec<(&str, &str, &str)> = r
+            .design_choices
+            .iter()
+            .map(|d| (d.choice.as_str(), d.other.as_str(), d.base.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("VM vs native", "js", "native"),
+                ("fresh state", "fresh", "js"),
+                ("wasm vs native", "wasm", "native"),
+                ("Go adapter vs Rust native", "go", "native"),
+            ]
+        );
+        let go = &r.design_choices[3];
+        // Identical rounds: a zero-width interval, significant.
+        assert_eq!(
+            (go.gateway_cpu_us.low, go.gateway_cpu_us.high),
+            (Some(20.0), Some(20.0))
+        );
+        assert!((go.gateway_cpu_ratio.unwrap().ratio - 1.4).abs() < 1e-12);
+        // The A/A control is the table's noise floor, computed by the same
+        // paired difference (plain-again - plain: 0, +1, -1 → mean 0).
+        let t = design_table(&r).unwrap();
+        let note = t
+            .notes
+            .iter()
+            .find(|n| n.starts_with("A/A control"))
+            .unwrap();
+        assert!(
+            note.contains("+0.0 µs (") && note.contains("not significant"),
+            "{note}"
+        );
+        // Without the second plain route there is no such note.
+        r.routes.retain(|rr| rr.route.key != "plain-again");
+        let t = design_table(&r).unwrap();
+        assert!(!t.notes.iter().any(|n| n.starts_with("A/A control")));
+    }
+
+    #[test]
+    fn difference_cells_say_significant_not_significant_or_one_round() {
+        let d = |diff, low, high, rounds| DiffCi {
+            diff,
+            low,
+            high,
+            rounds,
+        };
+        assert_eq!(
+            diff_cell(&d(31.0, Some(24.1), Some(37.9), 5)),
+            "+31.0 µs (24.1 to 37.9)"
+        );
+        assert_eq!(
+            diff_cell(&d(-0.5, Some(-2.0), Some(1.0), 5)),
+            "-0.5 µs (-2.0 to 1.0), not significant"
+        );
+        assert_eq!(
+            diff_cell(&d(3.0, None, None, 1)),
+            "+3.0 µs (1 round: no interval)"
+        );
+    }
 }

@@ -357,3 +357,148 @@ impl BenchReport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A route whose run `i` belongs to `rounds[i]`, with req/s and all-CPU
+    /// per request given per run.
+    fn route(target: &str, key: &str, mw: bool, runs: &[(usize, f64, f64)]) -> RouteResult {
+        let mut rr = RouteResult::new(target, Route::bare(key, key, "/x/", mw));
+        rr.runs = runs
+            .iter()
+            .map(|&(round, rps, cpu)| RunFigures {
+                round,
+                rps,
+                failed: round as u64,
+                all_cpu_us_per_req: Some(cpu),
+                server_cpu_us_per_req: Some(cpu / 2.0),
+                mean_latency_ms: 1000.0 / rps,
+                ..RunFigures::default()
+            })
+            .collect();
+        rr.finish();
+        rr
+    }
+
+    fn report(repeat: usize, routes: Vec<RouteResult>) -> BenchReport {
+        let mut r: BenchReport = serde_json::from_value(serde_json::json!({
+            "schema": SCHEMA, "requests": 1, "concurrency": 1, "keepalive": false,
+            "repeat": repeat,
+            "stamps": {"version": "0", "date": "d", "cores": 2, "command": "c"},
+            "processes": [], "peers": [], "routes": [], "comparisons": [], "problems": []
+        }))
+        .unwrap();
+        r.routes = routes;
+        r.compare();
+        r
+    }
+
+    #[test]
+    fn every_figure_comes_from_the_median_run_and_failures_are_summed() {
+        // The median by req/s is the run of round 2; its CPU is not the
+        // median CPU (the slowest run has the lowest CPU here).
+        let rr = route(
+            "ours",
+            "native",
+            true,
+            &[(0, 900.0, 40.0), (1, 1100.0, 60.0), (2, 1000.0, 70.0)],
+        );
+        let m = rr.median().unwrap();
+        assert_eq!(
+            (m.round, m.rps, m.all_cpu_us_per_req),
+            (2, 1000.0, Some(70.0))
+        );
+        assert_eq!(rr.failed_total, 3);
+        assert_eq!(
+            rr.spread.rps,
+            Some(Spread {
+                min: 900.0,
+                max: 1100.0
+            })
+        );
+        assert_eq!(
+            rr.spread.server_cpu_us_per_req,
+            Some(Spread {
+                min: 20.0,
+                max: 35.0
+            })
+        );
+        // No runs: no median, no spread.
+        let empty = route("ours", "plain", false, &[]);
+        assert!(empty.median().is_none() && empty.spread.rps.is_none());
+    }
+
+    #[test]
+    fn rounds_are_matched_by_their_number_not_their_position() {
+        let rr = route("ours", "js", true, &[(2, 3.0, 0.0), (0, 1.0, 0.0)]);
+        assert_eq!(
+            rr.by_round(3, |f| Some(f.rps)),
+            vec![Some(1.0), None, Some(3.0)]
+        );
+    }
+
+    #[test]
+    fn comparisons_pair_rounds_per_target_and_the_control_is_computed_alike() {
+        let r = report(
+            2,
+            vec![
+                route(
+                    "ours",
+                    "native",
+                    true,
+                    &[(0, 1000.0, 50.0), (1, 1200.0, 50.0)],
+                ),
+                // Ran in the other order: still paired with the same rounds.
+                route("ours", "js", true, &[(1, 600.0, 100.0), (0, 500.0, 100.0)]),
+                route(
+                    "ours",
+                    "plain",
+                    false,
+                    &[(0, 2000.0, 30.0), (1, 2000.0, 30.0)],
+                ),
+                route(
+                    "ours",
+                    "plain-again",
+                    false,
+                    &[(0, 2000.0, 30.0), (1, 2000.0, 30.0)],
+                ),
+                route(
+                    "nginx",
+                    "native",
+                    true,
+                    &[(0, 3000.0, 20.0), (1, 3000.0, 20.0)],
+                ),
+                route(
+                    "nginx",
+                    "lua",
+                    true,
+                    &[(0, 1500.0, 40.0), (1, 1500.0, 40.0)],
+                ),
+            ],
+        );
+        let rps = r.comparison("ours", "native", "js", Metric::Rps).unwrap();
+        // base / other per round: 2.0 and 2.0.
+        assert!((rps.ci.ratio - 2.0).abs() < 1e-12 && !rps.control);
+        let cpu = r
+            .comparison("ours", "native", "js", Metric::AllCpuPerRequest)
+            .unwrap();
+        // other / base: the JS route costs twice the CPU.
+        assert!((cpu.ci.ratio - 2.0).abs() < 1e-12);
+        let aa = r
+            .comparison("ours", "plain", "plain-again", Metric::Rps)
+            .unwrap();
+        assert!(aa.control && aa.ci.ratio == 1.0 && aa.ci.rounds == 2);
+        // Peers are compared within themselves, never across targets.
+        let lua = r.comparison("nginx", "native", "lua", Metric::Rps).unwrap();
+        assert!((lua.ci.ratio - 2.0).abs() < 1e-12);
+        assert!(r.comparison("ours", "native", "lua", Metric::Rps).is_none());
+        // Routes without middleware are not compared with native.
+        assert!(r
+            .comparison("ours", "native", "plain", Metric::Rps)
+            .is_none());
+        assert_eq!(r.comparisons.len(), 3 * 3);
+        assert_eq!(r.targets(), vec!["ours".to_string(), "nginx".to_string()]);
+    }
+}

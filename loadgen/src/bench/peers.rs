@@ -75,88 +75,101 @@ fn find_program(name: &str) -> Option<PathBuf> {
 
 /// What is installed of `name`, or why it cannot run at all.
 pub fn plan(name: &str) -> anyhow::Result<Plan> {
-    if !NAMES.contains(&name) {
-        bail!(
+    let unknown = || {
+        anyhow::anyhow!(
             "unknown peer {name:?}: known peers are {}",
             NAMES.join(", ")
-        );
+        )
+    };
+    if !NAMES.contains(&name) {
+        return Err(unknown());
     }
     let Some(program) = find_program(name) else {
         bail!("{name} is not installed; {}", install_hint(name));
     };
-    let module = |m: &str| Path::new(NGINX_MODULES).join(m).is_file();
-    let missing = |what: &str, pkg: &str| {
-        Some(format!(
-            "{what} is not installed; install it with `apt-get install {pkg}` (Debian)"
-        ))
-    };
-    let r = |key: &str, label: &str, path: &str, mw: bool| Route::bare(key, label, path, mw);
     match name {
-        "nginx" => {
-            let njs = module("ngx_http_js_module.so");
-            let lua = module("ngx_http_lua_module.so") && module("ndk_http_module.so");
-            let mut sections = Vec::new();
-            if njs {
-                sections.push("njs");
-            }
-            if lua {
-                sections.push("lua");
-            }
-            Ok(Plan {
-                name: "nginx",
-                config: config_file("nginx"),
-                program,
-                sections,
-                routes: vec![
-                    (
-                        r("native", "native (proxy_set_header)", "/gopl/hello/", true),
-                        None,
-                    ),
-                    (
-                        r("njs", "njs (js_set)", "/jsvm/hello/", true),
-                        (!njs)
-                            .then(|| missing("nginx's njs module", "libnginx-mod-http-js"))
-                            .flatten(),
-                    ),
-                    (
-                        r("lua", "LuaJIT (access_by_lua)", "/lua/hello/", true),
-                        (!lua)
-                            .then(|| missing("nginx's Lua module", "libnginx-mod-http-lua"))
-                            .flatten(),
-                    ),
-                    (r("plain", "no middleware", "/plain/hello/", false), None),
-                ],
-            })
-        }
-        "haproxy" => {
-            let vv = std::process::Command::new(&program).arg("-vv").output();
-            let lua =
-                vv.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Built with Lua"));
-            Ok(Plan {
-                name: "haproxy",
-                config: config_file("haproxy"),
-                program,
-                sections: if lua { vec!["lua"] } else { Vec::new() },
-                routes: vec![
-                    (
-                        r("native", "native (set-header)", "/gopl/hello/", true),
-                        None,
-                    ),
-                    (
-                        r("lua", "Lua 5.3 (lua action)", "/lua/hello/", true),
-                        (!lua).then(|| {
-                            "this HAProxy is built without Lua; install Debian's `haproxy`"
-                                .to_string()
-                        }),
-                    ),
-                    (r("plain", "no middleware", "/plain/hello/", false), None),
-                ],
-            })
-        }
-        other => bail!(
-            "unknown peer {other:?}: known peers are {}",
-            NAMES.join(", ")
-        ),
+        "nginx" => Ok(nginx_plan(program)),
+        "haproxy" => Ok(haproxy_plan(program)),
+        _ => Err(unknown()),
+    }
+}
+
+/// A route of a peer's config (peers have no API definitions of their own).
+fn route(key: &str, label: &str, path: &str, mw: bool) -> Route {
+    Route::bare(key, label, path, mw)
+}
+
+/// Why a route needs a Debian package that is missing.
+fn missing(what: &str, pkg: &str) -> String {
+    format!("{what} is not installed; install it with `apt-get install {pkg}` (Debian)")
+}
+
+/// nginx: the native route always; njs and LuaJIT when their dynamic
+/// modules are installed (Debian ships them as separate packages).
+fn nginx_plan(program: PathBuf) -> Plan {
+    let module = |m: &str| Path::new(NGINX_MODULES).join(m).is_file();
+    let njs = module("ngx_http_js_module.so");
+    let lua = module("ngx_http_lua_module.so") && module("ndk_http_module.so");
+    let mut sections = Vec::new();
+    if njs {
+        sections.push("njs");
+    }
+    if lua {
+        sections.push("lua");
+    }
+    let njs_route = route("njs", "njs (js_set)", "/jsvm/hello/", true);
+    let lua_route = route("lua", "LuaJIT (access_by_lua)", "/lua/hello/", true);
+    Plan {
+        name: "nginx",
+        config: config_file("nginx"),
+        program,
+        sections,
+        routes: vec![
+            (
+                route("native", "native (proxy_set_header)", "/gopl/hello/", true),
+                None,
+            ),
+            (
+                njs_route,
+                (!njs).then(|| missing("nginx's njs module", "libnginx-mod-http-js")),
+            ),
+            (
+                lua_route,
+                (!lua).then(|| missing("nginx's Lua module", "libnginx-mod-http-lua")),
+            ),
+            (
+                route("plain", "no middleware", "/plain/hello/", false),
+                None,
+            ),
+        ],
+    }
+}
+
+/// HAProxy: the native route always; the Lua route when `haproxy -vv` says
+/// it was built with Lua.
+fn haproxy_plan(program: PathBuf) -> Plan {
+    let vv = std::process::Command::new(&program).arg("-vv").output();
+    let lua = vv.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Built with Lua"));
+    let no_lua = "this HAProxy is built without Lua; install Debian's `haproxy`";
+    Plan {
+        name: "haproxy",
+        config: config_file("haproxy"),
+        program,
+        sections: if lua { vec!["lua"] } else { Vec::new() },
+        routes: vec![
+            (
+                route("native", "native (set-header)", "/gopl/hello/", true),
+                None,
+            ),
+            (
+                route("lua", "Lua 5.3 (lua action)", "/lua/hello/", true),
+                (!lua).then(|| no_lua.to_string()),
+            ),
+            (
+                route("plain", "no middleware", "/plain/hello/", false),
+                None,
+            ),
+        ],
     }
 }
 

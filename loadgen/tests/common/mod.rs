@@ -1,7 +1,10 @@
 //! Purpose-built HTTP/1 servers for loadgen's tests: each misbehaves in one
 //! known way, and counts what it accepted, so tests compare loadgen's report
-//! with what really happened on the wire.
+//! with what really happened on the wire. [`bins`] finds the real
+//! binaries for end-to-end tests.
 #![allow(dead_code)]
+
+pub mod bins;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
