@@ -186,8 +186,11 @@ pub(crate) struct VmPool<S> {
     name: String,
     /// Longest the I/O thread waits in place for an answer (`--jsvm-wait`).
     wait: Duration,
-    /// Mean time from hand-off to answer of this API's recent calls, in
-    /// nanoseconds ([`answer::mix`]).
+    /// Mean time this API's recent jobs ran on their VM thread, each
+    /// clamped at `wait`, in nanoseconds ([`answer::mix`]). The job's own
+    /// time, not the wait seen from here: a wait inflated by scheduling
+    /// (a busy core, a slow asynchronous wake-up) must not switch the
+    /// in-place wait off, or the slower path would keep itself chosen.
     recent_ns: Cell<u64>,
 }
 
@@ -253,7 +256,9 @@ impl<S: 'static> VmPool<S> {
         let (reply, pending) = answer::slot();
         let sent_at = Instant::now();
         let sent = thread.jobs.send(Box::new(move |slot: &mut Slot<S>| {
-            reply.send(job(slot));
+            let started = Instant::now();
+            let answer = job(slot);
+            reply.send((answer, started.elapsed()));
         }));
         if sent.is_err() {
             *held = None;
@@ -278,14 +283,24 @@ impl<S: 'static> VmPool<S> {
                     if let Some(t) = held.take() {
                         t.abandon();
                     }
-                    let spent = answer::mix(self.recent_ns.get(), sent_at.elapsed());
-                    self.recent_ns.set(spent);
+                    self.note(self.wait);
                     return Err(RunError::Timeout);
                 }
             },
         };
-        self.recent_ns
-            .set(answer::mix(self.recent_ns.get(), sent_at.elapsed()));
-        got.map_err(|_| RunError::Unavailable("the JS call panicked".into()))
+        match got {
+            Ok((answer, ran)) => {
+                self.note(ran);
+                Ok(answer)
+            }
+            Err(_) => Err(RunError::Unavailable("the JS call panicked".into())),
+        }
+    }
+
+    /// Adds one job's run time to the recent mean, clamped at the wait
+    /// ceiling so that one GC pause moves it by at most an eighth of that.
+    fn note(&self, ran: Duration) {
+        let sample = ran.min(self.wait);
+        self.recent_ns.set(answer::mix(self.recent_ns.get(), sample));
     }
 }

@@ -149,10 +149,11 @@ impl<R> std::future::Future for Pending<R> {
 /// Longest the I/O thread waits in place (the default of `--jsvm-wait`).
 pub const DEFAULT_WAIT: Duration = Duration::from_micros(200);
 
-/// How long to wait in place for a call, given the API's recent calls'
-/// mean (hand-off included) and the configured ceiling: long enough for a
-/// usual call and the VM thread's wake-up, and not at all when the API's
-/// calls usually take longer than the ceiling allows.
+/// How long to wait in place for a call, given the mean time the API's
+/// recent jobs ran on their VM thread and the configured ceiling: long
+/// enough for a usual call and the VM thread's wake-up, and not at all when
+/// the API's calls usually take longer than half the ceiling (a script
+/// that calls out, say).
 pub(crate) fn budget(recent: Duration, ceiling: Duration) -> Duration {
     if ceiling.is_zero() || recent > ceiling / 2 {
         return Duration::ZERO;
