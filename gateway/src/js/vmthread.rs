@@ -301,6 +301,7 @@ impl<S: 'static> VmPool<S> {
     /// ceiling so that one GC pause moves it by at most an eighth of that.
     fn note(&self, ran: Duration) {
         let sample = ran.min(self.wait);
-        self.recent_ns.set(answer::mix(self.recent_ns.get(), sample));
+        self.recent_ns
+            .set(answer::mix(self.recent_ns.get(), sample));
     }
 }
