@@ -3,10 +3,9 @@
 //! API routed beside a `/` catch-all, answering Tyk's 500, never proxying.
 
 mod common;
-mod native_common;
 
+use common::native::{native_api, plugins, write_def};
 use common::{api_json, recorder, send, start_gateway, write_api};
-use native_common::{native_api, plugins, write_def};
 use serde_json::Value;
 
 #[test]

@@ -7,7 +7,6 @@
 
 mod common;
 mod js_phases;
-mod native_common;
 
 use common::*;
 use js_phases::*;
@@ -205,11 +204,11 @@ fn config_data_disabled_leaves_the_key_out_on_both_engines() {
 
 #[test]
 fn config_data_disabled_hides_config_data_from_native_plugins() {
-    let p = native_common::plugins();
+    let p = common::native::plugins();
     let dir = tempfile::tempdir().unwrap();
     let (up, rec) = recorder();
     for (name, disabled) in [("nshown", false), ("nhidden", true)] {
-        let mut def = native_common::native_api(
+        let mut def = common::native::native_api(
             name,
             &format!("/{name}/"),
             &up.to_string(),

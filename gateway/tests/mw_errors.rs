@@ -6,15 +6,14 @@
 //! write the same body send the upstream the same headers.
 
 mod common;
-mod native_common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::native::{native_api, plugins, write_def};
 use common::{api_json, mock, recorder, send, start_gateway_with, write_api};
 use gateway::server::GatewayConfig;
 use loadgen::bench::probe::Control;
-use native_common::{native_api, plugins, write_def};
 use serde_json::json;
 
 const SECRET: &str = "errors-secret";

@@ -3,18 +3,18 @@
 //! chains instantiated and run as a worker does. What the request looks like
 //! afterwards is what the proxy would send upstream.
 
-mod native_common;
+mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
 
 use bytes::Bytes;
+use common::native::{native_api, plugins, write_def};
 use gateway::config::{load_dir, ApiSpec, Hook};
 use gateway::middleware::{ApiChain, Flow, HostOptions, MwError, MwErrorKind, MwRequest};
 use gateway::native;
 use gateway::stats::Stats;
 use http::{HeaderMap, HeaderValue, Method};
-use native_common::{native_api, plugins, write_def};
 
 /// Loads one definition with the given pre entries through the real loader.
 fn spec(dir: &Path, pre: &[(&Path, &str)]) -> ApiSpec {
@@ -296,7 +296,7 @@ fn the_c_header_and_the_rust_abi_agree_on_layout() {
     use plugin_sdk::abi::{GwHeader, GwHost, GwStr, ABI_VERSION, GW_HOST_BASE_SIZE};
     use std::mem::{offset_of, size_of};
 
-    let ws = native_common::workspace();
+    let ws = common::native::workspace();
     let out_dir = tempfile::tempdir().unwrap();
     let exe = out_dir.path().join("layout");
     let status = std::process::Command::new("cc")

@@ -4,12 +4,11 @@
 //! what the client got.
 
 mod common;
-mod native_common;
 
 use std::path::Path;
 
+use common::native::{native_api, plugins, write_def};
 use common::{get, mock, recorder, send, start_gateway};
-use native_common::{native_api, plugins, write_def};
 use serde_json::json;
 
 const TYK_500: &str = "Internal Server Error";

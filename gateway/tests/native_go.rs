@@ -6,17 +6,16 @@
 //! and passes; the seed comparison needs no Go.
 
 mod common;
-mod native_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{get, mock, recorder, send, start_gateway, start_gateway_with};
-use gateway::server::GatewayConfig;
-use native_common::{
+use common::native::{
     go_plugin, go_plugin_bounded, go_toolchain, native_api, skip_without_go, workspace, write_def,
 };
+use common::{get, mock, recorder, send, start_gateway, start_gateway_with};
+use gateway::server::GatewayConfig;
 use serde_json::json;
 
 const TYK_500: &str = "Internal Server Error";
@@ -34,7 +33,7 @@ fn seed() -> Option<String> {
 #[test]
 fn main_go_is_the_seed_main_go_byte_for_byte() {
     let Some(seed) = seed() else {
-        return native_common::skip(
+        return common::native::skip(
             "main_go_is_the_seed_main_go_byte_for_byte: the seed text (shared/seed/) is not beside this checkout",
         );
     };

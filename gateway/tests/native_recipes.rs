@@ -5,13 +5,12 @@
 //! plugin ran.
 
 mod common;
-mod native_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::native::workspace;
 use common::{get, mock, start_gateway};
-use native_common::workspace;
 use serde_json::Value;
 
 /// The fenced blocks of one `## heading` section, by language.

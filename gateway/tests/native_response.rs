@@ -4,10 +4,9 @@
 //! fail the request; a library built before 1.2 cannot be a response entry.
 
 mod common;
-mod native_common;
 
+use common::native::{native_api, plugins};
 use common::*;
-use native_common::{native_api, plugins};
 use serde_json::json;
 
 #[test]

@@ -6,7 +6,6 @@
 
 mod common;
 mod js_phases;
-mod native_common;
 
 use base64::Engine as _;
 use common::*;
@@ -169,8 +168,8 @@ fn virtual_answers_pass_the_response_chain_and_serve_beside_a_native_driver() {
         write_api(dir.path(), &id, &def);
     }
     // A native request middleware, and a JS virtual endpoint, on one API.
-    let p = native_common::plugins();
-    let mut def = native_common::native_api(
+    let p = common::native::plugins();
+    let mut def = common::native::native_api(
         "mixed",
         "/mixed/",
         &up.to_string(),

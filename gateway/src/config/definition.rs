@@ -130,12 +130,13 @@ pub enum Driver {
 impl Driver {
     /// Parses Tyk's driver names; `None` for a name no driver answers to.
     pub fn parse(name: &str) -> Option<Driver> {
-        match name {
-            "goplugin" | "native" => Some(Driver::Native),
-            "otto" | "goja" | "javascript" => Some(Driver::Js),
-            "wasm" | "proxy-wasm" => Some(Driver::Wasm),
-            _ => None,
-        }
+        // The names live in `gateway-wire`, which the bench reads them from.
+        use gateway_wire::definition::DriverFamily;
+        DriverFamily::of(name).map(|f| match f {
+            DriverFamily::Native => Driver::Native,
+            DriverFamily::Js => Driver::Js,
+            DriverFamily::Wasm => Driver::Wasm,
+        })
     }
 
     /// The name logs and `GET /tyk/apis` use.

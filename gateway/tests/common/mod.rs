@@ -2,6 +2,7 @@
 //! and a plain HTTP client. Each test binary includes it with `mod common;`.
 #![allow(dead_code)]
 
+pub mod native;
 pub mod raw;
 
 use std::io::{Read, Write};

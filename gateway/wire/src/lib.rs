@@ -12,6 +12,7 @@
 
 #![deny(missing_docs)]
 
+pub mod definition;
 pub mod header;
 pub use header::canonical_header_key;
 

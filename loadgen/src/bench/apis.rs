@@ -8,6 +8,7 @@
 //! missing is still given to the gateway (which fails it closed) but its
 //! route is skipped, with the reason and how to build the file.
 
+use gateway_wire::definition::DriverFamily;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -123,11 +124,9 @@ pub struct Found {
     pub skipped: Option<String>,
 }
 
-const HOOKS: [&str; 4] = ["pre", "post", "post_key_auth", "response"];
-
 /// The middleware entries of a definition, over every hook.
 fn entries(def: &Value) -> Vec<&Value> {
-    HOOKS
+    gateway_wire::definition::HOOKS
         .iter()
         .filter_map(|h| def["custom_middleware"][h].as_array())
         .flatten()
@@ -174,16 +173,15 @@ pub fn kind_of(def: &Value) -> Option<MiddlewareKind> {
     }
     let id = def["api_id"].as_str().unwrap_or("");
     let listen = def["proxy"]["listen_path"].as_str().unwrap_or("");
-    let driver = setting(def, "driver").unwrap_or("").to_ascii_lowercase();
+    let driver = setting(def, "driver").unwrap_or("").to_string();
     let lower = |name| setting(def, name).map(str::to_ascii_lowercase);
-    let family = match driver.as_str() {
-        "goplugin" | "native" if id.starts_with("gopl-go") || listen.starts_with("/gopl-go/") => {
-            "go"
-        }
-        "goplugin" | "native" => "native",
-        "otto" | "goja" | "javascript" => "js",
-        "wasm" | "proxy-wasm" => "wasm",
-        other => other,
+    // The gateway's own names (`gateway-wire`); the seed's Go plugin is
+    // native code too, told apart by its definition.
+    let go = id.starts_with("gopl-go") || listen.starts_with("/gopl-go/");
+    let family = match DriverFamily::of(&driver) {
+        Some(DriverFamily::Native) if go => "go",
+        Some(f) => f.key(),
+        None => driver.as_str(),
     };
     let js = family == "js";
     Some(MiddlewareKind {
@@ -350,7 +348,7 @@ fn rewrite(def: &mut Value, root: &Path, upstream_port: u16) {
     {
         *up = Value::String(format!("http://127.0.0.1:{upstream_port}"));
     }
-    for hook in HOOKS {
+    for hook in gateway_wire::definition::HOOKS {
         // `get_mut`, not indexing: indexing would insert null fields.
         let list = def
             .get_mut("custom_middleware")

@@ -1,7 +1,5 @@
-//! Shared by the native plugin tests: builds the plugin crates and the C
+//! The native plugin tests' part of `common`: builds the plugin crates and the C
 //! plugins once per test binary, and writes API definitions.
-
-#![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
