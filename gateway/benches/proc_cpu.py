@@ -1,5 +1,5 @@
-"""CPU time of running processes, read from /proc, for the bench scripts
-beside this file (wasm_cpu.py, proxy_cost.py).
+"""CPU time of running processes, read from /proc, and the loopback port
+helpers, for the bench scripts beside this file (wasm_cpu.py, proxy_cost.py).
 
 /proc/<pid>/task/<tid>/schedstat's first field is the nanoseconds the thread
 has spent on a CPU (user and system together), where /proc/<pid>/stat counts
@@ -10,6 +10,8 @@ thread that exits takes its figure with it, so measure long-lived servers
 """
 
 import os
+import socket
+import time
 
 
 def cpu_ns(pids):
@@ -31,3 +33,22 @@ def cpu_ns(pids):
             except FileNotFoundError:
                 pass  # a thread that exited between listdir and open
     return total
+
+
+def free_port():
+    """A loopback port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, limit=10.0):
+    """Returns once something accepts on `port`; exits after `limit` s."""
+    end = time.time() + limit
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {port}")

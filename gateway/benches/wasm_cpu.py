@@ -38,7 +38,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,7 +46,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proc_cpu import cpu_ns  # noqa: E402  (the module beside this script)
+from proc_cpu import cpu_ns, free_port, wait_port  # noqa: E402  (the module beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # BIN_DIR measures another profile's build (e.g. target/debug); the
@@ -56,23 +55,6 @@ REL = os.environ.get("BIN_DIR", os.path.join(ROOT, "target", "release"))
 GATEWAY = os.environ.get("GATEWAY_BIN", os.path.join(REL, "gateway"))
 ROUTES = {"plain": "plain-hello.json", "gopl": "gopl-hello.json", "wasm": "wasm-hello.json"}
 SECRET = "wasm-cpu-bench"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, limit=10.0):
-    end = time.time() + limit
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 def write_apis(upstream_port):
