@@ -195,3 +195,71 @@ fn outside_the_repo_root_the_bench_says_where_it_looked_and_what_to_pass() {
         "{help}"
     );
 }
+
+/// The pids of `pid`'s children (its main thread's; the bench starts every
+/// child from its main thread).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has exited; only a process that still runs counts.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_killed_bench_leaves_no_gateway_or_upstream_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let apis = apis_dir(tmp.path());
+    // Long enough that it is still measuring when it is killed; bounded so
+    // that a bench that somehow survives ends anyway.
+    let mut child = common::dies_with_test(&mut Command::new(bin_dir().join("loadgen")))
+        .arg("bench")
+        .args(["--bin-dir", bin_dir().to_str().unwrap()])
+        .args(["--upstream-port", "0", "--gateway-port", "0"])
+        .args(["-n", "200000", "-c", "2", "--repeat", "1", "--warmup", "10"])
+        .args(["--routes", "plain", "--apis", apis.to_str().unwrap()])
+        .current_dir(common::bins::workspace())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait (bounded) until both servers run: mock-upstream and gateway.
+    let mut kids = Vec::new();
+    for _ in 0..300 {
+        kids = children(pid);
+        if kids.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        kids.len() >= 2,
+        "the bench did not start its servers: {kids:?}"
+    );
+    // SIGKILL: loadgen gets no chance to stop them itself.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The kernel's death signal does; reaped by init, they vanish.
+    for _ in 0..100 {
+        if !kids.iter().any(|&k| alive(k)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let left: Vec<_> = kids.into_iter().filter(|&k| alive(k)).collect();
+    for &k in &left {
+        // SAFETY: kill(2); clean up what the test found before failing.
+        unsafe { libc::kill(k as i32, libc::SIGKILL) };
+    }
+    panic!("children outlived a killed loadgen bench: {left:?}");
+}

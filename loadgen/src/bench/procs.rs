@@ -57,6 +57,25 @@ pub struct Child {
     log: PathBuf,
 }
 
+/// In a child between fork and exec: asks the kernel to send it SIGTERM
+/// when loadgen goes away (Linux `PR_SET_PDEATHSIG`), so that a loadgen
+/// killed outright (`kill -9`, an OOM kill) leaves no gateway, upstream or
+/// peer behind holding its port; Ctrl-C and errors stop children in
+/// order. The signal follows the thread that spawned the child: the bench
+/// starts every child from its main thread, which lives as long as loadgen.
+fn die_with_parent(parent: u32) -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // loadgen may have died between fork and prctl: no signal would come.
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } as u32 != parent {
+        return Err(std::io::Error::other("loadgen exited while starting it"));
+    }
+    Ok(())
+}
+
 impl Child {
     /// Starts `program args` in `cwd`, stderr to `log`, and waits (at most
     /// `timeout`) for its first stdout line, which both our servers print
@@ -130,13 +149,18 @@ impl Child {
             // Its own process group: a terminal Ctrl-C goes to loadgen
             // only, which then stops the child itself, after reporting.
             .process_group(0);
-        if let Some(cpus) = how.cpus {
-            let set = super::pin::cpu_set(cpus)?;
-            // SAFETY: sched_setaffinity is async-signal-safe, and `set` is
-            // a plain value moved into the closure.
-            unsafe {
-                cmd.pre_exec(move || super::pin::apply(0, &set));
-            }
+        let set = how.cpus.map(super::pin::cpu_set).transpose()?;
+        let parent = std::process::id();
+        // SAFETY: prctl, getppid and sched_setaffinity are
+        // async-signal-safe; the closure touches only values moved into it.
+        unsafe {
+            cmd.pre_exec(move || {
+                die_with_parent(parent)?;
+                match &set {
+                    Some(set) => super::pin::apply(0, set),
+                    None => Ok(()),
+                }
+            });
         }
         let inner = cmd
             .spawn()
