@@ -39,6 +39,7 @@ pub mod conn;
 pub mod control;
 pub mod error;
 pub mod front;
+pub mod h1up;
 pub mod hop;
 pub mod js;
 mod loader;

@@ -39,6 +39,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::body::{Idle, RequestBody, Stalled};
+use crate::h1up::{RawBody, UpConn};
 use crate::upstream::Resolver;
 
 /// A request body on its way upstream: the client's, streamed, or one a
@@ -80,7 +81,31 @@ pub struct UpstreamId(usize);
 struct Slot {
     host: String,
     port: u16,
+    /// Connections hyper's `client::conn` drives (streaming request bodies).
     idle: RefCell<VecDeque<(Sender, Instant)>>,
+    /// Connections the request's own task drives ([`crate::h1up`]).
+    raw: RefCell<VecDeque<(UpConn, Instant)>>,
+}
+
+impl Slot {
+    fn idle_len(&self) -> usize {
+        self.idle.borrow().len() + self.raw.borrow().len()
+    }
+
+    /// Makes room for one more idle connection: the oldest goes (closing it
+    /// by dropping it), as nginx's keepalive cache does.
+    fn make_room(&self, max_idle: usize) {
+        while self.idle_len() >= max_idle {
+            let oldest_raw = self.raw.borrow().front().map(|(_, t)| *t);
+            let oldest_hyper = self.idle.borrow().front().map(|(_, t)| *t);
+            match (oldest_raw, oldest_hyper) {
+                (Some(r), Some(h)) if h < r => drop(self.idle.borrow_mut().pop_front()),
+                (Some(_), _) => drop(self.raw.borrow_mut().pop_front()),
+                (None, Some(_)) => drop(self.idle.borrow_mut().pop_front()),
+                (None, None) => return,
+            }
+        }
+    }
 }
 
 /// A worker's upstream connections.
@@ -130,6 +155,7 @@ impl Pool {
             host: host.to_string(),
             port,
             idle: RefCell::new(VecDeque::new()),
+            raw: RefCell::new(VecDeque::new()),
         });
         UpstreamId(self.slots.len() - 1)
     }
@@ -166,14 +192,62 @@ impl Pool {
                 });
             }
         }
+        // An idle connection of the in-task kind serves as well: hyper
+        // takes it over (it does not come back to that kind).
+        if let Some(conn) = self.pop_raw(id) {
+            return Ok(Checkout {
+                sender: self.handshake(conn.into_stream()).await?,
+                reused: true,
+            });
+        }
         self.connect(id).await.map(|sender| Checkout {
             sender,
             reused: false,
         })
     }
 
-    /// Opens a new connection to `id`, trying each resolved address in turn.
+    /// The most recent live idle in-task connection to `id`.
+    fn pop_raw(&self, id: UpstreamId) -> Option<UpConn> {
+        loop {
+            let (mut conn, since) = self.slots[id.0].raw.borrow_mut().pop_back()?;
+            if since.elapsed() <= self.config.idle_timeout && conn.still_open() {
+                return Some(conn);
+            }
+        }
+    }
+
+    /// A connection to `id` for an in-task exchange ([`crate::h1up`]), and
+    /// whether it served a request before.
+    pub async fn checkout_raw(&self, id: UpstreamId) -> std::io::Result<(UpConn, bool)> {
+        if let Some(conn) = self.pop_raw(id) {
+            return Ok((conn, true));
+        }
+        Ok((UpConn::new(self.connect_stream(id).await?), false))
+    }
+
+    /// A new connection to `id` for an in-task exchange.
+    pub async fn connect_raw(&self, id: UpstreamId) -> std::io::Result<UpConn> {
+        Ok(UpConn::new(self.connect_stream(id).await?))
+    }
+
+    /// Gives an in-task connection back after its response ended cleanly.
+    pub fn checkin_raw(&self, id: UpstreamId, conn: UpConn) {
+        if self.config.max_idle == 0 {
+            return;
+        }
+        let slot = &self.slots[id.0];
+        slot.make_room(self.config.max_idle);
+        slot.raw.borrow_mut().push_back((conn, Instant::now()));
+    }
+
+    /// Opens a new connection to `id` for hyper's `client::conn`.
     pub async fn connect(&self, id: UpstreamId) -> std::io::Result<Sender> {
+        let stream = self.connect_stream(id).await?;
+        self.handshake(stream).await
+    }
+
+    /// Opens a TCP connection to `id`, trying each resolved address in turn.
+    async fn connect_stream(&self, id: UpstreamId) -> std::io::Result<TcpStream> {
         let slot = &self.slots[id.0];
         let addrs = self.resolver.lookup(&slot.host).await?;
         let mut last = None;
@@ -181,7 +255,10 @@ impl Pool {
             let addr = SocketAddr::new(ip.ip(), slot.port);
             match tokio::time::timeout(self.config.connect_timeout, TcpStream::connect(addr)).await
             {
-                Ok(Ok(stream)) => return self.handshake(stream).await,
+                Ok(Ok(stream)) => {
+                    stream.set_nodelay(true)?;
+                    return Ok(stream);
+                }
                 Ok(Err(e)) => last = Some(std::io::Error::new(e.kind(), format!("{addr}: {e}"))),
                 Err(_) => {
                     last = Some(std::io::Error::new(
@@ -198,7 +275,6 @@ impl Pool {
     }
 
     async fn handshake(&self, stream: TcpStream) -> std::io::Result<Sender> {
-        stream.set_nodelay(true)?;
         let (sender, conn) = self
             .builder
             .handshake(TokioIo::new(stream))
@@ -220,13 +296,9 @@ impl Pool {
         if sender.is_closed() || self.config.max_idle == 0 {
             return;
         }
-        let mut idle = self.slots[id.0].idle.borrow_mut();
-        if idle.len() >= self.config.max_idle {
-            // Full: the oldest idle connection makes room (closing it by
-            // dropping its sender), as nginx's keepalive cache does.
-            idle.pop_front();
-        }
-        idle.push_back((sender, Instant::now()));
+        let slot = &self.slots[id.0];
+        slot.make_room(self.config.max_idle);
+        slot.idle.borrow_mut().push_back((sender, Instant::now()));
     }
 
     /// Closes idle connections older than the idle timeout; the worker calls
@@ -235,12 +307,16 @@ impl Pool {
         for slot in &self.slots {
             let mut idle = slot.idle.borrow_mut();
             idle.retain(|(s, since)| !s.is_closed() && since.elapsed() <= self.config.idle_timeout);
+            let mut raw = slot.raw.borrow_mut();
+            raw.retain_mut(|(c, since)| {
+                since.elapsed() <= self.config.idle_timeout && c.still_open()
+            });
         }
     }
 
     /// Idle connections held now, all upstreams together.
     pub fn idle_count(&self) -> usize {
-        self.slots.iter().map(|s| s.idle.borrow().len()).sum()
+        self.slots.iter().map(Slot::idle_len).sum()
     }
 }
 
@@ -248,19 +324,63 @@ impl Pool {
 /// upstream stalls longer than the read timeout, and returns the connection
 /// to the pool when the body has been read to its end.
 pub struct ResponseBody {
-    inner: Incoming,
+    inner: Inner,
     idle: Idle,
-    /// Where the connection goes back when the body ends; `None` once given
-    /// back (or when the connection must not be reused).
+    read_timeout: Duration,
+    /// Where a hyper connection goes back when the body ends; `None` once
+    /// given back (or when the connection must not be reused). An in-task
+    /// body gives its connection back itself.
     home: Option<(Rc<Pool>, UpstreamId, Sender)>,
 }
 
+/// Who reads the body off the connection.
+enum Inner {
+    Hyper(Incoming),
+    InTask(RawBody),
+}
+
+impl Body for Inner {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            Inner::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            Inner::InTask(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Inner::Hyper(b) => b.is_end_stream(),
+            Inner::InTask(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Inner::Hyper(b) => b.size_hint(),
+            Inner::InTask(b) => b.size_hint(),
+        }
+    }
+}
+
 impl ResponseBody {
-    /// Wraps `inner`; `home` is the pool slot its connection returns to.
+    /// Wraps hyper's `inner`; `home` is the pool slot its connection
+    /// returns to.
     pub fn new(inner: Incoming, home: Option<(Rc<Pool>, UpstreamId, Sender)>) -> Self {
+        let read_timeout = home
+            .as_ref()
+            .map_or(PoolConfig::default().read_timeout, |(p, ..)| {
+                p.config.read_timeout
+            });
         let mut body = ResponseBody {
-            inner,
+            inner: Inner::Hyper(inner),
             idle: Idle::default(),
+            read_timeout,
             home,
         };
         // No body at all (HEAD, 204, Content-Length: 0): hyper may never
@@ -269,6 +389,16 @@ impl ResponseBody {
             body.give_back();
         }
         body
+    }
+
+    /// Wraps an in-task body read from a connection of `pool`.
+    pub fn in_task(inner: RawBody, pool: &Pool) -> Self {
+        ResponseBody {
+            inner: Inner::InTask(inner),
+            idle: Idle::default(),
+            read_timeout: pool.config.read_timeout,
+            home: None,
+        }
     }
 
     fn give_back(&mut self) {
@@ -303,12 +433,7 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
-        let limit = this
-            .home
-            .as_ref()
-            .map_or(PoolConfig::default().read_timeout, |(p, ..)| {
-                p.config.read_timeout
-            });
+        let limit = this.read_timeout;
         match this.idle.poll_frame(&mut this.inner, limit, cx) {
             Poll::Ready(None) => {
                 this.give_back();
@@ -318,7 +443,7 @@ impl Body for ResponseBody {
                 // A broken or stalled body: never reuse the connection.
                 this.home = None;
                 let e: Self::Error = match e {
-                    Stalled::Inner(e) => e.into(),
+                    Stalled::Inner(e) => e,
                     Stalled::Idle => UpstreamReadTimeout(limit).into(),
                 };
                 tracing::warn!(error = %e, "upstream response body failed; the client's response is cut short");

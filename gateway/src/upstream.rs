@@ -18,11 +18,13 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::sync::{Arc, RwLock};
 
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body_util::{Either, Full};
 
 use crate::error::{Kind, Origin, ProxyError};
+use crate::h1up;
 pub use crate::hop::Hop;
 use crate::pool::{Pool, ResponseBody, Sender, UpstreamBody, UpstreamId};
 
@@ -102,6 +104,95 @@ pub const TYK_USER_AGENT: &str = "Tyk/v5.5.0-dev";
 /// the response arrived and either the request was never written (hyper
 /// hands it back) or it is idempotent and so safe to send twice.
 pub async fn send(
+    pool: &Rc<Pool>,
+    id: UpstreamId,
+    req: Request<UpstreamBody>,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    match req.body() {
+        // Still arriving from the client: hyper writes it while it watches
+        // for an early answer.
+        Either::Left(b) if !http_body::Body::is_end_stream(b) => {
+            send_streaming(pool, id, req).await
+        }
+        _ => send_in_task(pool, id, req).await,
+    }
+}
+
+/// [`send`] for a request whose body is known (none, or buffered): the
+/// exchange runs in this task ([`crate::h1up`]). The request is written
+/// from one buffer, which is also what a retry sends again.
+async fn send_in_task(
+    pool: &Rc<Pool>,
+    id: UpstreamId,
+    req: Request<UpstreamBody>,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let (parts, body) = req.into_parts();
+    let body = match body {
+        // A buffered body is one frame, ready now.
+        Either::Right(full) => http_body_util::BodyExt::collect(full)
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default(),
+        Either::Left(_) => Bytes::new(),
+    };
+    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let mut head = Vec::with_capacity(
+        256 + if h1up::coalesce(body.len()) {
+            body.len()
+        } else {
+            0
+        },
+    );
+    h1up::encode_head(&mut head, &parts.method, target, &parts.headers, body.len());
+    let rest: &[u8] = if h1up::coalesce(body.len()) {
+        head.extend_from_slice(&body);
+        &[]
+    } else {
+        &body
+    };
+    let (mut conn, reused) = pool
+        .checkout_raw(id)
+        .await
+        .map_err(|e| connect_error(pool, id, e))?;
+    let head = match conn.exchange(&head, rest, &parts.method).await {
+        Ok(h) => h,
+        // A pooled connection the upstream had closed: as nginx does, send
+        // again on a new one if nothing came back and the request either
+        // never left or is idempotent (safe to send twice).
+        Err(h1up::Failure::Stale { cause, written })
+            if reused && (!written || is_idempotent(&parts.method)) =>
+        {
+            tracing::info!(upstream = %pool.name(id), "{cause}; retrying once on a new connection");
+            conn = pool
+                .connect_raw(id)
+                .await
+                .map_err(|e| connect_error(pool, id, e))?;
+            conn.exchange(&head, rest, &parts.method)
+                .await
+                .map_err(|e| exchange_error(pool, id, e))?
+        }
+        Err(e) => return Err(exchange_error(pool, id, e)),
+    };
+    let body = h1up::RawBody::new(conn, &head, (pool.clone(), id));
+    let mut resp = Response::new(ResponseBody::in_task(body, pool));
+    *resp.status_mut() = head.status;
+    *resp.version_mut() = head.version;
+    *resp.headers_mut() = head.headers;
+    Ok(resp)
+}
+
+/// A failed in-task exchange as Tyk's answer.
+fn exchange_error(pool: &Pool, id: UpstreamId, e: h1up::Failure) -> ProxyError {
+    let detail = match e {
+        h1up::Failure::Bad(what) => format!("bad answer from upstream {}: {what}", pool.name(id)),
+        h1up::Failure::Stale { cause, .. } => format!("upstream {}: {cause}", pool.name(id)),
+        h1up::Failure::Io(e) => format!("upstream {}: {e}", pool.name(id)),
+    };
+    ProxyError::with_cause(Kind::UpstreamFailed, Origin::Upstream, detail)
+}
+
+/// [`send`] for a request whose body still streams from the client.
+async fn send_streaming(
     pool: &Rc<Pool>,
     id: UpstreamId,
     req: Request<UpstreamBody>,

@@ -1,0 +1,784 @@
+//! An HTTP/1.1 exchange with the upstream that runs inside the request's
+//! own task: the request is written, the response head read and parsed
+//! (`httparse`, as hyper does), and the body streamed to the client straight
+//! from the socket as the client's side polls it.
+//!
+//! Why not hyper's `client::conn` for every request: it runs each upstream
+//! connection as a task of its own, fed through channels (a request queue,
+//! a oneshot for the response, a "want" signal for flow), so one proxied
+//! request cost five task polls and four wake-ups besides the client's own,
+//! and a dozen allocations (issue 16). A worker here owns its connections
+//! outright, as an nginx worker does; nothing else can touch a connection
+//! while a request uses it, so there is nothing to hand over.
+//!
+//! What is sent this way: every request whose body is known before it is
+//! sent (none, or one middleware buffered). A request whose body is still
+//! streaming from the client goes through hyper's `client::conn`
+//! ([`crate::pool`]), which writes the body while it watches for an early
+//! answer (a 413 before the upload ends).
+//!
+//! The response is read as RFC 9112 §6.3 says: interim 1xx answers are
+//! skipped (but 101); HEAD, 204 and 304 answers have no body; a
+//! `Transfer-Encoding` ending in `chunked` is decoded, any other reads to the
+//! close; else `Content-Length`, which must be one number (repeats equal);
+//! else the body ends when the upstream closes. A connection goes back to
+//! the pool only when its response ended exactly where its framing said, with
+//! no stray bytes after it, and neither side said `close` (HTTP/1.0:
+//! unless the upstream said `keep-alive`).
+
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Version};
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::pool::{Pool, UpstreamId};
+
+/// At most this many response header fields (hyper's default too).
+const MAX_HEADERS: usize = 100;
+/// The longest response head (status line, fields, interim answers) read.
+const MAX_HEAD: usize = 64 * 1024;
+/// The longest chunk-size line or trailer line.
+const MAX_LINE: usize = 4096;
+/// Bytes asked of the socket per read.
+const READ_SIZE: usize = 16 * 1024;
+/// A buffered body up to this size is written in the same write as the head.
+const COALESCE: usize = 16 * 1024;
+
+/// One upstream connection: the socket and the bytes read past the last
+/// response parsed.
+pub struct UpConn {
+    io: TcpStream,
+    buf: BytesMut,
+}
+
+/// Why an exchange failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// Nothing of a response arrived: the connection was closed or reset
+    /// (a pooled one the upstream had given up on). `written` says whether
+    /// any of the request may have reached the upstream.
+    Stale {
+        /// What happened, in plain words.
+        cause: &'static str,
+        /// Some of the request may have been written.
+        written: bool,
+    },
+    /// The upstream answered something that is not a valid response.
+    Bad(String),
+    /// The socket failed mid-exchange.
+    Io(io::Error),
+}
+
+/// A parsed response head and how its body is framed.
+pub struct Head {
+    /// The final status (interim 1xx answers skipped).
+    pub status: StatusCode,
+    /// The upstream's HTTP version.
+    pub version: Version,
+    /// The response's header fields as sent.
+    pub headers: HeaderMap,
+    framing: Framing,
+    reusable: bool,
+}
+
+/// How a response body ends (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// No body (HEAD, 1xx, 204, 304).
+    Empty,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// Chunked transfer coding.
+    Chunked,
+    /// Until the upstream closes.
+    Close,
+}
+
+impl UpConn {
+    /// A connection on `io`, with nothing read yet.
+    pub fn new(io: TcpStream) -> UpConn {
+        UpConn {
+            io,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The socket.
+    pub fn into_stream(self) -> TcpStream {
+        self.io
+    }
+
+    /// True when an idle connection can take a request: nothing arrived on
+    /// it while it sat in the pool (neither a close nor stray bytes). Costs
+    /// no system call unless the socket has signalled readiness.
+    pub fn still_open(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return false;
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.io.poll_read_ready(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(Err(_)) => false,
+            // Readable: a FIN, a reset or bytes nobody asked for; or a stale
+            // readiness, which the read clears.
+            Poll::Ready(Ok(())) => {
+                let mut probe = [0u8; 1];
+                matches!(self.io.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+
+    /// Writes the request (`head` then `body`) and reads the response head.
+    pub async fn exchange(
+        &mut self,
+        head: &[u8],
+        body: &[u8],
+        method: &Method,
+    ) -> Result<Head, Failure> {
+        self.write_request(head, body).await?;
+        self.read_head(method == Method::HEAD).await
+    }
+
+    async fn write_request(&mut self, head: &[u8], body: &[u8]) -> Result<(), Failure> {
+        // The first write's failure means nothing was sent.
+        let n = self
+            .io
+            .write(head)
+            .await
+            .map_err(|e| stale_write(e, false))?;
+        let rest = &head[n..];
+        self.io
+            .write_all(rest)
+            .await
+            .map_err(|e| stale_write(e, true))?;
+        if !body.is_empty() {
+            self.io
+                .write_all(body)
+                .await
+                .map_err(|e| stale_write(e, true))?;
+        }
+        Ok(())
+    }
+
+    async fn read_head(&mut self, head_request: bool) -> Result<Head, Failure> {
+        let mut got_any = false;
+        loop {
+            if !self.buf.is_empty() {
+                got_any = true;
+                match parse_head(&mut self.buf, head_request)? {
+                    Some(head) => return Ok(head),
+                    None if self.buf.len() > MAX_HEAD => {
+                        return Err(Failure::Bad(format!(
+                            "the response head is longer than {} KiB",
+                            MAX_HEAD / 1024
+                        )))
+                    }
+                    None => {}
+                }
+            }
+            self.buf.reserve(READ_SIZE);
+            match self.io.read_buf(&mut self.buf).await {
+                Ok(0) if !got_any => {
+                    return Err(Failure::Stale {
+                        cause: "the upstream closed the connection without answering",
+                        written: true,
+                    })
+                }
+                Ok(0) => {
+                    return Err(Failure::Bad(
+                        "the upstream closed the connection in the middle of the response head"
+                            .into(),
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if !got_any && is_reset(&e) => {
+                    return Err(Failure::Stale {
+                        cause: "the upstream reset the connection without answering",
+                        written: true,
+                    })
+                }
+                Err(e) => return Err(Failure::Io(e)),
+            }
+        }
+    }
+}
+
+fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+    )
+}
+
+fn stale_write(e: io::Error, written: bool) -> Failure {
+    if is_reset(&e) {
+        Failure::Stale {
+            cause: "the upstream had closed the connection (broken pipe)",
+            written,
+        }
+    } else {
+        Failure::Io(e)
+    }
+}
+
+/// Parses one response head from the front of `buf`, skipping interim
+/// answers; `None` when more bytes are needed. The head's bytes are taken
+/// off `buf`; header values share them (one allocation for all).
+fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Failure> {
+    loop {
+        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut fields);
+        let len = match resp.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(e) => {
+                return Err(Failure::Bad(format!(
+                    "the response head is not HTTP/1.x: {e}"
+                )))
+            }
+        };
+        let code = resp.code.unwrap_or(0);
+        if (100..200).contains(&code) && code != 101 {
+            buf.advance(len);
+            continue;
+        }
+        let status = StatusCode::from_u16(code)
+            .map_err(|_| Failure::Bad(format!("status code {code} is not valid")))?;
+        let version = match resp.version {
+            Some(1) => Version::HTTP_11,
+            _ => Version::HTTP_10,
+        };
+        // Offsets of each field in `buf`, so that the values can share one
+        // frozen copy of the head.
+        let base = buf.as_ptr() as usize;
+        let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
+        let count = resp.headers.len();
+        for (span, h) in spans.iter_mut().zip(resp.headers.iter()) {
+            let name = h.name.as_ptr() as usize - base;
+            let value = h.value.as_ptr() as usize - base;
+            *span = (name, h.name.len(), value, h.value.len());
+        }
+        let bytes = buf.split_to(len).freeze();
+        let mut headers = HeaderMap::with_capacity(count);
+        for &(n, nl, v, vl) in &spans[..count] {
+            let name = HeaderName::from_bytes(&bytes[n..n + nl])
+                .map_err(|_| Failure::Bad("a response header name is not valid".into()))?;
+            let value = HeaderValue::from_maybe_shared(bytes.slice(v..v + vl))
+                .map_err(|_| Failure::Bad(format!("the {name} header's value is not valid")))?;
+            headers.append(name, value);
+        }
+        let framing = framing(status, &headers, head_request)?;
+        let reusable = framing != Framing::Close
+            && status != StatusCode::SWITCHING_PROTOCOLS
+            && keeps_alive(version, &headers);
+        return Ok(Some(Head {
+            status,
+            version,
+            headers,
+            framing,
+            reusable,
+        }));
+    }
+}
+
+/// How the body of a response with this head is delimited.
+fn framing(
+    status: StatusCode,
+    headers: &HeaderMap,
+    head_request: bool,
+) -> Result<Framing, Failure> {
+    if head_request
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok(Framing::Empty);
+    }
+    let te = headers.get_all(header::TRANSFER_ENCODING);
+    if te.iter().next().is_some() {
+        if headers.contains_key(header::CONTENT_LENGTH) {
+            // Framed two ways: whichever we believed, the client might
+            // believe the other (response splitting).
+            return Err(Failure::Bad(
+                "the response has both Content-Length and Transfer-Encoding".into(),
+            ));
+        }
+        let last = te
+            .iter()
+            .last()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .map(str::trim);
+        return Ok(match last {
+            Some(c) if c.eq_ignore_ascii_case("chunked") => Framing::Chunked,
+            _ => Framing::Close,
+        });
+    }
+    let mut length = None;
+    for v in headers.get_all(header::CONTENT_LENGTH) {
+        let text = v.to_str().unwrap_or("");
+        for part in text.split(',') {
+            let part = part.trim();
+            let n = (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| part.parse::<u64>().ok())
+                .flatten()
+                .ok_or_else(|| Failure::Bad(format!("Content-Length {text:?} is not a number")))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(Failure::Bad(
+                    "the response has Content-Length values that differ".into(),
+                ));
+            }
+            length = Some(n);
+        }
+    }
+    Ok(match length {
+        Some(0) => Framing::Empty,
+        Some(n) => Framing::Length(n),
+        None => Framing::Close,
+    })
+}
+
+/// Whether the connection may carry another request after this response.
+fn keeps_alive(version: Version, headers: &HeaderMap) -> bool {
+    let mut close = false;
+    let mut keep_alive = false;
+    for v in headers.get_all(header::CONNECTION) {
+        for token in v.to_str().unwrap_or("").split(',') {
+            let token = token.trim();
+            close |= token.eq_ignore_ascii_case("close");
+            keep_alive |= token.eq_ignore_ascii_case("keep-alive");
+        }
+    }
+    !close && (version == Version::HTTP_11 || keep_alive)
+}
+
+/// Writes a request head as hyper's client does with title-case header
+/// names (`X-Forwarded-For`: the names Go, and so Tyk, sends), adding
+/// `Content-Length` for a body when the headers have none. `target` is the
+/// origin-form request target.
+pub fn encode_head(
+    dst: &mut Vec<u8>,
+    method: &Method,
+    target: &str,
+    headers: &HeaderMap,
+    body_len: usize,
+) {
+    dst.extend_from_slice(method.as_str().as_bytes());
+    dst.push(b' ');
+    dst.extend_from_slice(target.as_bytes());
+    dst.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut has_length = false;
+    for (name, value) in headers {
+        // The body is sent as one known length, never chunked.
+        if name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        has_length |= name == header::CONTENT_LENGTH;
+        title_case(dst, name.as_str().as_bytes());
+        dst.extend_from_slice(b": ");
+        dst.extend_from_slice(value.as_bytes());
+        dst.extend_from_slice(b"\r\n");
+    }
+    if body_len > 0 && !has_length {
+        use std::io::Write as _;
+        let _ = write!(dst, "Content-Length: {body_len}\r\n");
+    }
+    dst.extend_from_slice(b"\r\n");
+}
+
+fn title_case(dst: &mut Vec<u8>, name: &[u8]) {
+    let mut prev = b'-';
+    for &c in name {
+        dst.push(if prev == b'-' {
+            c.to_ascii_uppercase()
+        } else {
+            c
+        });
+        prev = c;
+    }
+}
+
+/// Whether a buffered body of `len` bytes goes in the head's write.
+pub fn coalesce(len: usize) -> bool {
+    len <= COALESCE
+}
+
+/// The response body, read from the connection as the client's side polls
+/// it; at its clean end the connection goes back to the pool.
+pub struct RawBody {
+    /// `None` once given back or closed.
+    conn: Option<UpConn>,
+    state: State,
+    reusable: bool,
+    home: Option<(Rc<Pool>, UpstreamId)>,
+    /// Trailers of a chunked body, once read.
+    trailers: Option<HeaderMap>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// This many bytes of a Content-Length body left.
+    Length(u64),
+    /// At a chunk-size line.
+    ChunkSize,
+    /// This many bytes of the current chunk left.
+    ChunkData(u64),
+    /// The CRLF after a chunk's data.
+    ChunkEnd,
+    /// Trailer lines, up to the empty one.
+    Trailers,
+    /// Until the upstream closes.
+    Close,
+    /// The body ended.
+    Done,
+}
+
+impl RawBody {
+    /// The body of the response `head` read from `conn`; `home` is where the
+    /// connection returns at the end.
+    pub fn new(conn: UpConn, head: &Head, home: (Rc<Pool>, UpstreamId)) -> RawBody {
+        let state = match head.framing {
+            Framing::Empty => State::Done,
+            Framing::Length(n) => State::Length(n),
+            Framing::Chunked => State::ChunkSize,
+            Framing::Close => State::Close,
+        };
+        let mut body = RawBody {
+            conn: Some(conn),
+            state,
+            reusable: head.reusable,
+            home: Some(home),
+            trailers: None,
+        };
+        if state == State::Done {
+            body.finish();
+        }
+        body
+    }
+
+    /// The body ended where its framing said: the connection goes back to
+    /// the pool if it may carry another request and nothing follows.
+    fn finish(&mut self) {
+        self.state = State::Done;
+        let (Some(conn), Some((pool, id))) = (self.conn.take(), self.home.take()) else {
+            return;
+        };
+        // Not with bytes after the response that nobody asked for.
+        if self.reusable && conn.buf.is_empty() {
+            pool.checkin_raw(id, conn);
+        }
+    }
+
+    /// Reads more into the buffer; `Ok(false)` at end of stream.
+    fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<bool>> {
+        let conn = self.conn.as_mut().expect("polled after the end");
+        conn.buf.reserve(want.clamp(1, 4 * READ_SIZE));
+        loop {
+            ready!(conn.io.poll_read_ready(cx))?;
+            match conn.io.try_read_buf(&mut conn.buf) {
+                Ok(n) => return Poll::Ready(Ok(n > 0)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    fn buf(&mut self) -> &mut BytesMut {
+        &mut self.conn.as_mut().expect("polled after the end").buf
+    }
+
+    /// One line (without its CRLF) from the front of the buffer, or `None`
+    /// when it has not all arrived.
+    fn take_line(&mut self) -> Result<Option<Bytes>, BodyError> {
+        let buf = self.buf();
+        match buf.windows(2).position(|w| w == b"\r\n") {
+            Some(i) => {
+                let line = buf.split_to(i).freeze();
+                buf.advance(2);
+                Ok(Some(line))
+            }
+            None if buf.len() > MAX_LINE => Err(BodyError::bad("a chunk line is too long")),
+            None => Ok(None),
+        }
+    }
+
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        loop {
+            match self.state {
+                State::Done => {
+                    return Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
+                }
+                State::Length(0) => self.finish(),
+                State::Length(left) | State::ChunkData(left) => {
+                    if self.buf().is_empty() {
+                        if !ready!(self.poll_fill(cx, left.min(usize::MAX as u64) as usize))? {
+                            return Poll::Ready(Some(Err(BodyError::bad(
+                                "the upstream closed the connection before the body's end",
+                            ))));
+                        }
+                        continue;
+                    }
+                    let n = (self.buf().len() as u64).min(left);
+                    let data = self.buf().split_to(n as usize).freeze();
+                    self.state = match self.state {
+                        State::Length(_) => State::Length(left - n),
+                        _ if left == n => State::ChunkEnd,
+                        _ => State::ChunkData(left - n),
+                    };
+                    if self.state == State::Length(0) {
+                        // Given back before the last frame is even written.
+                        self.finish();
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                State::Close => {
+                    if self.buf().is_empty() {
+                        if !ready!(self.poll_fill(cx, READ_SIZE))? {
+                            self.reusable = false;
+                            self.finish();
+                        }
+                        continue;
+                    }
+                    let data = self.buf().split().freeze();
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                State::ChunkSize | State::ChunkEnd | State::Trailers => match self.take_line()? {
+                    Some(line) => self.on_line(&line)?,
+                    None => {
+                        if !ready!(self.poll_fill(cx, READ_SIZE))? {
+                            return Poll::Ready(Some(Err(BodyError::bad(
+                                "the upstream closed the connection in the middle of a chunked body",
+                            ))));
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    fn on_line(&mut self, line: &[u8]) -> Result<(), BodyError> {
+        match self.state {
+            State::ChunkSize => {
+                let size = chunk_size(line)?;
+                self.state = if size == 0 {
+                    State::Trailers
+                } else {
+                    State::ChunkData(size)
+                };
+            }
+            State::ChunkEnd if line.is_empty() => self.state = State::ChunkSize,
+            State::ChunkEnd => {
+                return Err(BodyError::bad("a chunk's data is longer than its size"))
+            }
+            State::Trailers if line.is_empty() => self.finish(),
+            State::Trailers => {
+                let (name, value) = trailer(line)?;
+                let map = self.trailers.get_or_insert_with(HeaderMap::new);
+                if map.len() >= MAX_HEADERS {
+                    return Err(BodyError::bad("too many trailer fields"));
+                }
+                map.append(name, value);
+            }
+            _ => unreachable!("lines are read only in chunk states"),
+        }
+        Ok(())
+    }
+}
+
+/// A chunk-size line: hex digits, then optional extensions (ignored).
+fn chunk_size(line: &[u8]) -> Result<u64, BodyError> {
+    let end = line
+        .iter()
+        .position(|&b| b == b';' || b == b' ' || b == b'\t')
+        .unwrap_or(line.len());
+    let digits = &line[..end];
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return Err(BodyError::bad("a chunk size is not a hexadecimal number"));
+    }
+    let text = std::str::from_utf8(digits).expect("hex digits are ASCII");
+    Ok(u64::from_str_radix(text, 16).expect("at most 15 hex digits"))
+}
+
+fn trailer(line: &[u8]) -> Result<(HeaderName, HeaderValue), BodyError> {
+    let colon = line
+        .iter()
+        .position(|&b| b == b':')
+        .ok_or_else(|| BodyError::bad("a trailer line has no colon"))?;
+    let name = HeaderName::from_bytes(&line[..colon])
+        .map_err(|_| BodyError::bad("a trailer name is not valid"))?;
+    let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii())
+        .map_err(|_| BodyError::bad("a trailer value is not valid"))?;
+    Ok((name, value))
+}
+
+/// A response body that could not be read to its end.
+#[derive(Debug)]
+pub enum BodyError {
+    /// The body broke its framing (or ended early).
+    Bad(&'static str),
+    /// The socket failed.
+    Io(io::Error),
+}
+
+impl BodyError {
+    fn bad(what: &'static str) -> BodyError {
+        BodyError::Bad(what)
+    }
+}
+
+impl From<io::Error> for BodyError {
+    fn from(e: io::Error) -> Self {
+        BodyError::Io(e)
+    }
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Bad(what) => write!(f, "bad response body from upstream: {what}"),
+            BodyError::Io(e) => write!(f, "reading the upstream's response body: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+impl Body for RawBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        let polled = this.step(cx);
+        if let Poll::Ready(Some(Err(_))) = polled {
+            // Never reuse a connection whose response broke.
+            this.conn = None;
+            this.home = None;
+            this.state = State::Done;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.state == State::Done && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.state {
+            State::Done => SizeHint::with_exact(0),
+            State::Length(n) => SizeHint::with_exact(n),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(bytes: &[u8], head_request: bool) -> Result<Option<Head>, Failure> {
+        let mut buf = BytesMut::from(bytes);
+        parse_head(&mut buf, head_request)
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        let cases: [(&[u8], bool, Option<Framing>, bool); 9] = [
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false, Some(Framing::Length(5)), true),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true, Some(Framing::Empty), true),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", false, Some(Framing::Length(5)), true),
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", false, Some(Framing::Chunked), true),
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", false, Some(Framing::Close), false),
+            (b"HTTP/1.1 200 OK\r\n\r\n", false, Some(Framing::Close), false),
+            (b"HTTP/1.1 204 No Content\r\n\r\n", false, Some(Framing::Empty), true),
+            (b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false, Some(Framing::Length(1)), false),
+            (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 304 Not Modified\r\nConnection: close\r\n\r\n", false, Some(Framing::Empty), false),
+        ];
+        for (bytes, is_head, framing, reusable) in cases {
+            let h = head(bytes, is_head).ok().flatten();
+            let what = String::from_utf8_lossy(bytes);
+            assert_eq!(h.as_ref().map(|h| h.framing), framing, "{what}");
+            assert_eq!(h.map(|h| h.reusable), Some(reusable), "{what}");
+        }
+    }
+
+    #[test]
+    fn bad_heads_are_refused_and_partial_ones_wait() {
+        for bad in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
+            b"HTTP/1.1 2000 OK\r\n\r\n",
+            b"SSH-2.0-OpenSSH_9.2\r\n",
+        ] {
+            assert!(
+                matches!(head(bad, false), Err(Failure::Bad(_))),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert!(matches!(
+            head(b"HTTP/1.1 200 OK\r\nContent-Le", false),
+            Ok(None)
+        ));
+        assert!(matches!(
+            head(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 2", false),
+            Ok(None)
+        ));
+    }
+
+    #[test]
+    fn header_values_share_the_head_and_the_rest_stays_buffered() {
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 200 OK\r\nX-A: 1\r\nx-b: two\r\nContent-Length: 3\r\n\r\nabcHTTP"[..],
+        );
+        let h = parse_head(&mut buf, false).ok().flatten().unwrap();
+        assert_eq!(h.headers["x-a"], "1");
+        assert_eq!(h.headers["x-b"], "two");
+        assert_eq!(&buf[..], b"abcHTTP");
+    }
+
+    #[test]
+    fn request_heads_are_title_cased_with_a_length() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("up:1"));
+        headers.insert("x-forwarded-for", HeaderValue::from_static("127.0.0.1"));
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        let mut out = Vec::new();
+        encode_head(&mut out, &Method::POST, "/a?b=1", &headers, 3);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "POST /a?b=1 HTTP/1.1\r\nHost: up:1\r\nX-Forwarded-For: 127.0.0.1\r\nContent-Length: 3\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn chunk_sizes_are_hex_with_optional_extensions() {
+        assert_eq!(chunk_size(b"1a").unwrap(), 26);
+        assert_eq!(chunk_size(b"0;name=value").unwrap(), 0);
+        assert_eq!(chunk_size(b"A \t").unwrap(), 10);
+        for bad in [&b""[..], b"g", b"-1", b";x", b"1000000000000000"] {
+            assert!(
+                chunk_size(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! How the gateway reads its upstream's responses (RFC 9112 §6.3), through
+//! raw upstreams that write exact bytes: interim 1xx answers skipped,
+//! chunked bodies (with trailers) streamed, close-delimited bodies read to
+//! the end, bodiless answers (HEAD, 204, 304) never waited on, a body cut
+//! short never passed off as whole, garbage answered with Tyk's error, and
+//! a pooled connection reused only when its last response ended cleanly.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::raw::{config, plain_api, raw_upstream, read_request, read_response};
+use common::{get, send, start_gateway_with, TestGateway};
+
+const TYK_PROXY_ERROR: &str = "There was a problem proxying the request";
+
+/// A gateway whose `/up/` proxies to an upstream that answers every request
+/// on a connection with `answer(request_head)` (bytes written as they are),
+/// keeping the connection open until the gateway closes it.
+fn gateway_to(
+    answer: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
+) -> (TestGateway, common::raw::RawUpstream, tempfile::TempDir) {
+    let (up, stats) = raw_upstream(move |mut s| {
+        while let Some(head) = read_request(&mut s) {
+            if s.write_all(&answer(&head)).is_err() {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    (gw, stats, dir)
+}
+
+#[test]
+fn interim_1xx_answers_are_skipped_and_the_final_one_proxied() {
+    let (gw, stats, _dir) = gateway_to(|_| {
+        b"HTTP/1.1 100 Continue\r\n\r\n\
+          HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n\
+          HTTP/1.1 201 Created\r\nContent-Length: 4\r\nX-Final: yes\r\n\r\ndone"
+            .to_vec()
+    });
+    for _ in 0..3 {
+        let got = get(gw.addr, "/up/x");
+        assert_eq!(got.status, 201);
+        assert_eq!(got.text(), "done");
+        assert_eq!(got.headers["x-final"], "yes");
+        assert!(!got.headers.contains_key("link"), "{:?}", got.headers);
+    }
+    // Each exchange ended cleanly: one upstream connection for all three.
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 1);
+    gw.stop();
+}
+
+#[test]
+fn a_chunked_body_with_trailers_streams_whole_and_the_connection_is_reused() {
+    let (gw, stats, _dir) = gateway_to(|_| {
+        let mut r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        for i in 0..50 {
+            let chunk = format!("chunk {i:02};");
+            r.extend(format!("{:x};ext=1\r\n{chunk}\r\n", chunk.len()).bytes());
+        }
+        r.extend(b"0\r\nX-Trailer: t\r\n\r\n");
+        r
+    });
+    let want: String = (0..50).map(|i| format!("chunk {i:02};")).collect();
+    for _ in 0..3 {
+        let got = get(gw.addr, "/up/");
+        assert_eq!(got.status, 200);
+        assert_eq!(got.text(), want);
+    }
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 1);
+    gw.stop();
+}
+
+#[test]
+fn a_close_delimited_body_is_read_to_the_end_and_not_reused() {
+    let body: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let want = body.clone();
+    let (up, stats) = raw_upstream(move |mut s| {
+        if read_request(&mut s).is_some() {
+            // No Content-Length, no chunking: the body ends when we close.
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nX-Close: 1\r\n\r\n");
+            for part in body.chunks(7_000) {
+                let _ = s.write_all(part);
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    for _ in 0..2 {
+        let got = get(gw.addr, "/up/");
+        assert_eq!(got.status, 200);
+        assert_eq!(got.body.len(), want.len());
+        assert!(got.body == want, "the body changed on its way");
+    }
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 2);
+    gw.stop();
+}
+
+#[test]
+fn head_204_and_304_answers_have_no_body_and_keep_the_connection() {
+    let (gw, stats, _dir) = gateway_to(|head| {
+        let path = head.split(' ').nth(1).unwrap_or("");
+        match path {
+            // A HEAD answer's Content-Length describes the GET's body.
+            _ if head.starts_with("HEAD") => {
+                b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n".to_vec()
+            }
+            "/none" => b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
+            "/same" => b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n".to_vec(),
+            _ => b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello, world".to_vec(),
+        }
+    });
+    for _ in 0..2 {
+        let got = send(gw.addr, "HEAD", "/up/h", &[], b"");
+        assert_eq!(got.status, 200);
+        assert_eq!(got.headers["content-length"], "12");
+        assert!(got.body.is_empty());
+        let got = get(gw.addr, "/up/none");
+        assert_eq!(got.status, 204);
+        assert!(got.body.is_empty());
+        let got = get(gw.addr, "/up/same");
+        assert_eq!(got.status, 304);
+        assert_eq!(got.headers["etag"], "\"x\"");
+        let got = get(gw.addr, "/up/full");
+        assert_eq!(got.text(), "hello, world");
+    }
+    // None of them was waited on for a body that never came.
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 1);
+    gw.stop();
+}
+
+#[test]
+fn a_big_body_streams_whole_in_both_directions() {
+    const LEN: usize = 4 << 20;
+    let (up, stats) = raw_upstream(|mut s| {
+        let mut body = vec![0u8; LEN];
+        while let Some(head) = read_request_head(&mut s) {
+            // The request body (Content-Length) is echoed back reversed.
+            let len = content_length(&head).unwrap_or(0);
+            let got = &mut body[..len];
+            if s.read_exact(got).is_err() {
+                return;
+            }
+            got.reverse();
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n");
+            if s.write_all(head.as_bytes()).is_err() || s.write_all(got).is_err() {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    let sent: Vec<u8> = (0..LEN as u32).map(|i| (i * 7 % 251) as u8).collect();
+    for method in ["POST", "PUT"] {
+        let got = send(gw.addr, method, "/up/echo", &[], &sent);
+        assert_eq!(got.status, 200);
+        assert_eq!(got.body.len(), LEN);
+        assert!(
+            got.body.iter().eq(sent.iter().rev()),
+            "{method}: the body changed"
+        );
+    }
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 1);
+    gw.stop();
+}
+
+#[test]
+fn a_body_cut_short_is_never_passed_off_as_whole() {
+    let (up, stats) = raw_upstream(|mut s| {
+        if read_request(&mut s).is_some() {
+            // Promises 1000 bytes, sends 10, closes.
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789");
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    for _ in 0..2 {
+        let mut c = TcpStream::connect(gw.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"GET /up/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        // The gateway closes the client's connection, either before the
+        // head went out (nothing arrives: the client sees no response) or
+        // after part of the body (the client can tell it is short of its
+        // Content-Length); never with a response that looks whole.
+        let _ = c.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out);
+        if !text.is_empty() {
+            assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+            assert!(text.contains("content-length: 1000"), "{text}");
+            let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+            assert!(body.len() < 1000, "{text}");
+        }
+    }
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 2);
+    // The worker is fine.
+    gw.stop();
+}
+
+#[test]
+fn garbage_instead_of_a_response_is_tyks_error() {
+    for answer in [
+        &b"SSH-2.0-OpenSSH_9.2\r\n\r\n"[..],
+        b"HTTP/1.1 200 OK\r\nContent-Length: nope\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+    ] {
+        let (gw, _stats, _dir) = gateway_to(move |_| answer.to_vec());
+        let got = get(gw.addr, "/up/");
+        let what = String::from_utf8_lossy(answer);
+        assert_eq!(got.status, 500, "{what:?}");
+        assert_eq!(got.json()["error"], TYK_PROXY_ERROR, "{what:?}");
+        gw.stop();
+    }
+}
+
+#[test]
+fn an_upstream_that_closes_without_answering_is_tyks_error() {
+    let (up, stats) = raw_upstream(|mut s| {
+        let _ = read_request(&mut s);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    for _ in 0..3 {
+        let got = get(gw.addr, "/up/");
+        assert_eq!(got.status, 500);
+        assert_eq!(got.json()["error"], TYK_PROXY_ERROR);
+    }
+    // Fresh connections each time: nothing to retry.
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 3);
+    gw.stop();
+}
+
+#[test]
+fn bytes_after_a_response_never_reach_the_next_request() {
+    // The upstream answers, then writes a second, unasked-for response on
+    // the same connection: it must not be taken as the next answer.
+    let (gw, stats, _dir) = gateway_to(|head| {
+        if head.contains("/first") {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst\
+              HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"
+                .to_vec()
+        } else {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond".to_vec()
+        }
+    });
+    assert_eq!(get(gw.addr, "/up/first").text(), "first");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(get(gw.addr, "/up/second").text(), "second");
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 2);
+    gw.stop();
+}
+
+#[test]
+fn connection_close_from_the_upstream_is_honoured() {
+    let (gw, stats, _dir) = gateway_to(|_| {
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok".to_vec()
+    });
+    for _ in 0..3 {
+        let got = get(gw.addr, "/up/");
+        assert_eq!(got.text(), "ok");
+        // Connection is hop-by-hop: the client's own connection is its own.
+        assert!(!got.headers.contains_key("connection"));
+    }
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 3);
+    gw.stop();
+}
+
+#[test]
+fn an_http10_upstream_answer_is_not_reused_unless_it_says_keep_alive() {
+    let (gw, stats, _dir) = gateway_to(|head| {
+        if head.contains("/ka") {
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nka".to_vec()
+        } else {
+            b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()
+        }
+    });
+    assert_eq!(get(gw.addr, "/up/plain").text(), "ok");
+    assert_eq!(get(gw.addr, "/up/plain").text(), "ok");
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 2);
+    assert_eq!(get(gw.addr, "/up/ka").text(), "ka");
+    assert_eq!(get(gw.addr, "/up/ka").text(), "ka");
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 3);
+    gw.stop();
+}
+
+#[test]
+fn keep_alive_clients_get_every_answer_in_order() {
+    let (gw, stats, _dir) = gateway_to(|head| {
+        let path = head.split(' ').nth(1).unwrap_or("").to_string();
+        let body = format!("answer to {path}");
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    });
+    let mut c = TcpStream::connect(gw.addr).unwrap();
+    for i in 0..20 {
+        write!(c, "GET /up/{i} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let (status, body) = read_response(&mut c);
+        assert_eq!((status, body), (200, format!("answer to /{i}")));
+    }
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 1);
+    gw.stop();
+}
+
+/// One request head, without reading its body.
+fn read_request_head(s: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn content_length(head: &str) -> Option<usize> {
+    head.lines().find_map(|l| {
+        l.to_ascii_lowercase()
+            .strip_prefix("content-length:")
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+#[test]
+fn streamed_and_buffered_requests_share_the_pool() {
+    // GETs go out from the request's task, bodies still streaming from the
+    // client through hyper's client: an idle connection serves either.
+    let (gw, stats, _dir) = gateway_to(|head| {
+        let body = if head.starts_with("POST") {
+            "posted"
+        } else {
+            "got"
+        };
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    });
+    for round in 0..5 {
+        assert_eq!(get(gw.addr, "/up/g").text(), "got", "round {round}");
+        let big = vec![b'x'; 100_000];
+        assert_eq!(send(gw.addr, "POST", "/up/p", &[], &big).text(), "posted");
+        assert_eq!(get(gw.addr, "/up/g").text(), "got", "round {round}");
+    }
+    // The first GET's connection went over to the streaming side; the next
+    // GET needed one of its own; after that both kinds are reused.
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 2);
+    gw.stop();
+}
