@@ -7,6 +7,7 @@ To try this:
   1. cargo build --release -p gateway -p loadgen
   2. apt-get install -y nginx-light apache2-utils valgrind   (nginx optional)
   3. python3 gateway/benches/proxy_cost.py [--rounds 5] [-n 10000] [--callgrind]
+     [--c1000] [--baseline OTHER_GATEWAY_BINARY]
 
 What it measures, alternating the proxies inside each round (the machine
 is shared and noisy, so alternation and CPU time beat req/s):
@@ -43,10 +44,10 @@ REL = os.path.join(ROOT, "target", "release")
 GATEWAY = os.environ.get("GATEWAY_BIN", os.path.join(REL, "gateway"))
 
 
-def start_gateway(apis, threads, upstream_port):
+def start_gateway(apis, threads, upstream_port, binary=None):
     port = free_port()
     p = subprocess.Popen(
-        [GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", str(threads)],
+        [binary or GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", str(threads)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     return port, p, lambda: [p.pid]
@@ -115,8 +116,8 @@ def rss_kib(pids):
     return total
 
 
-def gateway_cmd(apis, port):
-    return [GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", "1"]
+def gateway_cmd(apis, port, binary=None):
+    return [binary or GATEWAY, "--apis", apis, "--listen", f"127.0.0.1:{port}", "--threads", "1"]
 
 
 def nginx_cmd(upstream_port, tmp):
@@ -158,6 +159,8 @@ def main():
     ap.add_argument("--callgrind", action="store_true")
     ap.add_argument("--c1000", action="store_true", help="add loadgen -c 1000 (new connections)")
     ap.add_argument("--no-wrk", action="store_true")
+    ap.add_argument("--baseline", metavar="GATEWAY",
+                    help="another gateway binary measured in the same rounds (before/after)")
     args = ap.parse_args()
     for tool in ["ab"]:
         if not shutil.which(tool):
@@ -180,6 +183,10 @@ def main():
             port, p, pids = start_gateway(apis, t, up_port)
             procs.append(p)
             proxies[f"gateway --threads {t}"] = (port, pids)
+            if args.baseline:
+                port, p, pids = start_gateway(apis, t, up_port, args.baseline)
+                procs.append(p)
+                proxies[f"baseline --threads {t}"] = (port, pids)
         if shutil.which("nginx"):
             for w in (1, 2):
                 port, p, pids = start_nginx(w, up_port, tmp)
@@ -212,6 +219,8 @@ def main():
                 raise SystemExit("valgrind is needed for --callgrind")
             n1, n2 = 500, 2500
             subjects = {"gateway --threads 1": lambda port: gateway_cmd(apis, port)}
+            if args.baseline:
+                subjects["baseline --threads 1"] = lambda port: gateway_cmd(apis, port, args.baseline)
             if shutil.which("nginx"):
                 subjects["nginx, one process"] = nginx_cmd(up_port, tmp)
             for name, command in subjects.items():

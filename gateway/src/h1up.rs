@@ -27,6 +27,7 @@
 //! unless the upstream said `keep-alive`).
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
@@ -235,9 +236,17 @@ fn stale_write(e: io::Error, written: bool) -> Failure {
 /// off `buf`; header values share them (one allocation for all).
 fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Failure> {
     loop {
-        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut fields);
-        let len = match resp.parse(buf) {
+        // Uninitialised: zeroing 100 fields per response cost more than
+        // parsing them.
+        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut spans = [const { MaybeUninit::<Span>::uninit() }; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut []);
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut resp,
+            buf,
+            &mut fields,
+        );
+        let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => {
@@ -257,19 +266,21 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             Some(1) => Version::HTTP_11,
             _ => Version::HTTP_10,
         };
-        // Offsets of each field in `buf`, so that the values can share one
+        // Where each field lies in `buf`, so that the values can share one
         // frozen copy of the head.
         let base = buf.as_ptr() as usize;
-        let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
         let count = resp.headers.len();
         for (span, h) in spans.iter_mut().zip(resp.headers.iter()) {
-            let name = h.name.as_ptr() as usize - base;
-            let value = h.value.as_ptr() as usize - base;
-            *span = (name, h.name.len(), value, h.value.len());
+            span.write(Span {
+                name: (h.name.as_ptr() as usize - base, h.name.len()),
+                value: (h.value.as_ptr() as usize - base, h.value.len()),
+            });
         }
         let bytes = buf.split_to(len).freeze();
         let mut headers = HeaderMap::with_capacity(count);
-        for &(n, nl, v, vl) in &spans[..count] {
+        for span in &spans[..count] {
+            // SAFETY: the loop above wrote the first `count` spans.
+            let Span { name: (n, nl), value: (v, vl) } = unsafe { span.assume_init_read() };
             let name = HeaderName::from_bytes(&bytes[n..n + nl])
                 .map_err(|_| Failure::Bad("a response header name is not valid".into()))?;
             let value = HeaderValue::from_maybe_shared(bytes.slice(v..v + vl))
@@ -288,6 +299,13 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             reusable,
         }));
     }
+}
+
+/// Where one header field's name and value lie in the head: (offset, length).
+#[derive(Clone, Copy)]
+struct Span {
+    name: (usize, usize),
+    value: (usize, usize),
 }
 
 /// How the body of a response with this head is delimited.
@@ -314,7 +332,7 @@ fn framing(
         }
         let last = te
             .iter()
-            .last()
+            .next_back()
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.rsplit(',').next())
             .map(str::trim);
