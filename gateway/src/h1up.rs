@@ -280,7 +280,10 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
         let mut headers = HeaderMap::with_capacity(count);
         for span in &spans[..count] {
             // SAFETY: the loop above wrote the first `count` spans.
-            let Span { name: (n, nl), value: (v, vl) } = unsafe { span.assume_init_read() };
+            let Span {
+                name: (n, nl),
+                value: (v, vl),
+            } = unsafe { span.assume_init_read() };
             let name = HeaderName::from_bytes(&bytes[n..n + nl])
                 .map_err(|_| Failure::Bad("a response header name is not valid".into()))?;
             let value = HeaderValue::from_maybe_shared(bytes.slice(v..v + vl))
