@@ -60,6 +60,10 @@ pub async fn serve_conn(mut stream: TcpStream, echo: Echo) -> io::Result<()> {
     let mut raw_head: Vec<u8> = Vec::new();
     loop {
         // Phase 0: a head seen before gets its answer again (see `memo`).
+        if buf.is_empty() && fill(&mut stream, &mut buf).await? == 0 {
+            // The client closed between requests.
+            return Ok(());
+        }
         out.clear();
         if let Some(keep_alive) = memo::answer(&mut buf, echo, &mut out) {
             stream.write_all(&out).await?;
