@@ -96,28 +96,32 @@ impl Conn {
         loop {
             let start = Instant::now();
             let reused = self.stream.is_some();
-            let mut stream = match self.stream.take() {
-                Some(s) => s,
+            let (mut stream, connected, written) = match self.stream.take() {
+                Some(mut s) => {
+                    if s.write_all(&cfg.request).await.is_err() {
+                        // The server closed the idle connection: retry on a new one.
+                        continue;
+                    }
+                    (s, start, Instant::now())
+                }
                 None => {
-                    let s = TcpStream::connect(cfg.target.addr)
-                        .await
-                        .map_err(Failure::Connect)?;
-                    // Requests are one small write; without NODELAY a
-                    // request could sit behind Nagle waiting for an ACK.
-                    let _ = s.set_nodelay(true);
-                    s
+                    let sent =
+                        crate::connect::connect_and_send(cfg.target.addr, &cfg.request).await?;
+                    (sent.stream, sent.connected, sent.written)
                 }
             };
-            let connected = if reused { start } else { Instant::now() };
-            if let Err(e) = stream.write_all(&cfg.request).await {
-                if reused {
-                    continue;
-                }
-                return Err(Failure::Exception(format!("write: {e}")));
-            }
-            let written = Instant::now();
             self.body.clear();
-            match read_response(&mut stream, &mut self.buf, &mut self.body, cfg, want_server).await
+            match read_response(
+                &mut Wire {
+                    stream: &mut stream,
+                    reads: 0,
+                },
+                &mut self.buf,
+                &mut self.body,
+                cfg,
+                want_server,
+            )
+            .await
             {
                 Ok((first_byte, resp)) => {
                     if cfg.keepalive && resp.keep_alive {
@@ -165,49 +169,66 @@ enum ReadError {
     Malformed(String),
 }
 
-/// Reads more bytes into `buf`; `Ok(0)` is EOF.
-async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(16 * 1024);
+/// The socket a response is read from, counting the reads it takes.
+struct Wire<'a> {
+    stream: &'a mut TcpStream,
+    reads: u32,
+}
+
+impl Wire<'_> {
+    /// Reads more bytes into `buf`; `Ok(0)` is EOF.
+    async fn fill(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        if self.reads == 1 {
+            // A response that takes more than one read: ACK what came at
+            // once from now on. Our ACKs are delayed (see `connect`), and a
+            // server that writes its head and body in two small writes
+            // without TCP_NODELAY holds the second back until the first is
+            // ACKed (Nagle), which a delayed ACK would make 40 ms.
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            let _ = socket2::SockRef::from(&*self.stream).set_tcp_quickack(true);
+        }
+        self.reads += 1;
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(16 * 1024);
+        }
+        self.stream.read_buf(buf).await
     }
-    stream.read_buf(buf).await
 }
 
 /// Reads one response: its head, then its body as the head frames it.
 async fn read_response(
-    stream: &mut TcpStream,
+    wire: &mut Wire<'_>,
     buf: &mut Vec<u8>,
     body: &mut Vec<u8>,
     cfg: &RunConfig,
     want_server: bool,
 ) -> Result<(Instant, Response), ReadError> {
-    let (first_byte, head_len, framing, mut resp) =
-        read_head(stream, buf, cfg, want_server).await?;
+    let (first_byte, head_len, framing, mut resp) = read_head(wire, buf, cfg, want_server).await?;
     let keep = cfg.expect.needs_body().then_some(body);
     let no_body = cfg.head || resp.status == 204 || resp.status == 304 || resp.status < 200;
-    let mut wire = buf.len() as u64;
+    let mut wire_bytes = buf.len() as u64;
     match framing {
         _ if no_body => {}
         Framing::Length(len) => {
-            let (have, read) = read_plain(stream, buf, head_len, Some(len), keep).await?;
+            let (have, read) = read_plain(wire, buf, head_len, Some(len), keep).await?;
             resp.truncated = have < len;
             resp.body_len = have.min(len);
-            wire += read;
+            wire_bytes += read;
         }
         Framing::Close => {
             resp.keep_alive = false;
-            let (have, read) = read_plain(stream, buf, head_len, None, keep).await?;
+            let (have, read) = read_plain(wire, buf, head_len, None, keep).await?;
             resp.body_len = have;
-            wire += read;
+            wire_bytes += read;
         }
         Framing::Chunked => {
-            let (len, read) = read_chunked(stream, buf, head_len, keep).await?;
+            let (len, read) = read_chunked(wire, buf, head_len, keep).await?;
             resp.truncated = len == u64::MAX;
             resp.body_len = if resp.truncated { 0 } else { len };
-            wire += read;
+            wire_bytes += read;
         }
     }
-    resp.wire_bytes = wire;
+    resp.wire_bytes = wire_bytes;
     if resp.truncated {
         resp.keep_alive = false;
     }
@@ -219,7 +240,7 @@ async fn read_response(
 /// byte, the head's length in `buf`, the body's framing, and the response
 /// with what the head says (status, reuse, `Server`).
 async fn read_head(
-    stream: &mut TcpStream,
+    wire: &mut Wire<'_>,
     buf: &mut Vec<u8>,
     cfg: &RunConfig,
     want_server: bool,
@@ -228,7 +249,7 @@ async fn read_head(
     let mut first_byte = None;
     let mut resp = Response::default();
     loop {
-        let n = fill(stream, buf).await.map_err(ReadError::Io)?;
+        let n = wire.fill(buf).await.map_err(ReadError::Io)?;
         if n == 0 {
             return Err(if buf.is_empty() {
                 ReadError::Idle
@@ -262,7 +283,7 @@ async fn read_head(
 /// socket beyond what `buf` held on entry; fewer than `limit` means the
 /// connection closed early.
 async fn read_plain(
-    stream: &mut TcpStream,
+    wire: &mut Wire<'_>,
     buf: &mut Vec<u8>,
     head_len: usize,
     limit: Option<u64>,
@@ -277,7 +298,7 @@ async fn read_plain(
         // The head is parsed already: the buffer's capacity is reused for
         // each read of the body.
         buf.clear();
-        let n = fill(stream, buf).await.map_err(ReadError::Io)?;
+        let n = wire.fill(buf).await.map_err(ReadError::Io)?;
         if n == 0 {
             break;
         }
@@ -343,7 +364,7 @@ fn contains_token(value: &[u8], token: &str) -> bool {
 /// length (`u64::MAX` when the connection closed mid-body) and the bytes read
 /// from the socket beyond what `buf` held on entry.
 async fn read_chunked(
-    stream: &mut TcpStream,
+    wire: &mut Wire<'_>,
     buf: &mut Vec<u8>,
     mut pos: usize,
     mut body: Option<&mut Vec<u8>>,
@@ -351,13 +372,9 @@ async fn read_chunked(
     let entry = buf.len();
     let mut len = 0u64;
     // Reads until `buf[pos..]` holds `need` bytes, or reports a truncation.
-    async fn need(
-        stream: &mut TcpStream,
-        buf: &mut Vec<u8>,
-        upto: usize,
-    ) -> Result<bool, ReadError> {
+    async fn need(wire: &mut Wire<'_>, buf: &mut Vec<u8>, upto: usize) -> Result<bool, ReadError> {
         while buf.len() < upto {
-            if fill(stream, buf).await.map_err(ReadError::Io)? == 0 {
+            if wire.fill(buf).await.map_err(ReadError::Io)? == 0 {
                 return Ok(false);
             }
         }
@@ -368,7 +385,7 @@ async fn read_chunked(
             if let Some(i) = buf[pos..].windows(2).position(|w| w == b"\r\n") {
                 break pos + i;
             }
-            if !need(stream, buf, buf.len() + 1).await? {
+            if !need(wire, buf, buf.len() + 1).await? {
                 return Ok((u64::MAX, (buf.len() - entry) as u64));
             }
         };
@@ -380,14 +397,14 @@ async fn read_chunked(
         if size == 0 {
             // Trailer section: header lines until an empty line.
             loop {
-                if !need(stream, buf, pos + 2).await? {
+                if !need(wire, buf, pos + 2).await? {
                     return Ok((u64::MAX, (buf.len() - entry) as u64));
                 }
                 match buf[pos..].windows(2).position(|w| w == b"\r\n") {
                     Some(0) => return Ok((len, (buf.len() - entry) as u64)),
                     Some(i) => pos += i + 2,
                     None => {
-                        if !need(stream, buf, buf.len() + 1).await? {
+                        if !need(wire, buf, buf.len() + 1).await? {
                             return Ok((u64::MAX, (buf.len() - entry) as u64));
                         }
                     }
@@ -395,7 +412,7 @@ async fn read_chunked(
             }
         }
         let end = pos + size as usize;
-        if !need(stream, buf, end + 2).await? {
+        if !need(wire, buf, end + 2).await? {
             return Ok((u64::MAX, (buf.len() - entry) as u64));
         }
         if let Some(b) = body.as_deref_mut() {

@@ -11,6 +11,7 @@
 //! - [`config`]: the validated run (target, request, work mode, checks).
 //! - [`driver`]: the one driver loop (threads, tickets, rate schedule, stop).
 //! - [`http1`]: one HTTP/1 exchange on a raw socket, with ab's timestamps.
+//! - [`connect`]: opening a connection and sending the request, cheaply.
 //! - [`record`]: per-thread histograms and counters, and their merge.
 //! - [`cpu`]: CPU time of other processes and of loadgen itself.
 //! - [`progress`]: the live progress line on a terminal.
@@ -26,6 +27,7 @@ pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod connect;
 pub mod cpu;
 pub mod driver;
 pub mod http1;

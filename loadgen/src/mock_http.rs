@@ -4,10 +4,10 @@
 //! request with one small JSON body, and in a benchmark it must cost as
 //! little CPU per request as possible, since every µs it spends is charged
 //! to the machine the gateway is measured on. Per request this loop makes
-//! one `read` (the whole request, usually), one `write` (head and body
-//! together), and the `read` that finds the socket empty before the task
-//! sleeps; nothing is spawned per request and the connection's buffers are
-//! reused. What it must still do right, as any HTTP/1.1 server: keep-alive
+//! one `read` (the whole request, usually) and one `write` (head and body
+//! together); nothing is spawned per request, the connection's buffers are
+//! reused, and a head seen before is answered without being parsed again
+//! (`memo`). What it must still do right, as any HTTP/1.1 server: keep-alive
 //! by version and `Connection`, pipelined requests, `Content-Length` and
 //! chunked bodies (read whole, even when not echoed, so the next request
 //! starts where it should), `Expect: 100-continue`, `HEAD`, and a `400`
@@ -57,9 +57,23 @@ pub async fn serve_conn(mut stream: TcpStream, echo: Echo) -> io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(1024);
     let mut body: Vec<u8> = Vec::new();
+    let mut raw_head: Vec<u8> = Vec::new();
     loop {
+        // Phase 0: a head seen before gets its answer again (see `memo`).
+        if buf.is_empty() && fill(&mut stream, &mut buf).await? == 0 {
+            // The client closed between requests.
+            return Ok(());
+        }
+        out.clear();
+        if let Some(keep_alive) = memo::answer(&mut buf, echo, &mut out) {
+            stream.write_all(&out).await?;
+            if !keep_alive {
+                return Ok(());
+            }
+            continue;
+        }
         // Phase 1: a whole head (pipelined requests may already be in `buf`).
-        let head = match read_head(&mut stream, &mut buf).await? {
+        let head = match read_head(&mut stream, &mut buf, &mut raw_head).await? {
             Some(Ok(h)) => h,
             Some(Err(BadRequest(why))) => return refuse(&mut stream, why).await,
             None => return Ok(()),
@@ -78,8 +92,18 @@ pub async fn serve_conn(mut stream: TcpStream, echo: Echo) -> io::Result<()> {
             Err(BadRequest(why)) => return refuse(&mut stream, why).await,
         }
         // Phase 3: the answer, head and body in one write.
-        out.clear();
-        respond(&mut out, &head, echo, &body);
+        let json = answer_body(&head, echo, &body);
+        if matches!(head.body, Framing::None) {
+            // Without a body the answer depends on the head's bytes alone.
+            memo::keep(&raw_head, &head, echo, &json);
+        }
+        write_answer(
+            &mut out,
+            head.http10,
+            head.keep_alive,
+            head.method != "HEAD",
+            json.as_bytes(),
+        );
         stream.write_all(&out).await?;
         if !head.keep_alive {
             return Ok(());
@@ -97,15 +121,18 @@ async fn refuse(stream: &mut TcpStream, why: &str) -> io::Result<()> {
 }
 
 /// Reads until `buf` starts with a complete head and takes it out of
-/// `buf`. `None` when the client closed between requests.
+/// `buf`, its bytes into `raw`. `None` when the client closed between requests.
 async fn read_head(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
+    raw: &mut Vec<u8>,
 ) -> io::Result<Option<Result<Head, BadRequest>>> {
     loop {
         if !buf.is_empty() {
             match parse_head(buf) {
                 Ok(Some((head, len))) => {
+                    raw.clear();
+                    raw.extend_from_slice(&buf[..len]);
                     buf.drain(..len);
                     return Ok(Some(Ok(head)));
                 }
@@ -331,29 +358,115 @@ impl Chunked {
     }
 }
 
-/// Writes the answer: Go's status line for the request's version, Go's
-/// headers in Go's order, and the echo (no body for `HEAD`).
-fn respond(out: &mut Vec<u8>, head: &Head, echo: Echo, body: &[u8]) {
+/// The echo a request gets (see [`crate::mock`]).
+fn answer_body(head: &Head, echo: Echo, body: &[u8]) -> String {
     let (path, query) = split_target(&head.target);
-    let json = echo_body(&head.method, path, query, &head.headers, echo, body);
-    out.extend_from_slice(if head.http10 {
+    echo_body(&head.method, path, query, &head.headers, echo, body)
+}
+
+/// Writes the answer: Go's status line for the request's version, Go's
+/// headers in Go's order, and `json` unless the request was `HEAD`.
+fn write_answer(out: &mut Vec<u8>, http10: bool, keep_alive: bool, with_body: bool, json: &[u8]) {
+    use std::io::Write as _;
+    out.extend_from_slice(if http10 {
         b"HTTP/1.0 200 OK\r\n"
     } else {
         b"HTTP/1.1 200 OK\r\n"
     });
     out.extend_from_slice(b"Content-Type: application/json\r\nDate: ");
     date::with_now(|d| out.extend_from_slice(d));
-    out.extend_from_slice(b"\r\nContent-Length: ");
-    out.extend_from_slice(json.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\n");
-    match (head.http10, head.keep_alive) {
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "\r\nContent-Length: {}\r\n", json.len());
+    match (http10, keep_alive) {
         (true, true) => out.extend_from_slice(b"Connection: keep-alive\r\n"),
         (false, false) => out.extend_from_slice(b"Connection: close\r\n"),
         _ => {}
     }
     out.extend_from_slice(b"\r\n");
-    if head.method != "HEAD" {
-        out.extend_from_slice(json.as_bytes());
+    if with_body {
+        out.extend_from_slice(json);
+    }
+}
+
+/// Answers for the request heads a thread saw last.
+///
+/// A benchmark sends the same head over and over (the gateway's proxied
+/// request differs from one API to the next, not from one request to the
+/// next), and building the echo (a header map, Go's canonical names, sorted,
+/// escaped) was most of the mock's own CPU per request. A head without a
+/// body is answered from its bytes alone, so a head equal byte for byte to
+/// one answered before gets the same echo without being parsed; only the
+/// `Date` is fresh. Kept per thread (each server thread answers its own
+/// connections), a few heads, replaced round-robin.
+mod memo {
+    use std::cell::RefCell;
+
+    use super::{write_answer, Echo, Head};
+
+    /// Heads remembered per thread: a bench alternates a few routes.
+    const SLOTS: usize = 8;
+    /// Longer heads are not remembered (they are not a benchmark's).
+    const MAX_HEAD: usize = 4096;
+
+    struct Entry {
+        head: Vec<u8>,
+        /// Two servers on one thread (tests) may echo differently.
+        echo: Echo,
+        http10: bool,
+        keep_alive: bool,
+        with_body: bool,
+        json: Vec<u8>,
+    }
+
+    #[derive(Default)]
+    struct Memo {
+        entries: Vec<Entry>,
+        next: usize,
+    }
+
+    thread_local! {
+        static MEMO: RefCell<Memo> = RefCell::new(Memo::default());
+    }
+
+    /// If `buf` starts with a remembered head, takes it out of `buf`,
+    /// writes its answer to `out` and returns whether to keep the
+    /// connection open.
+    pub(super) fn answer(buf: &mut Vec<u8>, echo: Echo, out: &mut Vec<u8>) -> Option<bool> {
+        MEMO.with(|m| {
+            let m = m.borrow();
+            let e = m
+                .entries
+                .iter()
+                .find(|e| e.echo == echo && buf.starts_with(&e.head))?;
+            write_answer(out, e.http10, e.keep_alive, e.with_body, &e.json);
+            buf.drain(..e.head.len());
+            Some(e.keep_alive)
+        })
+    }
+
+    /// Remembers the answer to `raw`, a complete head without a body.
+    pub(super) fn keep(raw: &[u8], head: &Head, echo: Echo, json: &str) {
+        if raw.len() > MAX_HEAD {
+            return;
+        }
+        MEMO.with(|m| {
+            let mut m = m.borrow_mut();
+            let entry = Entry {
+                head: raw.to_vec(),
+                echo,
+                http10: head.http10,
+                keep_alive: head.keep_alive,
+                with_body: head.method != "HEAD",
+                json: json.as_bytes().to_vec(),
+            };
+            if m.entries.len() < SLOTS {
+                m.entries.push(entry);
+            } else {
+                let at = m.next;
+                m.entries[at] = entry;
+                m.next = (at + 1) % SLOTS;
+            }
+        });
     }
 }
 
@@ -455,6 +568,44 @@ mod tests {
     }
 
     #[test]
+    fn a_remembered_head_gets_the_same_answer_and_leaves_what_follows() {
+        let text = "GET /memo/?q=1 HTTP/1.1\r\nX-Memo-Test: 1\r\n\r\n";
+        let (h, len) = head(text).ok().unwrap().unwrap();
+        let json = answer_body(&h, Echo::default(), b"");
+        let mut fresh = Vec::new();
+        write_answer(&mut fresh, h.http10, h.keep_alive, true, json.as_bytes());
+        memo::keep(&text.as_bytes()[..len], &h, Echo::default(), &json);
+
+        let mut buf = format!("{text}GET /next").into_bytes();
+        let mut out = Vec::new();
+        assert_eq!(
+            memo::answer(&mut buf, Echo::default(), &mut out),
+            Some(true)
+        );
+        // The same bytes but for the Date, which may have ticked.
+        let strip = |b: &[u8]| {
+            let t = String::from_utf8(b.to_vec()).unwrap();
+            let (a, rest) = t.split_once("Date: ").unwrap();
+            format!("{a}{}", &rest[29..])
+        };
+        assert_eq!(strip(&out), strip(&fresh));
+        assert_eq!(buf, b"GET /next");
+        // Another echo, a prefix of the head, or another head: not remembered.
+        let query = Echo {
+            query: true,
+            body: false,
+        };
+        let mut again = text.as_bytes().to_vec();
+        assert_eq!(memo::answer(&mut again, query, &mut out), None);
+        let mut part = text.as_bytes()[..len - 1].to_vec();
+        assert_eq!(memo::answer(&mut part, Echo::default(), &mut out), None);
+        let mut other = text
+            .replace("X-Memo-Test: 1", "X-Memo-Test: 2")
+            .into_bytes();
+        assert_eq!(memo::answer(&mut other, Echo::default(), &mut out), None);
+    }
+
+    #[test]
     fn targets_split_into_path_and_query() {
         assert_eq!(split_target("/a/b?x=1&y"), ("/a/b", "x=1&y"));
         assert_eq!(split_target("/a"), ("/a", ""));
@@ -470,7 +621,14 @@ mod tests {
             .unwrap()
             .unwrap();
         let mut out = Vec::new();
-        respond(&mut out, &h, Echo::default(), b"");
+        let json = answer_body(&h, Echo::default(), b"");
+        write_answer(
+            &mut out,
+            h.http10,
+            h.keep_alive,
+            h.method != "HEAD",
+            json.as_bytes(),
+        );
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nDate: "));
         assert!(

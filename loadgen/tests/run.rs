@@ -312,3 +312,91 @@ fn rate_mode_reports_loadgens_own_send_lag() {
     // ab's "Time per request" means nothing when the schedule sets the rate.
     assert!(!text.contains("Time per request"), "{text}");
 }
+
+/// A server of its own on `listener`: for each of `conns` connections, reads
+/// a request and writes `pieces` of the answer in as many writes, without
+/// TCP_NODELAY, `gap` apart; then waits for the client to close.
+fn serve_in_pieces(
+    listener: std::net::TcpListener,
+    conns: usize,
+    pieces: &'static [&'static str],
+    gap: std::time::Duration,
+) -> std::thread::JoinHandle<usize> {
+    use std::io::{Read, Write};
+    std::thread::spawn(move || {
+        let mut served = 0;
+        for _ in 0..conns {
+            let Ok((mut s, _)) = listener.accept() else {
+                break;
+            };
+            let mut req = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !req.ends_with(b"\r\n\r\n") {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&chunk[..n]),
+                }
+            }
+            for p in pieces {
+                let _ = s.write_all(p.as_bytes());
+                std::thread::sleep(gap);
+            }
+            // Close only after the client has: a close would push out
+            // whatever Nagle holds back.
+            let _ = s.read(&mut chunk);
+            served += 1;
+        }
+        served
+    })
+}
+
+#[test]
+fn a_response_written_in_small_pieces_is_read_whole() {
+    // Head and body in separate small writes, Nagle on at the server: the
+    // second piece waits for the client's ACK of the first, which loadgen
+    // (whose ACKs are delayed, see `loadgen::connect`) must send at once.
+    const PIECES: &[&str] = &[
+        "HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\n",
+        "hello",
+        " world",
+    ];
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = serve_in_pieces(listener, 12, PIECES, std::time::Duration::ZERO);
+    let url = format!("http://127.0.0.1:{port}/");
+    let (_, _, s) = run(&["-n", "12", "-c", "3", "-s", "10", &url]);
+    assert_eq!(server.join().unwrap(), 12);
+    assert_eq!(s.complete_requests, 12);
+    assert_eq!(s.failed_requests.total, 0);
+    assert_eq!(s.document_length, 11);
+    assert_eq!(s.html_transferred_bytes, 12 * 11);
+}
+
+#[test]
+fn a_handshake_that_ends_after_connect_returns_still_carries_the_request() {
+    // A listener whose accept queue is full drops new SYNs: those
+    // connections are still being set up when `connect` returns (the kernel
+    // retries the SYN after about a second), so their request waits for the
+    // handshake instead of going out at once.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    socket.listen(1).unwrap();
+    let listener: std::net::TcpListener = socket.into();
+    let port = listener.local_addr().unwrap().port();
+    const ANSWER: &[&str] = &["HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"];
+    let late = std::thread::spawn(move || {
+        // Accept only once every connection has sent its SYN.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        serve_in_pieces(listener, 6, ANSWER, std::time::Duration::ZERO)
+            .join()
+            .unwrap()
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    let (_, _, s) = run(&["-n", "6", "-c", "6", "-s", "20", &url]);
+    assert_eq!(late.join().unwrap(), 6);
+    assert_eq!(s.complete_requests, 6);
+    assert_eq!(s.failed_requests.total, 0, "{:?}", s.failed_requests);
+    assert_eq!(s.html_transferred_bytes, 6 * 2);
+}

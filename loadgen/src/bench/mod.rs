@@ -82,7 +82,7 @@ pub struct BenchArgs {
     /// Gateway worker threads (default: the gateway's, one per core); also peers' workers.
     #[arg(long)]
     pub gateway_threads: Option<usize>,
-    /// mock-upstream runtime threads (default: its own, one per core).
+    /// mock-upstream runtime threads (default: its own, one per four cores).
     #[arg(long)]
     pub upstream_threads: Option<usize>,
     /// loadgen threads (default: one per core, at most -c).
