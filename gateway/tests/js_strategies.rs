@@ -180,7 +180,7 @@ fn a_definition_chooses_its_own_strategy_and_a_bad_one_is_named() {
 fn fresh_puts_back_whatever_a_call_changed() {
     const SCRIPT: &str = r#"var freshMw = new TykJS.TykMiddleware.NewMiddleware({});
 freshMw.NewProcessRequest(function (request, session) {
-    var seen = [typeof log, typeof b64enc, typeof Math.max,
+    var seen = [typeof log, typeof b64enc, typeof Math.max, typeof Math.random,
                 String([].leaked), String(globalThis.leaked)].join(",");
     delete globalThis.log;
     delete globalThis.b64enc;
@@ -192,6 +192,9 @@ freshMw.NewProcessRequest(function (request, session) {
     junk = null;
     request.SetHeaders["X-Seen"] = seen;
     request.SetHeaders["X-Random"] = String(Math.random());
+    delete Math.random;
+    junk = [];
+    for (var j = 0; j < 20000; j++) { var b = {}; b.self = b; junk.push(b); }
     return freshMw.ReturnData(request, {});
 });
 "#;
@@ -224,7 +227,8 @@ freshMw.NewProcessRequest(function (request, session) {
             assert_eq!(got.status, 200, "{engine:?} call {i}: {}", got.text());
             let echo = got.json();
             assert_eq!(
-                echo["headers"]["X-Seen"], "function,function,function,undefined,undefined",
+                echo["headers"]["X-Seen"],
+                "function,function,function,function,undefined,undefined",
                 "{engine:?} call {i}"
             );
             randoms.push(echo["headers"]["X-Random"].as_str().unwrap().to_string());

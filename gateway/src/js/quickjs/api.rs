@@ -347,8 +347,9 @@ impl QjsApi {
     }
 
     /// True once after a call the interrupt handler stopped at the deadline
-    /// it was given (the state is discarded too, as [`Self::is_spent`]
-    /// says): an inline call that overran its slice (`mod.rs`, `Adaptive`).
+    /// it was given (a persistent state is discarded too, as
+    /// [`Self::is_spent`] says; a fresh one is put back by the next call):
+    /// an inline call that overran its slice (`mod.rs`, `Adaptive`).
     pub(crate) fn take_interrupted(&mut self) -> bool {
         std::mem::take(&mut self.interrupted)
     }
@@ -397,12 +398,16 @@ impl QjsApi {
                 (r, fresh.watch.disarm())
             }
         };
+        // A stopped script may have left its globals half-updated, or the
+        // runtime near its memory limit: start over. A `fresh` state does
+        // so anyway (the next call puts its image back), so it is kept.
+        let keep = matches!(self.live, Some(Live::Fresh(_)));
         match result {
             Ok(v) => Ok(v),
-            // A stopped script may have left its globals half-updated (and
-            // a fresh runtime near its memory limit): start over.
             Err(_) if interrupted => {
-                self.live = None;
+                if !keep {
+                    self.live = None;
+                }
                 self.interrupted = true;
                 Err(MwError::timed_out(format!(
                     "stopped after the jsvm timeout ({:?})",
@@ -410,7 +415,9 @@ impl QjsApi {
                 )))
             }
             Err(Fail::Memory) => {
-                self.live = None;
+                if !keep {
+                    self.live = None;
+                }
                 Err(MwError::out_of_memory(format!(
                     "stopped at the jsvm memory limit ({} MiB)",
                     p.memory >> 20

@@ -36,7 +36,8 @@
 //!   next restore would bring back a JS object whose closure is gone. So
 //!   [`Fresh::build`] keeps a reference to every native from Rust
 //!   (`natives`): the globals that hold Rust functions, found by their
-//!   class, and the ones no global holds (`setup_host` returns them).
+//!   class, and the ones no global holds (`setup_host` returns them, and
+//!   `Math.random`). A native added elsewhere must be added there.
 //! - Lazy Rust-side state of rquickjs (a class's prototype, made on first
 //!   use) must exist before the image: every native is made before it.
 //! - `Math.random`'s state is in the context: restored, every call would
@@ -90,9 +91,15 @@ impl Fresh {
         watch.arm(Instant::now() + p.timeout);
         let kept = ctx.with(|ctx| {
             let unheld = api::setup_host(&ctx, p)?;
-            replace_random(&ctx).map_err(|e| error(format!("JS host setup failed: {e}")))?;
+            let random =
+                replace_random(&ctx).map_err(|e| error(format!("JS host setup failed: {e}")))?;
             let mut natives = rust_globals(&ctx).map_err(|e| error(format!("JS host: {e}")))?;
-            natives.extend(unheld.into_iter().map(|f| keep(&ctx, f.into_value())));
+            natives.extend(
+                unheld
+                    .into_iter()
+                    .chain([random])
+                    .map(|f| keep(&ctx, f.into_value())),
+            );
             let read = |code: &[u8]| {
                 engine::read(&ctx, code)
                     .map(|v| keep(&ctx, v))
@@ -209,14 +216,15 @@ fn rust_globals(ctx: &Ctx<'_>) -> rquickjs::Result<Vec<Kept>> {
 }
 
 /// `Math.random` as a native drawing from the thread's generator, with the
-/// builtin's name, length and attributes.
-fn replace_random(ctx: &Ctx<'_>) -> rquickjs::Result<()> {
+/// builtin's name, length and attributes. Returns it (no global holds it).
+fn replace_random<'js>(ctx: &Ctx<'js>) -> rquickjs::Result<Function<'js>> {
     let math: Object = ctx.globals().get("Math")?;
     let random = Function::new(ctx.clone(), fastrand::f64)?.with_name("random")?;
     math.prop(
         "random",
-        rquickjs::object::Property::from(random)
+        rquickjs::object::Property::from(random.clone())
             .writable()
             .configurable(),
-    )
+    )?;
+    Ok(random)
 }
