@@ -18,7 +18,8 @@
 //!    mode; `CALLS` and `ROUNDS` (default 5) size the rounds. `fresh` also
 //!    runs `fresh _`: the seed's handler plus one `_.keys` call, so every
 //!    call's fresh context loads underscore (what a `fresh` API whose
-//!    script uses `_` pays per request).
+//!    script uses `_` pays per request). `MODE` picks one row by its
+//!    label (`MODE=fresh` leaves `fresh _` out).
 //! 4. `EVICT_KB=8192` writes 8 MiB between calls (untimed), so each call
 //!    starts with cold caches, as in the gateway, where the kernel's network
 //!    stack, the load generator and the upstream run between two calls on
@@ -152,6 +153,7 @@ fn process_cpu() -> Duration {
 fn main() {
     let engine = std::env::var("ENGINE").ok();
     let strategy = std::env::var("STRATEGY").ok();
+    let mode = std::env::var("MODE").ok();
     // JSVM_THREADS=0 calls inline, as `--jsvm-threads 0`; the default (1)
     // hands each call to a VM thread, as the gateway does by default.
     let jsvm_threads = env_count("JSVM_THREADS", 1);
@@ -171,6 +173,7 @@ fn main() {
         for (label, s, script) in modes {
             if engine.as_deref().is_some_and(|o| o != name)
                 || strategy.as_deref().is_some_and(|o| o != s)
+                || mode.as_deref().is_some_and(|o| o != label)
             {
                 continue;
             }

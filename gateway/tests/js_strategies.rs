@@ -169,3 +169,73 @@ fn a_definition_chooses_its_own_strategy_and_a_bad_one_is_named() {
     }
     gw.stop();
 }
+
+/// `fresh` puts back everything a call changed, whatever it changed: the
+/// natives it deleted (with enough garbage that the collector runs, and
+/// would finalize a native whose last reference went), the builtins it
+/// replaced, the prototypes and globals it added to. And `Math.random`
+/// still draws new numbers per call (QuickJS restores its context's state:
+/// its generator must not be part of it).
+#[test]
+fn fresh_puts_back_whatever_a_call_changed() {
+    const SCRIPT: &str = r#"var freshMw = new TykJS.TykMiddleware.NewMiddleware({});
+freshMw.NewProcessRequest(function (request, session) {
+    var seen = [typeof log, typeof b64enc, typeof Math.max, typeof Math.random,
+                String([].leaked), String(globalThis.leaked)].join(",");
+    delete globalThis.log;
+    delete globalThis.b64enc;
+    Math.max = null;
+    Array.prototype.leaked = "yes";
+    globalThis.leaked = "yes";
+    var junk = [];
+    for (var i = 0; i < 20000; i++) { var a = {}; a.self = a; junk.push(a); }
+    junk = null;
+    request.SetHeaders["X-Seen"] = seen;
+    request.SetHeaders["X-Random"] = String(Math.random());
+    delete Math.random;
+    junk = [];
+    for (var j = 0; j < 20000; j++) { var b = {}; b.self = b; junk.push(b); }
+    return freshMw.ReturnData(request, {});
+});
+"#;
+    for &(engine, strategy) in COMBOS {
+        if strategy != Strategy::Fresh {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("fresh.js");
+        std::fs::write(&script, SCRIPT).unwrap();
+        let up = format!("http://{}", common::mock());
+        api(
+            dir.path(),
+            "fresh",
+            &up,
+            "freshMw",
+            script.display().to_string(),
+        );
+        let gw = common::start_gateway_with(GatewayConfig {
+            apis_dir: dir.path().to_path_buf(),
+            threads: 1,
+            jsvm_strategy: strategy,
+            jsvm_engine: engine,
+            ..GatewayConfig::default()
+        });
+        assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+        let mut randoms = Vec::new();
+        for i in 0..4 {
+            let got = common::get(gw.addr, "/fresh/");
+            assert_eq!(got.status, 200, "{engine:?} call {i}: {}", got.text());
+            let echo = got.json();
+            assert_eq!(
+                echo["headers"]["X-Seen"],
+                "function,function,function,function,undefined,undefined",
+                "{engine:?} call {i}"
+            );
+            randoms.push(echo["headers"]["X-Random"].as_str().unwrap().to_string());
+        }
+        randoms.sort();
+        randoms.dedup();
+        assert_eq!(randoms.len(), 4, "{engine:?}: Math.random repeated itself");
+        gw.stop();
+    }
+}

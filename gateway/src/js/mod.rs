@@ -129,7 +129,9 @@ pub enum Strategy {
     /// runs in a context no earlier call touched. On boa the cheapest
     /// correct way is a new context per call (prelude and scripts evaluated
     /// again); on VM threads it is built right after the previous answer,
-    /// off the request's path, but it costs the CPU all the same.
+    /// off the request's path, but it costs the CPU all the same. On
+    /// QuickJS one context's heap is copied once and put back before every
+    /// call (`quickjs/fresh.rs`).
     Fresh,
 }
 

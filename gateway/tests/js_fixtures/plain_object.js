@@ -2,9 +2,38 @@
 // whatever the host builds lazily. Each mode (header X-Mode) exercises one
 // way of reading or replacing its fields; failed checks are reported in
 // X-Failed.
-var kept = null;
+var kept = null, keptUnread = null;
 var plainMw = new TykJS.TykMiddleware.NewMiddleware({});
 plainMw.NewProcessRequest(function (request, session, spec) {
+    // Modes that must not read Headers first (a host may build it only when
+    // read): chosen by the path.
+    var path = request.URL.split("?")[0];
+    if (path === "/plain/keep-unread") {
+        keptUnread = request;
+        return plainMw.ReturnData(request, {});
+    }
+    if (path === "/plain/reuse-unread") {
+        // The earlier call's request, its Headers never read until now.
+        request.SetHeaders["X-Kept-Probe"] = keptUnread.Headers["X-Probe"][0];
+        return plainMw.ReturnData(request, {});
+    }
+    if (path === "/plain/json-unread") {
+        request.SetHeaders["X-Json"] = JSON.stringify(request);
+        request.SetHeaders["X-Keys"] = Object.keys(request).join();
+        return plainMw.ReturnData(request, {});
+    }
+    if (path === "/plain/write-unread") {
+        request.Headers = {"X-Written": ["w"]};
+        request.SetHeaders["X-Written"] = request.Headers["X-Written"][0] +
+            "," + Object.keys(request)[0];
+        return plainMw.ReturnData(request, {});
+    }
+    if (path === "/plain/delete-unread") {
+        delete request.Headers;
+        request.SetHeaders["X-Deleted"] = ("Headers" in request) + "," +
+            Object.keys(request).length + "," + JSON.stringify(request).indexOf('"Headers"');
+        return plainMw.ReturnData(request, {});
+    }
     var mode = request.Headers["X-Mode"][0];
     var failed = [];
     function check(name, ok) { if (!ok) failed.push(name); }

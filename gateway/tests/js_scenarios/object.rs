@@ -249,12 +249,38 @@ pub fn request_fields_behave_as_a_plain_object(mode: Mode) {
     assert_eq!(header(&req, "x-frozen"), "yes");
     assert!(req.headers.get("x-lost").is_none());
 
+    // The same through paths that never read Headers before.
+    let unread = |path: &str, probe: &str| {
+        let mut req = get(path, &[("x-probe", probe), ("host", "h")]);
+        h.ok(&mut req);
+        req
+    };
+    let req = unread("/plain/json-unread?b=3", "j");
+    let json: serde_json::Value = serde_json::from_str(header(&req, "x-json")).unwrap();
+    assert_eq!(
+        json["Headers"],
+        serde_json::json!({"X-Probe": ["j"], "Host": ["h"]})
+    );
+    assert_eq!(json["Params"], serde_json::json!({"b": ["3"]}));
+    assert_eq!(
+        header(&req, "x-keys"),
+        "Headers,SetHeaders,DeleteHeaders,Body,URL,Params,AddParams,ExtendedParams,\
+         DeleteParams,ReturnOverrides,IgnoreBody,Method,RequestURI,Scheme"
+    );
+    let req = unread("/plain/write-unread", "w");
+    assert_eq!(header(&req, "x-written"), "w,Headers");
+    let req = unread("/plain/delete-unread", "d");
+    assert_eq!(header(&req, "x-deleted"), "false,13,-1");
+
     // Only state kept across calls can keep a request for a later one.
     match mode.strategy {
         "persistent" => {
             run("keep");
             let req = run("reuse");
             assert_eq!(header(&req, "x-kept-mode"), "keep");
+            unread("/plain/keep-unread", "first");
+            let req = unread("/plain/reuse-unread", "second");
+            assert_eq!(header(&req, "x-kept-probe"), "first");
         }
         "tyk-json" => {
             // Tyk's DoProcessRequest resets the returned request's Headers,

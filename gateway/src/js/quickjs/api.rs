@@ -11,9 +11,11 @@
 //! - `tyk-json`: the persistent context; a call's source is Tyk's, the
 //!   request as JSON text in it, parsed and run; the answer is JSON text
 //!   (`js/tykjson.rs`, shared with boa).
-//! - `fresh`: one runtime; every call makes a new context, loads the prelude,
-//!   the scripts and the host from bytecode (no parsing) and runs their
-//!   top-level code, so every request sees fresh script state, as in Tyk.
+//! - `fresh`: one runtime and context whose heap is put back before every
+//!   call to what it was once the prelude and natives were installed
+//!   (`fresh.rs`); the call then runs the scripts' top-level code from
+//!   bytecode (no parsing), so every request sees fresh script state, as
+//!   in Tyk.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use rquickjs::{Context, Ctx, Function, Persistent, Runtime, Value};
 
 use super::answer;
 use super::engine::{self, Watch};
+use super::fresh::Fresh;
 use crate::js::{tykjson, Strategy};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
 
@@ -60,7 +63,7 @@ pub(crate) struct BuildError {
 }
 
 /// Why a call did not produce an answer.
-enum Fail {
+pub(crate) enum Fail {
     /// The script threw or answered with the wrong shape.
     Script(MwError),
     /// The memory limit was hit: the runtime must go.
@@ -69,21 +72,43 @@ enum Fail {
 
 /// Runs the prelude, the scripts and the host in `ctx`; returns `call`.
 /// `check` verifies each entry names an object with `ProcessRequest` (load
-/// and persistent builds; a fresh call relies on load having done so).
+/// and persistent builds).
 pub(crate) fn setup<'js>(
     ctx: &Ctx<'js>,
     p: &Program,
     check: bool,
 ) -> Result<Function<'js>, BuildError> {
-    let api_id: Rc<str> = Rc::from(&*p.api_id);
-    let internal = |ctx: &Ctx<'js>, e: rquickjs::Error| BuildError {
+    setup_host(ctx, p)?;
+    let mut scripts = Vec::with_capacity(p.scripts.len());
+    for (code, field, file) in &p.scripts {
+        let func = engine::read(ctx, code).map_err(|e| internal(ctx, e))?;
+        scripts.push((func, field.as_str(), file.as_str()));
+    }
+    let dispatch = engine::read(ctx, &p.dispatch).map_err(|e| internal(ctx, e))?;
+    let host = engine::read(ctx, &p.host).map_err(|e| internal(ctx, e))?;
+    setup_scripts(ctx, p, &scripts, &dispatch, &host, check)
+}
+
+/// A setup failure of the host's own code.
+fn internal(ctx: &Ctx<'_>, e: rquickjs::Error) -> BuildError {
+    BuildError {
         field: "custom_middleware".into(),
         message: format!("JS host setup failed: {}", caught(ctx, e)),
-    };
+    }
+}
+
+/// What every context has before the API's scripts run: the natives, the
+/// Tyk API globals, the host code (scopes, lazy `_`), the prelude. Returns
+/// the natives that no global holds (`hostcode::install`).
+pub(crate) fn setup_host<'js>(
+    ctx: &Ctx<'js>,
+    p: &Program,
+) -> Result<Vec<Function<'js>>, BuildError> {
+    let api_id: Rc<str> = Rc::from(&*p.api_id);
     engine::install_natives(ctx, &api_id).map_err(|e| internal(ctx, e))?;
     crate::js::tykapi::qjs::install(ctx).map_err(|e| internal(ctx, e))?;
     // The scopes' prologue and the lazy `_`, from bytecode compiled once.
-    super::hostcode::install(ctx).map_err(|m| BuildError {
+    let load = super::hostcode::install(ctx).map_err(|m| BuildError {
         field: "custom_middleware".into(),
         message: format!("JS host setup failed: {m}"),
     })?;
@@ -91,9 +116,23 @@ pub(crate) fn setup<'js>(
     if p.strategy == Strategy::TykJson {
         engine::eval_sloppy(ctx, tykjson::HELPER).map_err(|e| internal(ctx, e))?;
     }
-    for (code, field, file) in &p.scripts {
-        engine::run(ctx, code).map_err(|e| BuildError {
-            field: field.clone(),
+    Ok(vec![load])
+}
+
+/// Runs the API's scripts (each a function object from [`engine::read`],
+/// with its field and file), checks the entries when `check`, and runs the
+/// dispatch array and the host; returns `call`.
+pub(crate) fn setup_scripts<'js>(
+    ctx: &Ctx<'js>,
+    p: &Program,
+    scripts: &[(Value<'js>, &str, &str)],
+    dispatch: &Value<'js>,
+    host: &Value<'js>,
+    check: bool,
+) -> Result<Function<'js>, BuildError> {
+    for (func, field, file) in scripts {
+        engine::eval_function(ctx, func).map_err(|e| BuildError {
+            field: field.to_string(),
             message: format!("{file}: failed while loading: {}", caught(ctx, e)),
         })?;
     }
@@ -109,8 +148,8 @@ pub(crate) fn setup<'js>(
             check_entry(ctx, i, name, field, kind)?;
         }
     }
-    let dispatch = engine::run(ctx, &p.dispatch).map_err(|e| internal(ctx, e))?;
-    let make: Function = engine::run(ctx, &p.host)
+    let dispatch = engine::eval_function(ctx, dispatch).map_err(|e| internal(ctx, e))?;
+    let make: Function = engine::eval_function(ctx, host)
         .and_then(|v| v.get())
         .map_err(|e| internal(ctx, e))?;
     make.call((dispatch,)).map_err(|e| internal(ctx, e))
@@ -190,21 +229,19 @@ enum Live {
         _rt: Runtime,
         watch: Rc<Watch>,
     },
-    Fresh {
-        rt: Runtime,
-        watch: Rc<Watch>,
-    },
+    /// A context put back before every call (`fresh.rs`).
+    Fresh(Box<Fresh>),
 }
 
 impl Live {
     fn build(p: &Program) -> Result<Live, BuildError> {
+        if p.strategy == Strategy::Fresh {
+            return Ok(Live::Fresh(Box::new(Fresh::build(p)?)));
+        }
         let (rt, watch) = engine::runtime(p.memory).map_err(|message| BuildError {
             field: "custom_middleware".into(),
             message,
         })?;
-        if p.strategy == Strategy::Fresh {
-            return Ok(Live::Fresh { rt, watch });
-        }
         let ctx = full_context(&rt)?;
         // Top-level code runs under the same time limit as a call.
         watch.arm(Instant::now() + p.timeout);
@@ -310,8 +347,9 @@ impl QjsApi {
     }
 
     /// True once after a call the interrupt handler stopped at the deadline
-    /// it was given (the state is discarded too, as [`Self::is_spent`]
-    /// says): an inline call that overran its slice (`mod.rs`, `Adaptive`).
+    /// it was given (a persistent state is discarded too, as
+    /// [`Self::is_spent`] says; a fresh one is put back by the next call):
+    /// an inline call that overran its slice (`mod.rs`, `Adaptive`).
     pub(crate) fn take_interrupted(&mut self) -> bool {
         std::mem::take(&mut self.interrupted)
     }
@@ -340,7 +378,7 @@ impl QjsApi {
         let p = &*self.program;
         // What TykMakeHttpRequest and TykBatchRequest may wait until.
         let _deadline = crate::js::tykapi::call_scope(deadline);
-        let (result, interrupted) = match self.live.as_ref().expect("built above") {
+        let (result, interrupted) = match self.live.as_mut().expect("built above") {
             Live::Persistent {
                 call, ctx, watch, ..
             } => {
@@ -354,18 +392,22 @@ impl QjsApi {
                 });
                 (r, watch.disarm())
             }
-            Live::Fresh { rt, watch } => {
-                watch.arm(deadline);
-                let r = fresh_call(rt, p, f);
-                (r, watch.disarm())
+            Live::Fresh(fresh) => {
+                fresh.watch.arm(deadline);
+                let r = fresh.call(p, f);
+                (r, fresh.watch.disarm())
             }
         };
+        // A stopped script may have left its globals half-updated, or the
+        // runtime near its memory limit: start over. A `fresh` state does
+        // so anyway (the next call puts its image back), so it is kept.
+        let keep = matches!(self.live, Some(Live::Fresh(_)));
         match result {
             Ok(v) => Ok(v),
-            // A stopped script may have left its globals half-updated (and
-            // a fresh runtime near its memory limit): start over.
             Err(_) if interrupted => {
-                self.live = None;
+                if !keep {
+                    self.live = None;
+                }
                 self.interrupted = true;
                 Err(MwError::timed_out(format!(
                     "stopped after the jsvm timeout ({:?})",
@@ -373,7 +415,9 @@ impl QjsApi {
                 )))
             }
             Err(Fail::Memory) => {
-                self.live = None;
+                if !keep {
+                    self.live = None;
+                }
                 Err(MwError::out_of_memory(format!(
                     "stopped at the jsvm memory limit ({} MiB)",
                     p.memory >> 20
@@ -382,41 +426,6 @@ impl QjsApi {
             Err(Fail::Script(e)) => Err(e),
         }
     }
-}
-
-/// A fresh context for one call: Tyk's fresh-state semantics.
-fn fresh_call<T>(
-    rt: &Runtime,
-    p: &Program,
-    f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
-) -> Result<T, Fail> {
-    let ctx = full_context(rt).map_err(|e| Fail::Script(MwError::not_loaded(e.message)))?;
-    let result = fresh_run(&ctx, p, f);
-    drop(ctx);
-    // A context's intrinsics reference each other (prototypes and
-    // constructors), so only the cycle collector frees them. Collecting now,
-    // while the call's context is the only garbage, costs what the
-    // collector would spend later, without a pause every few hundred calls
-    // that scans many dead contexts at once.
-    rt.run_gc();
-    result
-}
-
-fn fresh_run<T>(
-    ctx: &Context,
-    p: &Program,
-    f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
-) -> Result<T, Fail> {
-    ctx.with(|ctx| {
-        let host = setup(&ctx, p, false).map_err(|e| {
-            if engine::is_out_of_memory(&e.message) {
-                Fail::Memory
-            } else {
-                Fail::Script(MwError::not_loaded(format!("{}: {}", e.field, e.message)))
-            }
-        })?;
-        f(&ctx, &host)
-    })
 }
 
 /// A `tyk-json` call: Tyk's source with the request JSON in it, parsed and

@@ -58,6 +58,21 @@ impl Watch {
 /// driven by the returned [`Watch`].
 pub(crate) fn runtime(memory_limit: usize) -> Result<(Runtime, Rc<Watch>), String> {
     let rt = Runtime::new().map_err(|e| format!("cannot create a QuickJS runtime: {e}"))?;
+    limits(rt, memory_limit)
+}
+
+/// [`runtime`], allocating in `arena` (the `fresh` strategy's heap that can
+/// be put back, `snapshot.rs`).
+pub(crate) fn runtime_in(
+    arena: super::snapshot::Arena,
+    memory_limit: usize,
+) -> Result<(Runtime, Rc<Watch>), String> {
+    let rt = Runtime::new_with_alloc(arena)
+        .map_err(|e| format!("cannot create a QuickJS runtime: {e}"))?;
+    limits(rt, memory_limit)
+}
+
+fn limits(rt: Runtime, memory_limit: usize) -> Result<(Runtime, Rc<Watch>), String> {
     rt.set_memory_limit(memory_limit);
     rt.set_max_stack_size(STACK_LIMIT);
     let watch = Rc::new(Watch::default());
@@ -224,6 +239,43 @@ pub(crate) fn run<'js>(ctx: &Ctx<'js>, code: &[u8]) -> rquickjs::Result<Value<'j
             return Err(rquickjs::Error::Exception);
         }
         let v = qjs::JS_EvalFunction(raw, func);
+        if qjs::JS_IsException(v) {
+            return Err(rquickjs::Error::Exception);
+        }
+        Ok(Value::from_raw(ctx.clone(), v))
+    }
+}
+
+/// Loads bytecode made by [`compile`] without running it: the script as a
+/// function object that [`eval_function`] runs, as often as wanted.
+pub(crate) fn read<'js>(ctx: &Ctx<'js>, code: &[u8]) -> rquickjs::Result<Value<'js>> {
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: as in `run`; the result is owned by the returned Value.
+    unsafe {
+        let func = qjs::JS_ReadObject(
+            raw,
+            code.as_ptr(),
+            code.len() as _,
+            qjs::JS_READ_OBJ_BYTECODE as i32,
+        );
+        if qjs::JS_IsException(func) {
+            return Err(rquickjs::Error::Exception);
+        }
+        Ok(Value::from_raw(ctx.clone(), func))
+    }
+}
+
+/// Runs a script [`read`] returned: its top-level code, in `ctx`'s global
+/// scope. Returns its completion value.
+pub(crate) fn eval_function<'js>(
+    ctx: &Ctx<'js>,
+    func: &Value<'js>,
+) -> rquickjs::Result<Value<'js>> {
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: JS_EvalFunction takes the reference JS_DupValue adds; `func`
+    // keeps its own.
+    unsafe {
+        let v = qjs::JS_EvalFunction(raw, qjs::JS_DupValue(raw, func.as_raw()));
         if qjs::JS_IsException(v) {
             return Err(rquickjs::Error::Exception);
         }

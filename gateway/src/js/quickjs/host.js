@@ -10,6 +10,11 @@
 // HTTP header). `params` is null (no query) or [name, [values], ...]. One
 // string and one split are cheaper than a property write per header from the
 // host.
+//
+// `request.Headers` is built from that string only when a script first
+// reads it (`lazyHeaders`): building it (a split, an array and a property
+// per header, each name made an atom) was a third of a call that never
+// reads it, as the seed's does not.
 function own(obj, key, value) {
     // `obj[key] = value` would call Object.prototype's __proto__ setter.
     if (key === "__proto__") {
@@ -29,7 +34,6 @@ function call(i, method, url, uri, body, headers, params, extra) {
     if (typeof extra === "string") {
         return dispatch[i](null, spec, extra);
     }
-    var h = lines(headers);
     var p = {};
     if (params !== null) {
         for (var k = 0; k + 1 < params.length; k += 2) {
@@ -38,7 +42,7 @@ function call(i, method, url, uri, body, headers, params, extra) {
     }
     // Tyk's MiniRequestObject, fields in Tyk's order.
     var request = {
-        Headers: h,
+        Headers: null,
         SetHeaders: {},
         DeleteHeaders: [],
         Body: body,
@@ -57,8 +61,10 @@ function call(i, method, url, uri, body, headers, params, extra) {
         IgnoreBody: false,
         Method: method,
         RequestURI: uri,
-        Scheme: "http"
+        Scheme: "http",
+        [PENDING]: headers
     };
+    Object.defineProperty(request, "Headers", lazyHeaders);
     if (extra !== undefined) {
         request.Body = null;
         var response = {
@@ -71,6 +77,38 @@ function call(i, method, url, uri, body, headers, params, extra) {
         return answerResponse(dispatch[i](request, spec, response));
     }
     return answer(dispatch[i](request, spec));
+}
+
+// The request's header text, until `Headers` is read. A symbol key: not in
+// `Object.keys`, `for..in` or `JSON.stringify`, only in
+// `Object.getOwnPropertySymbols`.
+var PENDING = Symbol("headers");
+
+// `request.Headers` as an accessor, in its place among the fields (turning
+// the `Headers: null` of the literal into one keeps the order): the first
+// read builds the object and leaves it as a plain data property, as if it
+// had been there all along; a write before any read does the same with the
+// written value. So reads, writes, `delete`, `in`, `Object.keys`, spreading
+// and `JSON.stringify` see what they would on Tyk's JSON-decoded object.
+// What differs: `Object.getOwnPropertyDescriptor` shows the accessor until
+// the first read, and on a frozen request each read builds a new object.
+// The descriptor's functions are made once per context, not per call.
+var lazyHeaders = {
+    get: function () { return settle(this, "Headers", lines(this[PENDING])); },
+    set: function (v) { settle(this, "Headers", v); },
+    enumerable: true,
+    configurable: true
+};
+
+function settle(obj, key, value) {
+    try {
+        Object.defineProperty(obj, key, {
+            value: value, writable: true, enumerable: true, configurable: true
+        });
+    } catch (e) {
+        // A frozen or sealed request: leave it as it is.
+    }
+    return value;
 }
 
 function lines(headers) {

@@ -48,8 +48,10 @@ fn host_code() -> Result<&'static HostCode, String> {
 }
 
 /// Runs the host code in `ctx`: the scopes' prologue, and the global `_`
-/// defined to load underscore's bytecode on first read.
-pub(crate) fn install(ctx: &Ctx<'_>) -> Result<(), String> {
+/// defined to load underscore's bytecode on first read. Returns the native
+/// function that loads it, which only the `_` definer's closure holds (the
+/// `fresh` strategy keeps every native alive: `fresh.rs`).
+pub(crate) fn install<'js>(ctx: &Ctx<'js>) -> Result<Function<'js>, String> {
     let code = host_code()?;
     let err = |e: rquickjs::Error| engine::describe(&ctx.catch(), false) + &format!(" ({e})");
     engine::run(ctx, &code.prologue).map_err(err)?;
@@ -57,7 +59,8 @@ pub(crate) fn install(ctx: &Ctx<'_>) -> Result<(), String> {
         .and_then(|v| v.get())
         .map_err(err)?;
     let load = Function::new(ctx.clone(), load_underscore).map_err(err)?;
-    define.call::<_, ()>((load,)).map_err(err)
+    define.call::<_, ()>((load.clone(),)).map_err(err)?;
+    Ok(load)
 }
 
 /// Runs underscore's bytecode in this context (the first read of `_`).

@@ -63,13 +63,17 @@
 //! - `hostcode`: the host's own JS (scopes, underscore) as bytecode, once.
 //! - `api`: one API's state on one thread (`persistent`, `tyk-json`,
 //!   `fresh`); a call.
+//! - `fresh`: the `fresh` strategy: a context put back before every call.
+//! - `snapshot`: the heap region that makes putting it back one copy.
 //! - `answer`: the request handed to the script; applying its answer.
 //! - `host.js`: the JS side of a call (builds `request`, dispatches).
 
 mod answer;
 mod api;
 mod engine;
+mod fresh;
 mod hostcode;
+mod snapshot;
 
 use std::cell::{OnceCell, RefCell};
 use std::path::PathBuf;
