@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::{Caller, Extern, Func, InstancePre, Module, Store, Trap, TypedFunc};
+use wasmtime::{Extern, InstancePre, Module, Store, Trap, TypedFunc};
 
 use super::abi;
 use super::host::{HostState, PluginInfo};
@@ -186,20 +186,10 @@ impl Template {
             ex.on_delete.as_ref().map(TypedFunc::func),
         ];
         imports.extend(optional.into_iter().flatten().map(|&f| f.into()));
-        if ex.on_request_body.is_some() {
-            // What `proxy_on_request_body` gets after the headers phase: the
-            // body as it is now (the module may have set it), none once a
-            // local response was sent.
-            let body_to_send = Func::wrap(&mut *store, |c: Caller<'_, HostState>| -> u32 {
-                let st = c.data();
-                match st.response {
-                    Some(_) => 0,
-                    None => st.req.body.len() as u32,
-                }
-            });
-            imports.push(body_to_send.into());
-        }
         let instance = wasmtime::Instance::new(&mut *store, &self.lifecycle, &imports)?;
+        // What `proxy_on_request_body` gets after the headers phase, kept
+        // current by the host functions that change it (`host.rs`).
+        store.data_mut().body_to_send = instance.get_global(&mut *store, "body_to_send");
         instance.get_typed_func(&mut *store, "request")
     }
 }

@@ -125,9 +125,11 @@ const REQUEST_EXPORTS: [(&str, &str); 4] = [
 ///
 /// `request(id, root, num_headers, body_len) -> action`: context create;
 /// request headers (`end_of_stream` when `body_len` is 0); when they
-/// continue, request body if the host's `body_to_send` (what the body is
-/// now, 0 once a local response was sent) is not empty; done; delete. It
-/// returns the last action.
+/// continue, request body if the global `body_to_send` is not 0; done;
+/// delete. It returns the last action. `body_to_send` starts at `body_len`
+/// and the host functions that replace the body or send a local response
+/// set it to what the body phase would get then (0 after a local response),
+/// so deciding on the body phase costs no call out of wasm.
 ///
 /// At most 16 variants exist; each is compiled once per process.
 pub fn lifecycle(present: [bool; 4]) -> Result<Module, String> {
@@ -157,18 +159,22 @@ fn lifecycle_text([headers, body, done, delete]: [bool; 4]) -> String {
         }
     }
     if body {
-        wat += "  (import \"host\" \"body_to_send\" (func $body_to_send (result i32)))\n";
+        wat += "  (global $body_to_send (export \"body_to_send\") (mut i32) (i32.const 0))\n";
     }
     wat += "  (func (export \"request\") (param $id i32) (param $root i32) (param $count i32) \
-            (param $body_len i32) (result i32)\n    (local $action i32) (local $n i32)\n    \
-            (call $create (local.get $id) (local.get $root))\n";
+            (param $body_len i32) (result i32)\n    (local $action i32) (local $n i32)\n";
+    if body {
+        // First, before any plugin code runs: every change is then seen.
+        wat += "    (global.set $body_to_send (local.get $body_len))\n";
+    }
+    wat += "    (call $create (local.get $id) (local.get $root))\n";
     if headers {
         wat += "    (local.set $action (call $request_headers (local.get $id) (local.get $count) \
                 (i32.eqz (local.get $body_len))))\n";
     }
     if body {
         wat += "    (if (i32.eqz (local.get $action)) (then\n      \
-                (local.set $n (call $body_to_send))\n      \
+                (local.set $n (global.get $body_to_send))\n      \
                 (if (local.get $n) (then (local.set $action \
                 (call $request_body (local.get $id) (local.get $n) (i32.const 1)))))))\n";
     }
