@@ -211,6 +211,68 @@ fn wat_modules_that_loop_or_grow_fail_their_request_and_the_next_works() {
     }
 }
 
+/// The calls a module sees per request (`lifecycle.wat` records each with
+/// its arguments): order, context ids, `num_headers`, `end_of_stream`, and
+/// when the body call happens.
+#[test]
+fn each_request_gets_the_abis_calls_in_order_with_their_arguments() {
+    let module = fixture("lifecycle.wat");
+    let spec = spec_of(&wasm_api("l", "/l/", "127.0.0.1:9", &[(&module, "Calls")]));
+    let w = Worker::new(&spec, WasmLimits::default());
+    let calls = |req: &MwRequest| -> Vec<String> {
+        req.headers
+            .get_all("x-calls")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect()
+    };
+    // No body: the headers end the stream and no body call follows.
+    // num_headers counts the request as it arrived: :method, :path,
+    // :scheme, :authority (from host), then host and x-a.
+    let mut req = request(Method::GET, "/l/", &[("host", "h"), ("x-a", "1")], "");
+    assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+    assert_eq!(
+        calls(&req),
+        ["create 2 1", "headers 2 6 1", "done 2", "delete 2"]
+    );
+    // A body: the body call gets its length, at the end of the stream.
+    let mut req = request(Method::POST, "/l/", &[], "hello");
+    assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+    assert_eq!(
+        calls(&req),
+        [
+            "create 3 1",
+            "headers 3 3 0",
+            "body 3 5 1",
+            "done 3",
+            "delete 3"
+        ]
+    );
+    // A local response from the headers phase: no body call.
+    let mut req = request(Method::POST, "/l/", &[("x-respond", "1")], "hello");
+    let flow = w.run(&mut req).unwrap();
+    assert!(matches!(&flow, Flow::Respond(r) if r.status == 403));
+    assert_eq!(
+        calls(&req),
+        ["create 4 1", "headers 4 4 0", "done 4", "delete 4"]
+    );
+    // The headers phase gave a bodiless request a body: the body call
+    // sees the body as it is now.
+    let mut req = request(Method::POST, "/l/", &[("x-set-body", "1")], "");
+    assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
+    assert_eq!(
+        calls(&req),
+        [
+            "create 5 1",
+            "headers 5 4 1",
+            "body 5 3 1",
+            "done 5",
+            "delete 5"
+        ]
+    );
+    assert_eq!(&req.body[..], b"abc");
+}
+
 #[test]
 fn unimplemented_calls_return_the_abis_unimplemented_status() {
     let module = fixture("unimplemented.wat");

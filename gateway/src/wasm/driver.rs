@@ -26,10 +26,11 @@ pub fn load(spec: &ApiSpec, limits: &WasmLimits) -> Result<Arc<dyn ChainFactory>
     for hook in [Hook::Pre, Hook::Post] {
         for e in spec.entries(hook) {
             let field = format!("custom_middleware.{}[{}].path", hook.as_str(), e.index);
-            let pre = module::compile(std::path::Path::new(&e.path))
+            let (pre, lifecycle) = module::compile(std::path::Path::new(&e.path))
                 .map_err(|m| LoadError::new(&spec.file, &field, m))?;
             let template = Arc::new(Template {
                 pre,
+                lifecycle,
                 plugin: Arc::new(PluginInfo {
                     name: e.name.clone(),
                     api_id: spec.api_id.clone(),

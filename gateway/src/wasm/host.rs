@@ -22,7 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use wasmtime::{Caller, Linker, Memory, StoreLimits, TypedFunc, Val, ValType};
+use wasmtime::{Caller, Global, Linker, Memory, StoreLimits, TypedFunc, Val, ValType};
 
 use super::abi;
 use super::request::ReqParts;
@@ -52,6 +52,9 @@ pub struct HostState {
     pub memory: Option<Memory>,
     /// The module's allocator, for data the host hands back.
     pub malloc: Option<TypedFunc<u32, u32>>,
+    /// The lifecycle module's `body_to_send` global, when the plugin has a
+    /// body phase (see [`sync_body_to_send`]).
+    pub body_to_send: Option<Global>,
     pub plugin: Arc<PluginInfo>,
     /// The per-instance memory limit (see `module.rs`).
     pub limits: StoreLimits,
@@ -67,6 +70,7 @@ impl HostState {
             response: None,
             memory: None,
             malloc: None,
+            body_to_send: None,
             plugin,
             limits: wasmtime::StoreLimitsBuilder::new()
                 .memory_size(memory)
@@ -271,15 +275,19 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         "proxy_set_buffer_bytes",
         |mut c: Ctx<'_>, kind: u32, start: u32, size: u32, p: u32, l: u32| {
             if kind != abi::BUFFER_HTTP_REQUEST_BODY {
-                return unimplemented("proxy_set_buffer_bytes (not the request body)");
+                return Ok(unimplemented(
+                    "proxy_set_buffer_bytes (not the request body)",
+                ));
             }
             let Some((mem, st)) = split(&mut c) else {
-                return abi::INVALID_MEMORY_ACCESS;
+                return Ok(abi::INVALID_MEMORY_ACCESS);
             };
-            match slice(mem, p, l) {
+            let status = match slice(mem, p, l) {
                 Some(data) => st.req.splice_body(start as usize, size as usize, data),
                 None => abi::INVALID_MEMORY_ACCESS,
-            }
+            };
+            sync_body_to_send(&mut c)?;
+            Ok(status)
         },
     )?;
     linker.func_wrap(
@@ -295,21 +303,37 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
          hl: u32,
          _grpc: i32| {
             let Some((mem, st)) = split(&mut c) else {
-                return abi::INVALID_MEMORY_ACCESS;
+                return Ok(abi::INVALID_MEMORY_ACCESS);
             };
             let (Some(body), Some(headers)) = (slice(mem, bp, bl), slice(mem, hp, hl)) else {
-                return abi::INVALID_MEMORY_ACCESS;
+                return Ok(abi::INVALID_MEMORY_ACCESS);
             };
-            match local_response(status, body, headers) {
-                Some(resp) => {
-                    st.response = Some(resp);
-                    abi::OK
-                }
-                None => abi::BAD_ARGUMENT,
-            }
+            let Some(resp) = local_response(status, body, headers) else {
+                return Ok(abi::BAD_ARGUMENT);
+            };
+            st.response = Some(resp);
+            sync_body_to_send(&mut c)?;
+            Ok(abi::OK)
         },
     )?;
     Ok(())
+}
+
+/// Keeps the lifecycle module's `body_to_send` global (`module::lifecycle`)
+/// equal to what `proxy_on_request_body` would be given now: the body's
+/// length, 0 once a local response was sent. Called by the only two host
+/// functions that change either, so the per-request path needs no host call
+/// to ask.
+fn sync_body_to_send(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
+    let st = c.data();
+    let Some(global) = st.body_to_send else {
+        return Ok(());
+    };
+    let n = match st.response {
+        Some(_) => 0,
+        None => st.req.body.len() as u32,
+    };
+    global.set(&mut *c, Val::I32(n as i32))
 }
 
 /// Builds the answer `proxy_send_local_response` asks for; `None` for a

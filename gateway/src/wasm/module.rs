@@ -77,12 +77,13 @@ pub fn engine() -> Result<&'static Engine, String> {
     shared().map(|s| &s.engine)
 }
 
-/// Compiles and links the module at `path` (binary `.wasm` or `.wat` text).
+/// Compiles and links the module at `path` (binary `.wasm` or `.wat` text),
+/// and picks the [`lifecycle`] module that drives it.
 ///
 /// The error is a sentence naming the file: it could not be read, does not
 /// compile, is not a proxy-wasm 0.2 module, or imports a function this host
 /// does not define.
-pub fn compile(path: &Path) -> Result<InstancePre<HostState>, String> {
+pub fn compile(path: &Path) -> Result<(InstancePre<HostState>, Module), String> {
     let shared = shared()?;
     let shown = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
@@ -90,10 +91,101 @@ pub fn compile(path: &Path) -> Result<InstancePre<HostState>, String> {
         .map_err(|e| format!("{shown} does not compile as WebAssembly: {e:#}"))?;
     check_exports(&module).map_err(|m| format!("{shown} {m}"))?;
     check_imports(&module, &shared.defined).map_err(|m| format!("{shown} {m}"))?;
-    shared
+    let present = REQUEST_EXPORTS
+        .map(|(name, _)| matches!(module.get_export(name), Some(ExternType::Func(_))));
+    let pre = shared
         .linker
         .instantiate_pre(&module)
-        .map_err(|e| format!("{shown} cannot be linked: {e:#}"))
+        .map_err(|e| format!("{shown} cannot be linked: {e:#}"))?;
+    Ok((pre, lifecycle(present)?))
+}
+
+/// The per-request exports a module may have, besides the mandatory
+/// `proxy_on_context_create`, with their ABI types as WebAssembly text.
+const REQUEST_EXPORTS: [(&str, &str); 4] = [
+    (
+        "proxy_on_request_headers",
+        "(param i32 i32 i32) (result i32)",
+    ),
+    ("proxy_on_request_body", "(param i32 i32 i32) (result i32)"),
+    ("proxy_on_done", "(param i32) (result i32)"),
+    ("proxy_on_delete", "(param i32)"),
+];
+
+/// The module that drives one request through a plugin in a single entry
+/// into WebAssembly (see `instance.rs`), for a plugin that exports the
+/// per-request functions `present` marks (in [`REQUEST_EXPORTS`] order).
+///
+/// Entering wasm from the host costs wasmtime a few hundred instructions
+/// (the trap handler's setjmp, thread-local state, the stack limit); a call
+/// from one instance's function to another's is a plain indirect call. So
+/// instead of calling the plugin's four lifecycle exports one after the
+/// other from the host, the host calls this module's `request` once and it
+/// calls them, in the same order and with the same arguments. Its export:
+///
+/// `request(id, root, num_headers, body_len) -> action`: context create;
+/// request headers (`end_of_stream` when `body_len` is 0); when they
+/// continue, request body if the global `body_to_send` is not 0; done;
+/// delete. It returns the last action. `body_to_send` starts at `body_len`
+/// and the host functions that replace the body or send a local response
+/// set it to what the body phase would get then (0 after a local response),
+/// so deciding on the body phase costs no call out of wasm.
+///
+/// At most 16 variants exist; each is compiled once per process.
+pub fn lifecycle(present: [bool; 4]) -> Result<Module, String> {
+    static VARIANTS: [OnceLock<Result<Module, String>>; 16] = [const { OnceLock::new() }; 16];
+    let index = present
+        .iter()
+        .enumerate()
+        .fold(0, |acc, (i, &p)| acc | (usize::from(p) << i));
+    VARIANTS[index]
+        .get_or_init(|| {
+            let engine = engine()?;
+            Module::new(engine, lifecycle_text(present))
+                .map_err(|e| format!("the host's lifecycle module does not compile: {e:#}"))
+        })
+        .clone()
+}
+
+/// The text of [`lifecycle`]'s module.
+fn lifecycle_text([headers, body, done, delete]: [bool; 4]) -> String {
+    let mut wat = String::from(
+        "(module\n  (import \"plugin\" \"proxy_on_context_create\" (func $create (param i32 i32)))\n",
+    );
+    for ((name, ty), present) in REQUEST_EXPORTS.iter().zip([headers, body, done, delete]) {
+        if present {
+            let short = name.trim_start_matches("proxy_on_");
+            wat += &format!("  (import \"plugin\" \"{name}\" (func ${short} {ty}))\n");
+        }
+    }
+    if body {
+        wat += "  (global $body_to_send (export \"body_to_send\") (mut i32) (i32.const 0))\n";
+    }
+    wat += "  (func (export \"request\") (param $id i32) (param $root i32) (param $count i32) \
+            (param $body_len i32) (result i32)\n    (local $action i32) (local $n i32)\n";
+    if body {
+        // First, before any plugin code runs: every change is then seen.
+        wat += "    (global.set $body_to_send (local.get $body_len))\n";
+    }
+    wat += "    (call $create (local.get $id) (local.get $root))\n";
+    if headers {
+        wat += "    (local.set $action (call $request_headers (local.get $id) (local.get $count) \
+                (i32.eqz (local.get $body_len))))\n";
+    }
+    if body {
+        wat += "    (if (i32.eqz (local.get $action)) (then\n      \
+                (local.set $n (global.get $body_to_send))\n      \
+                (if (local.get $n) (then (local.set $action \
+                (call $request_body (local.get $id) (local.get $n) (i32.const 1)))))))\n";
+    }
+    if done {
+        wat += "    (drop (call $done (local.get $id)))\n";
+    }
+    if delete {
+        wat += "    (call $delete (local.get $id))\n";
+    }
+    wat += "    (local.get $action)))\n";
+    wat
 }
 
 /// The exports without which the host cannot drive the module at all.
