@@ -202,7 +202,13 @@ pub fn classify(def: &Value) -> (String, String) {
     if response_only(def) {
         return (id, "JS response hook".into());
     }
-    let Some(kind) = kind_of(def) else {
+    let kind = kind_of(def);
+    if calls_out(def) && kind.as_ref().is_some_and(|k| k.family == "js") {
+        // Not the seed's JS route, though on the same engine and strategy:
+        // its cost is the service it calls.
+        return (id, "JS calling a service".into());
+    }
+    let Some(kind) = kind else {
         return ("plain".into(), "no middleware".into());
     };
     let label = kind.label(&id);
@@ -424,6 +430,13 @@ mod tests {
             ))
             .1,
             "JS QuickJS tyk-json"
+        );
+        // A script that calls a service is not the seed's JS route.
+        let mut calling = pre(json!({"driver": "otto"}));
+        calling["config_data"] = json!({"upstream": "http://localhost:8222/"});
+        assert_eq!(
+            label(calling),
+            ("x-hello".into(), "JS calling a service".into())
         );
         // Naming the defaults is the seed's JS route.
         assert_eq!(
