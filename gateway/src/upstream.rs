@@ -128,11 +128,11 @@ async fn send_in_task(
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let (parts, body) = req.into_parts();
     let body = match body {
-        // A buffered body is one frame, ready now.
-        Either::Right(full) => http_body_util::BodyExt::collect(full)
-            .await
-            .map(|c| c.to_bytes())
-            .unwrap_or_default(),
+        // A buffered body is one frame, ready now (none when empty).
+        Either::Right(mut full) => match http_body_util::BodyExt::frame(&mut full).await {
+            Some(Ok(frame)) => frame.into_data().unwrap_or_default(),
+            _ => Bytes::new(),
+        },
         Either::Left(_) => Bytes::new(),
     };
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());

@@ -12,7 +12,9 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::raw::{config, plain_api, raw_upstream, read_request, read_response};
+use common::raw::{
+    config, plain_api, raw_upstream, read_request, read_request_head, read_response,
+};
 use common::{get, send, start_gateway_with, TestGateway};
 
 const TYK_PROXY_ERROR: &str = "There was a problem proxying the request";
@@ -314,19 +316,6 @@ fn keep_alive_clients_get_every_answer_in_order() {
     }
     assert_eq!(stats.accepted.load(Ordering::SeqCst), 1);
     gw.stop();
-}
-
-/// One request head, without reading its body.
-fn read_request_head(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => return None,
-        }
-    }
-    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 fn content_length(head: &str) -> Option<usize> {

@@ -77,15 +77,7 @@ pub fn raw_upstream(
 /// Reads one request head (and a Content-Length body) from `s`; `None` at
 /// EOF. Returns the head as text.
 pub fn read_request(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => return None,
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
+    let head = read_request_head(s)?;
     let len = head
         .lines()
         .find_map(|l| {
@@ -97,6 +89,19 @@ pub fn read_request(s: &mut TcpStream) -> Option<String> {
     let mut body = vec![0; len];
     s.read_exact(&mut body).ok()?;
     Some(head)
+}
+
+/// Reads one request head from `s`, not its body; `None` at EOF.
+pub fn read_request_head(s: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// Waits up to `limit` for `cond`, polling.

@@ -224,33 +224,15 @@ pub(crate) fn eval_sloppy<'js>(
 /// Loads bytecode made by [`compile`] and runs it: the script's top-level
 /// code, in `ctx`'s global scope. Returns its completion value.
 pub(crate) fn run<'js>(ctx: &Ctx<'js>, code: &[u8]) -> rquickjs::Result<Value<'js>> {
-    let raw = ctx.as_raw().as_ptr();
-    // SAFETY: `code` is our own `compile` output (a trusted bytecode image
-    // of this same QuickJS build); JS_EvalFunction takes ownership of
-    // `func`; the result is owned by the returned Value.
-    unsafe {
-        let func = qjs::JS_ReadObject(
-            raw,
-            code.as_ptr(),
-            code.len() as _,
-            qjs::JS_READ_OBJ_BYTECODE as i32,
-        );
-        if qjs::JS_IsException(func) {
-            return Err(rquickjs::Error::Exception);
-        }
-        let v = qjs::JS_EvalFunction(raw, func);
-        if qjs::JS_IsException(v) {
-            return Err(rquickjs::Error::Exception);
-        }
-        Ok(Value::from_raw(ctx.clone(), v))
-    }
+    eval_function(ctx, &read(ctx, code)?)
 }
 
 /// Loads bytecode made by [`compile`] without running it: the script as a
 /// function object that [`eval_function`] runs, as often as wanted.
 pub(crate) fn read<'js>(ctx: &Ctx<'js>, code: &[u8]) -> rquickjs::Result<Value<'js>> {
     let raw = ctx.as_raw().as_ptr();
-    // SAFETY: as in `run`; the result is owned by the returned Value.
+    // SAFETY: `code` is our own `compile` output (a trusted bytecode image
+    // of this same QuickJS build); the result is owned by the returned Value.
     unsafe {
         let func = qjs::JS_ReadObject(
             raw,
