@@ -19,6 +19,7 @@
 #include <fcntl.h>
 static const char body[] = "{\"headers\":{\"Accept\":\"*/*\",\"User-Agent\":\"ApacheBench/2.3\",\"Via\":\"1.1 gw-ce3aeb5f84198214\",\"X-Forwarded-For\":\"127.0.0.1\"},\"message\":\"hello from mock upstream\",\"method\":\"GET\",\"path\":\"/hello/\"}";
 int main(int argc, char **argv) {
+  if (argc != 2) { fprintf(stderr, "usage: floor-upstream PORT\n"); return 2; }
   char resp[1024];
   int rl = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
   int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
