@@ -188,11 +188,17 @@ impl Proxy {
     ) -> Result<Response<ClientBody>, ProxyError> {
         let spec = &route.spec;
         let body = read_body(body).await?;
+        let mut headers = std::mem::take(&mut parts.headers);
+        // hyper sizes the map to the headers the client sent, so the first
+        // header a middleware sets would grow it, and the proxy's own four
+        // (`prepare_request`) grow it again. Room for both now: one growth,
+        // outside the middleware's timed call.
+        headers.reserve(MW_HEADER_ROOM + upstream::PROXY_HEADERS);
         let mut mw = MwRequest {
             method: parts.method.clone(),
             path: parts.uri.path().to_string(),
             query: parts.uri.query().map(str::to_string),
-            headers: std::mem::take(&mut parts.headers),
+            headers,
             body,
             remote_addr: remote,
             request_uri: parts.uri.clone(),
@@ -264,6 +270,10 @@ impl Proxy {
         upstream::prepare_request(headers, &out);
     }
 }
+
+/// Headers a middleware chain is expected to add (the seed's plugin sets
+/// one); more still work, growing the map as usual.
+const MW_HEADER_ROOM: usize = 2;
 
 /// Runs one hook; `Some(response)` when a middleware answered the request.
 async fn run_hook(

@@ -435,6 +435,10 @@ pub struct Outgoing<'a> {
     pub preserve_host: bool,
 }
 
+/// How many headers [`prepare_request`] may insert (`X-Forwarded-For`,
+/// `User-Agent`, `Via`, `Host`).
+pub const PROXY_HEADERS: usize = 4;
+
 /// The header edits every proxied request gets, with or without middleware:
 /// hop-by-hop headers out (but `TE: trailers`), the client's address in
 /// `X-Forwarded-For`, Tyk's `User-Agent` when there is none, this gateway in
@@ -451,7 +455,7 @@ pub fn prepare_request(headers: &mut HeaderMap, out: &Outgoing<'_>) {
         has = Present::of(headers);
     }
     // Up to four inserts below: grow the map once, not twice.
-    headers.reserve(4);
+    headers.reserve(PROXY_HEADERS);
     match has.forwarded_for {
         true => append_forwarded_for(headers, out.remote),
         false => {

@@ -20,7 +20,6 @@ pub mod library;
 mod response;
 mod symbols;
 
-use std::future::ready;
 use std::sync::Arc;
 
 use plugin_sdk::abi::{GwPluginFn, GwRequest, GW_CONTINUE};
@@ -170,6 +169,6 @@ impl Middleware for NativeMiddleware {
     }
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
-        Box::pin(ready(self.call_sync(req)))
+        MwFuture::ready(self.call_sync(req))
     }
 }

@@ -3,7 +3,6 @@
 //! fault.
 
 use std::cell::RefCell;
-use std::future::ready;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -129,6 +128,6 @@ impl Middleware for WasmMiddleware {
     }
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
-        Box::pin(ready(self.call_sync(req)))
+        MwFuture::ready(self.call_sync(req))
     }
 }

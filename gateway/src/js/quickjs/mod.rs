@@ -678,7 +678,11 @@ impl Middleware for QjsMiddleware {
     }
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
-        Box::pin(async move {
+        if let Place::Inline(api) = &*self.place {
+            let r = api.borrow_mut().call(self.index, req);
+            return MwFuture::ready(r.map_err(|e| e.context(&self.name)));
+        }
+        MwFuture::pending(async move {
             let deadline = Instant::now() + self.timeout;
             let r = match &*self.place {
                 Place::Inline(api) => api.borrow_mut().call(self.index, req),
