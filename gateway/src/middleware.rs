@@ -64,6 +64,13 @@ pub struct MwRequest {
     pub request_uri: http::Uri,
 }
 
+/// The room a middleware route's header map gets before its chain runs:
+/// two headers a middleware may set (the seed's plugin sets one; more still
+/// work, growing the map as usual) and the proxy's own
+/// ([`crate::upstream::PROXY_HEADERS`]), so the map grows once, outside any
+/// timed call.
+pub const CHAIN_HEADER_ROOM: usize = 2 + crate::upstream::PROXY_HEADERS;
+
 impl MwRequest {
     /// `path?query`, as sent on a request line.
     pub fn path_and_query(&self) -> String {

@@ -193,7 +193,7 @@ impl Proxy {
         // header a middleware sets would grow it, and the proxy's own four
         // (`prepare_request`) grow it again. Room for both now: one growth,
         // outside the middleware's timed call.
-        headers.reserve(MW_HEADER_ROOM + upstream::PROXY_HEADERS);
+        headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
         let mut mw = MwRequest {
             method: parts.method.clone(),
             path: parts.uri.path().to_string(),
@@ -270,10 +270,6 @@ impl Proxy {
         upstream::prepare_request(headers, &out);
     }
 }
-
-/// Headers a middleware chain is expected to add (the seed's plugin sets
-/// one); more still work, growing the map as usual.
-const MW_HEADER_ROOM: usize = 2;
 
 /// Runs one hook; `Some(response)` when a middleware answered the request.
 async fn run_hook(
