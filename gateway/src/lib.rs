@@ -41,6 +41,7 @@ pub mod error;
 pub mod front;
 pub mod h1up;
 pub mod hop;
+mod intern;
 pub mod js;
 mod loader;
 pub mod middleware;

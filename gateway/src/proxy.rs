@@ -310,6 +310,11 @@ fn middleware_response(r: MwResponse) -> Response<ClientBody> {
 }
 
 async fn read_body(body: RequestBody) -> Result<Bytes, ProxyError> {
+    // A request without a body (most GETs): nothing to collect, and no
+    // buffer list to build and drop.
+    if http_body::Body::is_end_stream(&body) {
+        return Ok(Bytes::new());
+    }
     match Limited::new(body, MAX_BUFFERED_BODY).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {

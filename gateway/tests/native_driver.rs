@@ -254,6 +254,46 @@ fn refused_edits_fail_the_request_even_when_ignored() {
 }
 
 #[test]
+fn header_values_that_change_per_call_are_never_served_stale() {
+    // Each entry keeps the names and values its plugin sends in a small
+    // cache: a value that changes on every call (a counter) must reach the
+    // request as sent, also after the cache has filled up.
+    let (_d, w) = one("Count");
+    let mut last = None;
+    for _ in 0..40 {
+        let mut req = request("/api/x", None, &[], "");
+        w.run(&mut req).unwrap();
+        let n: u64 = values(&req, "x-count")[0].parse().unwrap();
+        if let Some(prev) = last {
+            assert_eq!(n, prev + 1, "a stale or skipped value");
+        }
+        last = Some(n);
+    }
+}
+
+#[test]
+fn a_refused_header_is_refused_on_every_call_of_a_worker() {
+    // Bad input is never cached as if it were good.
+    for symbol in ["BadHeaderValue", "EmptyHeaderName"] {
+        let (_d, w) = one(symbol);
+        for i in 0..3 {
+            let mut req = request("/api/x", None, &[], "");
+            let err = w.run(&mut req).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                MwErrorKind::PluginFault,
+                "{symbol} call {i}: {err}"
+            );
+            assert!(
+                req.headers.is_empty(),
+                "{symbol} call {i} left {:?}",
+                req.headers
+            );
+        }
+    }
+}
+
+#[test]
 fn every_call_is_recorded_per_api_hook_and_symbol() {
     let (_d, w) = one("EditHeaders");
     for _ in 0..5 {

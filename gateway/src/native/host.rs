@@ -9,6 +9,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
+use http::header::{InvalidHeaderName, InvalidHeaderValue};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use plugin_sdk::abi::{
@@ -16,6 +17,7 @@ use plugin_sdk::abi::{
     GW_LOG_WARN, GW_NOT_FOUND, GW_OK, GW_REJECTED,
 };
 
+use crate::intern::HeaderCache;
 use crate::middleware::{MwRequest, MwResponse};
 
 /// What a plugin may read about the API it serves: fixed at load, shared by
@@ -49,6 +51,10 @@ pub(crate) struct Ctx<'a> {
     /// In a response entry: the upstream's answer, which the `response_*`
     /// callbacks edit (and the request is then read-only).
     pub resp: Option<&'a mut MwResponse>,
+    /// The entry's parsed header names and values (`intern.rs`): the
+    /// request edits look a plugin's constant strings up here instead of
+    /// parsing and copying them on every call.
+    pub cache: &'a mut HeaderCache,
 }
 
 /// The one callback table, shared by every call on every thread (it is all
@@ -238,11 +244,35 @@ pub(super) fn any_edit(
 }
 
 pub(super) fn header_pair(name: GwStr, value: GwStr) -> Result<(HeaderName, HeaderValue), String> {
+    pair_with(name, value, HeaderName::from_bytes, HeaderValue::from_bytes)
+}
+
+/// [`header_pair`] through the entry's cache of names and values.
+fn cached_pair(
+    cache: &mut HeaderCache,
+    name: GwStr,
+    value: GwStr,
+) -> Result<(HeaderName, HeaderValue), String> {
+    let (names, values) = (&mut cache.names, &mut cache.values);
+    pair_with(
+        name,
+        value,
+        |b| names.get(b, HeaderName::from_bytes),
+        |b| values.get(b, HeaderValue::from_bytes),
+    )
+}
+
+fn pair_with(
+    name: GwStr,
+    value: GwStr,
+    parse_name: impl FnOnce(&[u8]) -> Result<HeaderName, InvalidHeaderName>,
+    parse_value: impl FnOnce(&[u8]) -> Result<HeaderValue, InvalidHeaderValue>,
+) -> Result<(HeaderName, HeaderValue), String> {
     // SAFETY: the plugin's buffers, alive during the callback.
     let (name, value) = unsafe { (bytes(name), bytes(value)) };
-    let n = HeaderName::from_bytes(name)
+    let n = parse_name(name)
         .map_err(|_| format!("invalid header name {:?}", String::from_utf8_lossy(name)))?;
-    let v = HeaderValue::from_bytes(value).map_err(|_| {
+    let v = parse_value(value).map_err(|_| {
         format!(
             "invalid value {:?} for header {n}",
             String::from_utf8_lossy(value)
@@ -253,7 +283,7 @@ pub(super) fn header_pair(name: GwStr, value: GwStr) -> Result<(HeaderName, Head
 
 unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
-        let (n, v) = header_pair(name, value)?;
+        let (n, v) = cached_pair(c.cache, name, value)?;
         c.req.headers.insert(n, v);
         Ok(())
     })
@@ -261,7 +291,7 @@ unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) 
 
 unsafe extern "C" fn append_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
-        let (n, v) = header_pair(name, value)?;
+        let (n, v) = cached_pair(c.cache, name, value)?;
         c.req.headers.append(n, v);
         Ok(())
     })
@@ -269,7 +299,7 @@ unsafe extern "C" fn append_header(req: *mut GwRequest, name: GwStr, value: GwSt
 
 unsafe extern "C" fn delete_header(req: *mut GwRequest, name: GwStr) -> i32 {
     edit(req, |c| {
-        let (n, _) = header_pair(name, GwStr::EMPTY)?;
+        let (n, _) = cached_pair(c.cache, name, GwStr::EMPTY)?;
         c.req.headers.remove(n);
         Ok(())
     })

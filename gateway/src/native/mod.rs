@@ -20,11 +20,13 @@ pub mod library;
 mod response;
 mod symbols;
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use plugin_sdk::abi::{GwPluginFn, GwRequest, GW_CONTINUE};
 
 use crate::config::{ApiSpec, Hook, LoadError};
+use crate::intern::HeaderCache;
 use crate::middleware::{
     Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
@@ -106,7 +108,12 @@ impl ChainFactory for NativeFactory {
     fn instantiate(&self) -> Result<Chain, MwError> {
         let boxed = |list: &[Entry]| -> Vec<Box<dyn Middleware>> {
             list.iter()
-                .map(|e| Box::new(NativeMiddleware(e.clone())) as Box<dyn Middleware>)
+                .map(|e| {
+                    Box::new(NativeMiddleware {
+                        entry: e.clone(),
+                        cache: RefCell::default(),
+                    }) as Box<dyn Middleware>
+                })
                 .collect()
         };
         Ok(Chain {
@@ -125,26 +132,31 @@ impl ChainFactory for NativeFactory {
     }
 }
 
-struct NativeMiddleware(Entry);
+/// One entry on one worker, with its header cache.
+struct NativeMiddleware {
+    entry: Entry,
+    cache: RefCell<HeaderCache>,
+}
 
 impl NativeMiddleware {
     /// The synchronous call: plugins run to completion on the worker thread.
     fn call_sync(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
         let mut ctx = Ctx {
             req,
-            api: &self.0.api,
-            name: &self.0.name,
+            api: &self.entry.api,
+            name: &self.entry.name,
             response: None,
             fault: None,
             error: None,
             resp: None,
+            cache: &mut self.cache.borrow_mut(),
         };
         let handle = &mut ctx as *mut Ctx<'_> as *mut GwRequest;
         // SAFETY: `func` was resolved from a version-checked library that is
         // never unloaded; `HOST` is 'static; `handle` points at `ctx`, which
         // outlives the call and is not touched by us until it returns.
-        let rc = unsafe { (self.0.func)(&HOST, handle) };
-        let name = &self.0.name;
+        let rc = unsafe { (self.entry.func)(&HOST, handle) };
+        let name = &self.entry.name;
         if let Some(fault) = ctx.fault {
             return Err(MwError::plugin_fault(format!(
                 "native plugin {name}: {fault}"
@@ -165,7 +177,7 @@ impl NativeMiddleware {
 
 impl Middleware for NativeMiddleware {
     fn name(&self) -> &str {
-        &self.0.name
+        &self.entry.name
     }
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {

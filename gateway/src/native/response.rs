@@ -16,6 +16,7 @@ use plugin_sdk::abi::{GwHeader, GwRequest, GwStr, GW_CONTINUE, GW_FOUND, GW_NOT_
 
 use super::host::{any_edit, bytes, ctx, guard, header_pair, lookup, s, Ctx, HOST};
 use super::Entry;
+use crate::intern::HeaderCache;
 use crate::middleware::{MwError, MwFutureOf, MwRequest, MwResponse, ResponseMiddleware};
 
 /// The answer of a live response call, if this is one.
@@ -168,6 +169,7 @@ impl NativeResponse {
             fault: None,
             error: None,
             resp: Some(resp),
+            cache: &mut HeaderCache::default(),
         };
         let handle = &mut ctx as *mut Ctx<'_> as *mut GwRequest;
         // SAFETY: as for the request phase (`NativeMiddleware::call_sync`).

@@ -55,8 +55,6 @@ mod host;
 #[cfg(feature = "wasm")]
 mod instance;
 #[cfg(feature = "wasm")]
-mod intern;
-#[cfg(feature = "wasm")]
 mod module;
 #[cfg(feature = "wasm")]
 mod request;

@@ -10,7 +10,7 @@ use http::header::HOST;
 use http::{HeaderMap, Method};
 
 use super::abi;
-use super::intern::HeaderCache;
+use crate::intern::HeaderCache;
 use crate::middleware::MwRequest;
 
 /// The parts of a request a module can read and change. Moved into the

@@ -1,8 +1,9 @@
-//! Header names and values a module sends again and again, parsed once per
-//! instance.
+//! Header names and values a plugin sends again and again, parsed once per
+//! instance (a wasm module's instance, a native entry on one worker).
 //!
-//! A proxy-wasm module hands the host raw bytes on every call: the Rust SDK
-//! passes `"X-Custom-Wasm"` as the plugin wrote it. Turning that into an
+//! A plugin hands the host raw bytes on every call: the proxy-wasm Rust SDK
+//! passes `"X-Custom-Wasm"` as the plugin wrote it, a native plugin its C
+//! string. Turning that into an
 //! `http` [`HeaderName`] lowercases it and, for a name that is not one of
 //! the standard ones, allocates; a [`HeaderValue`] is validated and copied
 //! into a new allocation. Measured with callgrind on the AddHeader call,
