@@ -31,7 +31,7 @@
 //! still inside a native step (regex, a `forEach` callback) is abandoned
 //! (lowered to nice 19; it exits when the step returns) and replaced.
 //!
-//! The price is a thread hand-off per call (a channel send, two wake-ups),
+//! The price is a thread hand-off per call (a job in the VM thread's one-slot inbox, `vmthread/inbox.rs`, and two wake-ups),
 //! engineered down by measurement (`gateway/benches/js_placement.sh`,
 //! release, `--threads 1`, ab -c 10, 7 alternated rounds, gateway CPU per
 //! request over the native plugin's, median):
