@@ -15,7 +15,7 @@
 //!   *abandoned*: the request gets its 500 at once, the thread is marked,
 //!   lowered to the idlest CPU priority and dropped from the pool, and a new
 //!   thread takes its place for the next call. The abandoned thread exits
-//!   when its native step returns (it finds its channel closed).
+//!   when its native step returns (it finds its inbox closed).
 //!
 //! This module knows nothing of boa: the pool runs closures against a
 //! per-thread state `S` that a builder makes on the VM thread, so any engine
@@ -27,18 +27,19 @@
 //!
 //! One job at a time per thread: a request queued for a busy thread waits
 //! on the I/O side (an async lock with the request's own deadline), never in
-//! the thread's channel, so a request never sits behind a job that is about
+//! the thread's inbox, so a request never sits behind a job that is about
 //! to be abandoned.
 
 use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::middleware::MwError;
 
 mod answer;
+mod inbox;
 
 pub use answer::DEFAULT_WAIT;
 
@@ -101,7 +102,9 @@ pub(crate) enum RunError {
 
 /// One VM thread, as its pool sees it.
 struct VmThread<S> {
-    jobs: mpsc::Sender<Job<S>>,
+    jobs: Arc<inbox::Inbox<Job<S>>>,
+    /// The thread, to wake it when a job comes.
+    thread: std::thread::Thread,
     abandoned: Arc<AtomicBool>,
     /// The kernel thread id, for lowering its priority when abandoned.
     tid: Arc<AtomicI32>,
@@ -109,17 +112,19 @@ struct VmThread<S> {
 
 impl<S: 'static> VmThread<S> {
     fn spawn(name: &str, build: Builder<S>) -> Result<VmThread<S>, RunError> {
-        let (jobs, rx) = mpsc::channel::<Job<S>>();
+        let jobs = Arc::new(inbox::Inbox::new());
+        let rx = jobs.clone();
         let abandoned = Arc::new(AtomicBool::new(false));
         let tid = Arc::new(AtomicI32::new(0));
         let (a, t) = (abandoned.clone(), tid.clone());
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name(name.to_string())
             .stack_size(SCRIPT_STACK_SIZE)
-            .spawn(move || serve(rx, build, a, t))
+            .spawn(move || serve(&rx, build, a, t))
             .map_err(|e| RunError::Unavailable(format!("cannot start a JS thread: {e}")))?;
         Ok(VmThread {
             jobs,
+            thread: handle.thread().clone(),
             abandoned,
             tid,
         })
@@ -137,26 +142,41 @@ impl<S: 'static> VmThread<S> {
             // Off its worker's core (`affinity.rs`): it burns an idle one.
             crate::affinity::release(tid);
         }
-        // Dropping `jobs` closes the channel: the thread's next recv fails.
+        // Dropping `self` closes the inbox: the thread's next look fails.
+    }
+}
+
+impl<S> Drop for VmThread<S> {
+    fn drop(&mut self) {
+        self.jobs.close(&self.thread);
     }
 }
 
 /// The VM thread's loop: build the state, then run jobs until the pool
-/// drops the channel (shutdown or abandonment).
+/// closes the inbox (shutdown or abandonment).
 fn serve<S>(
-    jobs: mpsc::Receiver<Job<S>>,
+    jobs: &inbox::Inbox<Job<S>>,
     build: Builder<S>,
     abandoned: Arc<AtomicBool>,
     tid: Arc<AtomicI32>,
 ) {
+    // However the thread ends (a panic while building its state
+    // included), a job sent to it from then on fails at once.
+    struct Exit<'a, J>(&'a inbox::Inbox<J>);
+    impl<J> Drop for Exit<'_, J> {
+        fn drop(&mut self) {
+            self.0.exited();
+        }
+    }
+    let _exit = Exit(jobs);
     // SAFETY: gettid has no preconditions.
     tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
     let mut slot = Slot { state: None, build };
     // Built ahead of the first call; a failure is reported by that call.
     let _ = slot.get();
-    while let Ok(job) = jobs.recv() {
+    while let Some(job) = jobs.recv() {
         // A panic in a job (an engine bug) fails that call only: its answer
-        // channel is dropped, and the state, possibly inconsistent, too.
+        // slot is dropped, and the state, possibly inconsistent, too.
         if std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut slot))).is_err() {
             slot.discard();
         }
@@ -255,11 +275,14 @@ impl<S: 'static> VmPool<S> {
         let thread = held.as_ref().expect("just ensured");
         let (reply, pending) = answer::slot();
         let sent_at = Instant::now();
-        let sent = thread.jobs.send(Box::new(move |slot: &mut Slot<S>| {
-            let started = Instant::now();
-            let answer = job(slot);
-            reply.send((answer, started.elapsed()));
-        }));
+        let sent = thread.jobs.send(
+            &thread.thread,
+            Box::new(move |slot: &mut Slot<S>| {
+                let started = Instant::now();
+                let answer = job(slot);
+                reply.send((answer, started.elapsed()));
+            }),
+        );
         if sent.is_err() {
             *held = None;
             return Err(RunError::Unavailable("the JS thread has exited".into()));
