@@ -49,6 +49,14 @@ impl<J> Inbox<J> {
             return Err(job);
         }
         *self.slot() = Some(job);
+        // The thread may have exited between the look above and the put:
+        // `exited` clears `alive` before it empties the slot under the same
+        // lock, so either it dropped this job or this load sees it gone.
+        if !self.alive.load(Ordering::Acquire) {
+            if let Some(job) = self.slot().take() {
+                return Err(job);
+            }
+        }
         thread.unpark();
         Ok(())
     }
