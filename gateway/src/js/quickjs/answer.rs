@@ -14,8 +14,10 @@ use bytes::Bytes;
 use http::header::HeaderName;
 use http::HeaderMap;
 use rquickjs::function::Args;
-use rquickjs::object::Filter;
 use rquickjs::{Array, Coerced, Ctx, Function, Object, Value};
+
+use super::api::{failure, Fail};
+use super::keys::{Key, Keys};
 
 use crate::js::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
@@ -288,13 +290,7 @@ fn entries<'js>(
     field: &str,
     ctx: &Ctx<'js>,
 ) -> Result<Vec<(String, Value<'js>)>, MwError> {
-    let mut out = Vec::new();
-    for key in obj.own_keys::<String>(Filter::new().string().enum_only()) {
-        let key = key.map_err(|e| thrown(ctx, e, field))?;
-        let v = get(obj, &key, ctx)?;
-        out.push((key, v));
-    }
-    Ok(out)
+    super::keys::own_entries(ctx, obj.as_value()).map_err(|e| thrown(ctx, e, field))
 }
 
 /// Strings of an array (`DeleteHeaders`, `DeleteParams`, ...).
@@ -330,14 +326,10 @@ fn string_map<'js>(
         .collect()
 }
 
-/// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
-/// request when one has the wrong type (`js/session.rs`): `host.js` hands
-/// them over as JSON text when there is anything to check.
-fn check_session_fields(v: Value<'_>) -> Result<(), MwError> {
-    let Some(text) = v.as_string().and_then(|s| s.to_string().ok()) else {
-        return Ok(());
-    };
-    let parsed: serde_json::Value = serde_json::from_str(&text)
+/// The session fields' JSON text (`[SessionMeta, Session, AuthValue]`),
+/// each checked as Tyk's decoder would.
+fn check_session_fields(text: &str) -> Result<(), MwError> {
+    let parsed: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| MwError::internal(format!("JS host: session fields: {e}")))?;
     let parts = parsed.as_array().map(Vec::as_slice).unwrap_or_default();
     for (part, check) in parts.iter().zip(crate::js::session::CHECKS) {
@@ -346,42 +338,138 @@ fn check_session_fields(v: Value<'_>) -> Result<(), MwError> {
     Ok(())
 }
 
-/// Applies the script's answer to `req`. `out` is what `host.js`'s `answer`
-/// read from it: `[ret]` when the shape is wrong, else the ten fields and the session check's JSON.
+/// What the script answered, read field by field in the order Tyk's
+/// decoder meets them (each getter runs once), before anything applies.
+struct Answer<'js> {
+    overrides: Value<'js>,
+    ignore_body: Value<'js>,
+    body: Value<'js>,
+    url: Value<'js>,
+    delete_headers: Value<'js>,
+    set_headers: Value<'js>,
+    delete_params: Value<'js>,
+    add_params: Value<'js>,
+    extended_params: Value<'js>,
+}
+
+/// A plain object (`typeof v === "object"`, not null).
+fn is_object(v: &Value<'_>) -> bool {
+    v.is_object() && !v.is_function()
+}
+
+/// Reads the answer `ret` (`{Request: ..., SessionMeta: ...}`). A getter
+/// that throws fails the call as a throw in the script does.
+fn read<'js>(
+    ctx: &Ctx<'js>,
+    keys: &Keys,
+    ret: &Value<'js>,
+) -> Result<Result<Answer<'js>, MwError>, Fail> {
+    let get = |obj: &Value<'js>, key: Key| keys.get(ctx, obj, key).map_err(|e| failure(ctx, e));
+    if !is_object(ret) {
+        return Ok(Err(shape(
+            "the return value",
+            "an object (use ReturnData)",
+            ret,
+        )));
+    }
+    let r = get(ret, Key::Request)?;
+    if !is_object(&r) {
+        return Ok(Err(shape("Request", "an object (use ReturnData)", &r)));
+    }
+    // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
+    let mut overrides = get(&r, Key::ReturnOverrides)?;
+    if is_object(&overrides) && get(&overrides, Key::ResponseCode)?.as_number() == Some(0.0) {
+        overrides = Value::new_null(ctx.clone());
+    }
+    let answer = Answer {
+        overrides,
+        ignore_body: get(&r, Key::IgnoreBody)?,
+        body: get(&r, Key::Body)?,
+        url: get(&r, Key::Url)?,
+        delete_headers: get(&r, Key::DeleteHeaders)?,
+        set_headers: get(&r, Key::SetHeaders)?,
+        delete_params: get(&r, Key::DeleteParams)?,
+        add_params: get(&r, Key::AddParams)?,
+        extended_params: get(&r, Key::ExtendedParams)?,
+    };
+    if let Err(e) = check_session(ctx, keys, ret)? {
+        return Ok(Err(e));
+    }
+    Ok(Ok(answer))
+}
+
+/// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
+/// request when one has the wrong type (`js/session.rs`). The usual
+/// `ReturnData(request, {})` has nothing to check; anything else is checked
+/// as the JSON text Tyk would decode.
+fn check_session<'js>(
+    ctx: &Ctx<'js>,
+    keys: &Keys,
+    ret: &Value<'js>,
+) -> Result<Result<(), MwError>, Fail> {
+    let get = |key: Key| keys.get(ctx, ret, key).map_err(|e| failure(ctx, e));
+    let (meta, session, auth) = (
+        get(Key::SessionMeta)?,
+        get(Key::Session)?,
+        get(Key::AuthValue)?,
+    );
+    let empty_meta = meta.is_undefined()
+        || (is_object(&meta)
+            && !meta.is_array()
+            && super::keys::no_own_keys(ctx, &meta).map_err(|e| failure(ctx, e))?);
+    if empty_meta && session.is_undefined() && auth.is_undefined() {
+        return Ok(Ok(()));
+    }
+    let null = || Value::new_null(ctx.clone());
+    let or_null = |v: Value<'js>| if v.is_undefined() { null() } else { v };
+    let parts = Array::new(ctx.clone()).map_err(|e| failure(ctx, e))?;
+    let meta = if empty_meta { null() } else { meta };
+    for (i, v) in [meta, or_null(session), or_null(auth)]
+        .into_iter()
+        .enumerate()
+    {
+        parts.set(i, v).map_err(|e| failure(ctx, e))?;
+    }
+    let text = ctx
+        .json_stringify(parts)
+        .map_err(|e| failure(ctx, e))?
+        .map(|s| s.to_string())
+        .transpose()
+        .map_err(|e| failure(ctx, e))?
+        .unwrap_or_default();
+    Ok(check_session_fields(&text))
+}
+
+/// Applies the script's answer `ret` to `req`.
 pub(crate) fn apply<'js>(
     ctx: &Ctx<'js>,
-    out: Value<'js>,
+    keys: &Keys,
+    ret: Value<'js>,
+    sent: &Sent<'js>,
+    req: &mut MwRequest,
+) -> Result<Flow, Fail> {
+    match read(ctx, keys, &ret)? {
+        Ok(answer) => apply_read(ctx, answer, sent, req).map_err(Fail::Script),
+        Err(e) => Err(Fail::Script(e)),
+    }
+}
+
+fn apply_read<'js>(
+    ctx: &Ctx<'js>,
+    a: Answer<'js>,
     sent: &Sent<'js>,
     req: &mut MwRequest,
 ) -> Result<Flow, MwError> {
-    let out = out
-        .into_array()
-        .ok_or_else(|| MwError::internal("JS host: answer() did not return an array"))?;
-    let at = |i: usize| -> Result<Value<'js>, MwError> {
-        out.get(i).map_err(|e| thrown(ctx, e, "the answer"))
-    };
-    if out.len() == 1 {
-        let ret = at(0)?;
-        let Some(obj) = ret.as_object().filter(|_| !ret.is_function()) else {
-            return Err(shape(
-                "the return value",
-                "an object (use ReturnData)",
-                &ret,
-            ));
-        };
-        let r = get(obj, "Request", ctx)?;
-        return Err(shape("Request", "an object (use ReturnData)", &r));
-    }
-    check_session_fields(at(10)?)?;
-    if let Some(answer) = overrides(at(1)?, ErrorFormat::of(&req.headers), ctx)? {
+    if let Some(answer) = overrides(a.overrides, ErrorFormat::of(&req.headers), ctx)? {
         return Ok(answer);
     }
-    if !at(2)?
+    if !a
+        .ignore_body
         .get::<Coerced<bool>>()
         .map_err(|e| thrown(ctx, e, "IgnoreBody"))?
         .0
     {
-        let body = at(3)?;
+        let body = a.body;
         if body != sent.body {
             // Any value, as Tyk's `b64enc(Body)` turns it into text
             // (`42` becomes "42").
@@ -393,21 +481,20 @@ pub(crate) fn apply<'js>(
             crate::body::reframe(&mut req.headers, &req.method, req.body.len());
         }
     }
-    let url = at(4)?;
-    if url != sent.url {
-        set_url(req, &string(&url, "Request.URL")?)?;
+    if a.url != sent.url {
+        set_url(req, &string(&a.url, "Request.URL")?)?;
     }
     // Header deletes, then sets.
-    for name in strings(at(5)?, "Request.DeleteHeaders", ctx)? {
+    for name in strings(a.delete_headers, "Request.DeleteHeaders", ctx)? {
         if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
             req.headers.remove(n);
         }
     }
-    for (name, value) in string_map(at(6)?, "Request.SetHeaders", ctx)? {
+    for (name, value) in string_map(a.set_headers, "Request.SetHeaders", ctx)? {
         let (n, v) = header(&name, &value, "Request.SetHeaders")?;
         req.headers.insert(n, v);
     }
-    apply_params(at(7)?, at(8)?, at(9)?, req, ctx)?;
+    apply_params(a.delete_params, a.add_params, a.extended_params, req, ctx)?;
     Ok(Flow::Continue)
 }
 

@@ -26,6 +26,7 @@ use rquickjs::{Context, Ctx, Function, Persistent, Runtime, Value};
 use super::answer;
 use super::engine::{self, Watch};
 use super::fresh::Fresh;
+use super::keys::Keys;
 use crate::js::{tykjson, Strategy};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
 
@@ -225,6 +226,8 @@ fn caught(ctx: &Ctx<'_>, e: rquickjs::Error) -> String {
 enum Live {
     Persistent {
         call: Persistent<Function<'static>>,
+        /// The answer's property names, made once (`keys.rs`).
+        keys: Keys,
         ctx: Context,
         _rt: Runtime,
         watch: Rc<Watch>,
@@ -245,15 +248,21 @@ impl Live {
         let ctx = full_context(&rt)?;
         // Top-level code runs under the same time limit as a call.
         watch.arm(Instant::now() + p.timeout);
-        let call = ctx.with(|ctx| setup(&ctx, p, true).map(|f| Persistent::save(&ctx, f)));
+        let built = ctx.with(|ctx| {
+            let call = setup(&ctx, p, true)?;
+            let keys = Keys::new(&ctx).map_err(|e| internal(&ctx, e))?;
+            Ok((Persistent::save(&ctx, call), keys))
+        });
         if watch.disarm() {
             return Err(BuildError {
                 field: "custom_middleware".into(),
                 message: format!("top-level code was stopped after {:?}", p.timeout),
             });
         }
+        let (call, keys) = built?;
         Ok(Live::Persistent {
-            call: call?,
+            call,
+            keys,
             ctx,
             _rt: rt,
             watch,
@@ -304,9 +313,9 @@ impl QjsApi {
     ) -> Result<Flow, MwError> {
         // `tyk-json` (persistent contexts only) writes each call's source.
         let program = self.program.clone();
-        self.with_until(deadline, |ctx, host| match &program.json {
+        self.with_until(deadline, |ctx, host, keys| match &program.json {
             Some(json) => json_run(ctx, json, index, req),
-            None => run(ctx, host, index, req),
+            None => run(ctx, host, keys, index, req),
         })
     }
 
@@ -317,7 +326,7 @@ impl QjsApi {
         req: &MwRequest,
         resp: &mut MwResponse,
     ) -> Result<(), MwError> {
-        self.with(|ctx, host| {
+        self.with(|ctx, host, _| {
             let out =
                 answer::call_response(ctx, host, index, req, resp).map_err(|e| failure(ctx, e))?;
             answer::apply_response(ctx, out, resp).map_err(Fail::Script)
@@ -330,7 +339,7 @@ impl QjsApi {
         index: usize,
         req: &MwRequest,
     ) -> Result<MwResponse, MwError> {
-        self.with(|ctx, host| {
+        self.with(|ctx, host, _| {
             let ret = answer::call_endpoint(ctx, host, index, req).map_err(|e| failure(ctx, e))?;
             answer::endpoint(ret).map_err(Fail::Script)
         })
@@ -340,7 +349,7 @@ impl QjsApi {
     /// jsvm timeout; a stopped call (timeout, memory) discards the state.
     fn with<T>(
         &mut self,
-        f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
+        f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>, &Keys) -> Result<T, Fail>,
     ) -> Result<T, MwError> {
         let deadline = Instant::now() + self.program.timeout;
         self.with_until(deadline, f)
@@ -364,7 +373,7 @@ impl QjsApi {
     fn with_until<T>(
         &mut self,
         deadline: Instant,
-        f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>) -> Result<T, Fail>,
+        f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>, &Keys) -> Result<T, Fail>,
     ) -> Result<T, MwError> {
         if self.live.is_none() {
             let live = Live::build(&self.program).map_err(|e| {
@@ -380,7 +389,11 @@ impl QjsApi {
         let _deadline = crate::js::tykapi::call_scope(deadline);
         let (result, interrupted) = match self.live.as_mut().expect("built above") {
             Live::Persistent {
-                call, ctx, watch, ..
+                call,
+                keys,
+                ctx,
+                watch,
+                ..
             } => {
                 watch.arm(deadline);
                 let r = ctx.with(|ctx| {
@@ -388,13 +401,17 @@ impl QjsApi {
                         .clone()
                         .restore(&ctx)
                         .map_err(|e| Fail::Script(MwError::internal(format!("JS host: {e}"))))?;
-                    f(&ctx, &host)
+                    f(&ctx, &host, keys)
                 });
                 (r, watch.disarm())
             }
             Live::Fresh(fresh) => {
                 fresh.watch.arm(deadline);
-                let r = fresh.call(p, f);
+                // Its heap is put back before every call: atoms per call.
+                let r = fresh.call(p, |ctx, host| {
+                    let keys = Keys::new(ctx).map_err(|e| failure(ctx, e))?;
+                    f(ctx, host, &keys)
+                });
                 (r, fresh.watch.disarm())
             }
         };
@@ -466,17 +483,18 @@ fn exception(ctx: &Ctx<'_>) -> Fail {
 fn run<'js>(
     ctx: &Ctx<'js>,
     host: &Function<'js>,
+    keys: &Keys,
     index: usize,
     req: &mut MwRequest,
 ) -> Result<Flow, Fail> {
     match answer::call(ctx, host, index, req) {
-        Ok((ret, sent)) => answer::apply(ctx, ret, &sent, req).map_err(Fail::Script),
+        Ok((ret, sent)) => answer::apply(ctx, keys, ret, &sent, req),
         Err(e) => Err(failure(ctx, e)),
     }
 }
 
 /// A failed call into the host function as a [`Fail`].
-fn failure(ctx: &Ctx<'_>, e: rquickjs::Error) -> Fail {
+pub(crate) fn failure(ctx: &Ctx<'_>, e: rquickjs::Error) -> Fail {
     match e {
         rquickjs::Error::Exception => exception(ctx),
         e => Fail::Script(MwError::internal(format!("JS host: {e}"))),

@@ -76,7 +76,8 @@ function call(i, method, url, uri, body, headers, params, extra) {
         };
         return answerResponse(dispatch[i](request, spec, response));
     }
-    return answer(dispatch[i](request, spec));
+    // The host reads the answer itself (`answer.rs`, with atoms made once).
+    return dispatch[i](request, spec);
 }
 
 // The request's header text, until `Headers` is read. A symbol key: not in
@@ -123,49 +124,15 @@ function lines(headers) {
     return h;
 }
 
-// A response entry's answer, read here as `answer` reads a request's:
-// [Response, StatusCode, Body, DeleteHeaders, SetHeaders], or [ret] when
-// the shape is wrong.
+// A response entry's answer, read here where property names are compiled
+// atoms: [Response, StatusCode, Body, DeleteHeaders, SetHeaders], or [ret]
+// when the shape is wrong. (A request's answer the host reads itself.)
 function answerResponse(ret) {
     var r = ret === null || typeof ret !== "object" ? undefined : ret.Response;
     if (r === null || typeof r !== "object") {
         return [ret];
     }
     return [r, r.StatusCode, r.Body, empty(r.DeleteHeaders), r.SetHeaders];
-}
-
-// What the host applies, read here where property names are compiled atoms:
-// [Request, ReturnOverrides, IgnoreBody, Body, URL, DeleteHeaders,
-// SetHeaders, DeleteParams, AddParams, ExtendedParams]. An empty array and
-// a ReturnOverrides whose ResponseCode is 0 become null: nothing to apply,
-// nothing for the host to read. A wrong shape returns just [ret] for the
-// host to name.
-function answer(ret) {
-    var r = ret === null || typeof ret !== "object" ? undefined : ret.Request;
-    if (r === null || typeof r !== "object") {
-        return [ret];
-    }
-    var ro = r.ReturnOverrides;
-    if (ro !== null && typeof ro === "object" && ro.ResponseCode === 0) {
-        ro = null;
-    }
-    return [r, ro, r.IgnoreBody, r.Body, r.URL, empty(r.DeleteHeaders),
-        r.SetHeaders, empty(r.DeleteParams), r.AddParams, r.ExtendedParams,
-        session(ret)];
-}
-
-// The answer's SessionMeta, Session and AuthValue as JSON text for the
-// host's type check (js/session.rs), or null when there is nothing to
-// check (the usual `ReturnData(request, {})`).
-function session(ret) {
-    var meta = ret.SessionMeta, s = ret.Session, auth = ret.AuthValue;
-    var emptyMeta = meta === undefined || (meta !== null && typeof meta === "object" &&
-        !Array.isArray(meta) && Object.keys(meta).length === 0);
-    if (emptyMeta && s === undefined && auth === undefined) {
-        return null;
-    }
-    return JSON.stringify([emptyMeta ? null : meta, s === undefined ? null : s,
-        auth === undefined ? null : auth]);
 }
 
 function empty(list) {

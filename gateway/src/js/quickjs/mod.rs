@@ -66,6 +66,7 @@
 //! - `fresh`: the `fresh` strategy: a context put back before every call.
 //! - `snapshot`: the heap region that makes putting it back one copy.
 //! - `answer`: the request handed to the script; applying its answer.
+//! - `keys`: the answer's property names as atoms, once per context.
 //! - `host.js`: the JS side of a call (builds `request`, dispatches).
 
 mod answer;
@@ -73,6 +74,7 @@ mod api;
 mod engine;
 mod fresh;
 mod hostcode;
+mod keys;
 mod snapshot;
 
 use std::cell::{OnceCell, RefCell};

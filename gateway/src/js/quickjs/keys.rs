@@ -1,0 +1,182 @@
+//! The property names the host reads from a script's answer, made atoms
+//! once per context, and the few raw reads that use them.
+//!
+//! rquickjs turns a `&str` key into an atom on every read (a hash and a
+//! table lookup, then a free); a persistent context keeps these for its
+//! lifetime instead, so reading the answer is one `JS_GetProperty` per field.
+//! A `fresh` context makes them per call (its heap is put back before each).
+
+use rquickjs::{qjs, Ctx, Value};
+
+/// A field of the answer the host reads, in the order it reads them.
+#[derive(Clone, Copy)]
+pub(crate) enum Key {
+    Request,
+    ReturnOverrides,
+    ResponseCode,
+    IgnoreBody,
+    Body,
+    Url,
+    DeleteHeaders,
+    SetHeaders,
+    DeleteParams,
+    AddParams,
+    ExtendedParams,
+    SessionMeta,
+    Session,
+    AuthValue,
+}
+
+/// Each [`Key`]'s JS name, in the enum's order.
+const NAMES: [&str; 14] = [
+    "Request",
+    "ReturnOverrides",
+    "ResponseCode",
+    "IgnoreBody",
+    "Body",
+    "URL",
+    "DeleteHeaders",
+    "SetHeaders",
+    "DeleteParams",
+    "AddParams",
+    "ExtendedParams",
+    "SessionMeta",
+    "Session",
+    "AuthValue",
+];
+
+/// One context's atoms for [`NAMES`]. Freed on drop, through the runtime,
+/// which must still be alive (`api.rs` drops this before it).
+pub(crate) struct Keys {
+    rt: *mut qjs::JSRuntime,
+    atoms: [qjs::JSAtom; NAMES.len()],
+}
+
+impl Keys {
+    /// Makes the atoms in `ctx`'s runtime.
+    pub(crate) fn new(ctx: &Ctx<'_>) -> rquickjs::Result<Keys> {
+        let raw = ctx.as_raw().as_ptr();
+        // SAFETY: `raw` is the live context; each atom made here is owned by
+        // `Keys` and freed once, in `drop`, with the runtime it belongs to.
+        unsafe {
+            let mut keys = Keys {
+                rt: qjs::JS_GetRuntime(raw),
+                atoms: [qjs::JS_ATOM_NULL; NAMES.len()],
+            };
+            for (atom, name) in keys.atoms.iter_mut().zip(NAMES) {
+                *atom = qjs::JS_NewAtomLen(raw, name.as_ptr().cast(), name.len() as _);
+                if *atom == qjs::JS_ATOM_NULL {
+                    return Err(rquickjs::Error::Exception);
+                }
+            }
+            Ok(keys)
+        }
+    }
+
+    /// `obj[key]` (getters run; a throw is `Error::Exception`, pending in
+    /// `ctx`). `obj` must be an object.
+    pub(crate) fn get<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        obj: &Value<'js>,
+        key: Key,
+    ) -> rquickjs::Result<Value<'js>> {
+        // SAFETY: the atom is alive (owned by `self`, made in this runtime);
+        // the returned value's reference is handed to the `Value`.
+        unsafe {
+            let v = qjs::JS_GetProperty(
+                ctx.as_raw().as_ptr(),
+                obj.as_raw(),
+                self.atoms[key as usize],
+            );
+            if qjs::JS_IsException(v) {
+                return Err(rquickjs::Error::Exception);
+            }
+            Ok(Value::from_raw(ctx.clone(), v))
+        }
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        for &atom in &self.atoms {
+            if atom != qjs::JS_ATOM_NULL {
+                // SAFETY: made by `new` in this runtime, freed once here.
+                unsafe { qjs::JS_FreeAtomRT(self.rt, atom) };
+            }
+        }
+    }
+}
+
+/// `obj`'s own enumerable string keys with their values (what
+/// `JSON.stringify`, and so Tyk's decoder, would see), reading each value
+/// by the atom the enumeration gave, not by its name made an atom again.
+pub(crate) fn own_entries<'js>(
+    ctx: &Ctx<'js>,
+    obj: &Value<'js>,
+) -> rquickjs::Result<Vec<(String, Value<'js>)>> {
+    let raw = ctx.as_raw().as_ptr();
+    let mut tab: *mut qjs::JSPropertyEnum = std::ptr::null_mut();
+    let mut len: u32 = 0;
+    let flags = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_ENUM_ONLY) as i32;
+    // SAFETY: `raw` is the live context and `obj` a value of it; the table
+    // QuickJS allocates is read within its length and freed once, below.
+    unsafe {
+        if qjs::JS_GetOwnPropertyNames(raw, &mut tab, &mut len, obj.as_raw(), flags) < 0 {
+            return Err(rquickjs::Error::Exception);
+        }
+        let props = std::slice::from_raw_parts(tab, len as usize);
+        let mut out = Vec::with_capacity(props.len());
+        let mut failed = false;
+        for prop in props {
+            let v = qjs::JS_GetProperty(raw, obj.as_raw(), prop.atom);
+            if qjs::JS_IsException(v) {
+                failed = true;
+                break;
+            }
+            let value = Value::from_raw(ctx.clone(), v);
+            out.push((atom_string(raw, prop.atom), value));
+        }
+        qjs::JS_FreePropertyEnum(raw, tab, len);
+        if failed {
+            return Err(rquickjs::Error::Exception);
+        }
+        Ok(out)
+    }
+}
+
+/// An atom's text (a lone surrogate becomes U+FFFD).
+///
+/// # Safety
+/// `raw` is a live context and `atom` one of its atoms.
+unsafe fn atom_string(raw: *mut qjs::JSContext, atom: qjs::JSAtom) -> String {
+    let mut len = 0;
+    // SAFETY: as the caller promised; the C string is freed once.
+    unsafe {
+        let s = qjs::JS_AtomToCStringLen(raw, &mut len, atom);
+        if s.is_null() {
+            return String::new();
+        }
+        let bytes = std::slice::from_raw_parts(s.cast::<u8>(), len as usize);
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        qjs::JS_FreeCString(raw, s);
+        text
+    }
+}
+
+/// True when `obj` has no own enumerable string key (`Object.keys(obj)`
+/// is empty); no getter runs.
+pub(crate) fn no_own_keys(ctx: &Ctx<'_>, obj: &Value<'_>) -> rquickjs::Result<bool> {
+    let raw = ctx.as_raw().as_ptr();
+    let mut tab: *mut qjs::JSPropertyEnum = std::ptr::null_mut();
+    let mut len: u32 = 0;
+    let flags = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_ENUM_ONLY) as i32;
+    // SAFETY: as in `own_entries`; the table is freed once.
+    unsafe {
+        if qjs::JS_GetOwnPropertyNames(raw, &mut tab, &mut len, obj.as_raw(), flags) < 0 {
+            return Err(rquickjs::Error::Exception);
+        }
+        qjs::JS_FreePropertyEnum(raw, tab, len);
+    }
+    Ok(len == 0)
+}
