@@ -91,6 +91,14 @@ fn request_fields_behave_as_a_plain_object() {
     each(&ALL, js_scenarios::request_fields_behave_as_a_plain_object);
 }
 
+#[test]
+fn answer_getters_run_once_and_a_throw_fails_one_request() {
+    each(
+        &ALL,
+        js_scenarios::answer_getters_run_once_and_a_throw_fails_one_request,
+    );
+}
+
 /// The one scenario where strategies differ by design: a global counting
 /// calls. Persistent and tyk-json keep it; fresh is Tyk's (each call sees a
 /// context no earlier call touched, as Tyk's `TestGoja_FreshRuntimePerRequest`

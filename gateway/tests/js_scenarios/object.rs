@@ -293,3 +293,33 @@ pub fn request_fields_behave_as_a_plain_object(mode: Mode) {
         _ => {}
     }
 }
+
+/// An answer made of getters applies as a plain one; a getter that throws
+/// fails that request only. Where state persists, QuickJS's host is seen
+/// to read each field once, in the order Tyk's decoder meets them.
+pub fn answer_getters_run_once_and_a_throw_fails_one_request(mode: Mode) {
+    let s = spec(
+        mode,
+        "getters",
+        ("gettersMw", fixture("answer_getters.js")),
+        serde_json::Value::Null,
+    );
+    let h = host(&s);
+    let mut req = get("/getters/", &[("x-mode", "apply")]);
+    h.ok(&mut req);
+    assert_eq!(header(&req, "x-via-getter"), "yes");
+    if (mode.engine, mode.strategy) == ("quickjs", "persistent") {
+        let mut req = get("/getters/", &[("x-mode", "report")]);
+        h.ok(&mut req);
+        assert_eq!(
+            header(&req, "x-reads"),
+            "Request,ReturnOverrides,IgnoreBody,Body,URL,DeleteHeaders,SetHeaders,\
+             DeleteParams,AddParams,ExtendedParams"
+        );
+    }
+    let msg = h.err(&mut get("/getters/", &[("x-mode", "throw")]));
+    assert!(msg.contains("no headers here"), "{msg}");
+    let mut req = get("/getters/", &[("x-mode", "apply")]);
+    h.ok(&mut req);
+    assert_eq!(header(&req, "x-via-getter"), "yes");
+}
