@@ -177,14 +177,23 @@ impl Body for RequestBody {
 ///   the method does not have.
 pub fn reframe(headers: &mut http::HeaderMap, method: &http::Method, len: usize) {
     use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-    headers.remove(TRANSFER_ENCODING);
+    // One pass over the names (a request has a handful) rather than a
+    // hashed removal of each: most requests have neither.
+    let (mut sized, mut chunked) = (false, false);
+    for name in headers.keys() {
+        sized |= name == CONTENT_LENGTH;
+        chunked |= name == TRANSFER_ENCODING;
+    }
+    if chunked {
+        headers.remove(TRANSFER_ENCODING);
+    }
     let carries_body = matches!(
         *method,
         http::Method::POST | http::Method::PUT | http::Method::PATCH
     );
     if len > 0 || carries_body {
         headers.insert(CONTENT_LENGTH, http::HeaderValue::from(len));
-    } else {
+    } else if sized {
         headers.remove(CONTENT_LENGTH);
     }
 }

@@ -182,40 +182,61 @@ impl Proxy {
         &self,
         route: &Route,
         chain: &ApiChain,
-        mut parts: http::request::Parts,
+        parts: http::request::Parts,
         body: RequestBody,
         remote: SocketAddr,
     ) -> Result<Response<ClientBody>, ProxyError> {
         let spec = &route.spec;
         let body = read_body(body).await?;
-        let mut headers = std::mem::take(&mut parts.headers);
+        // Taken apart, not cloned: nothing of the client's head but these
+        // goes upstream (nor is held while the request is in flight).
+        let http::request::Parts {
+            method,
+            uri,
+            mut headers,
+            ..
+        } = parts;
         // hyper sizes the map to the headers the client sent, so the first
         // header a middleware sets would grow it, and the proxy's own four
         // (`prepare_request`) grow it again. Room for both now: one growth,
         // outside the middleware's timed call.
         headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
         let mut mw = MwRequest {
-            method: parts.method.clone(),
-            path: parts.uri.path().to_string(),
-            query: parts.uri.query().map(str::to_string),
+            method,
+            path: uri.path().to_string(),
+            query: uri.query().map(str::to_string),
             headers,
             body,
             remote_addr: remote,
-            request_uri: parts.uri.clone(),
+            request_uri: uri,
         };
-        if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
-            return Ok(resp);
+        // A hook's future is built only if the chain has the hook.
+        if chain.has(Hook::Pre) {
+            if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
+                return Ok(resp);
+            }
         }
-        if let Some(resp) = crate::response::virtual_endpoint(route, chain, &mw).await? {
-            return Ok(resp);
+        // Cold paths are boxed (here and below): their futures would
+        // otherwise be part of every middleware request's future, and a
+        // future is copied whole each time it moves.
+        if chain.has(Hook::Virtual) {
+            let answer = Box::pin(crate::response::virtual_endpoint(route, chain, &mw)).await?;
+            if let Some(resp) = answer {
+                return Ok(resp);
+            }
         }
-        if let Some(resp) = run_hook(chain, Hook::Post, &mut mw).await? {
-            return Ok(resp);
+        if chain.has(Hook::Post) {
+            if let Some(resp) = run_hook(chain, Hook::Post, &mut mw).await? {
+                return Ok(resp);
+            }
         }
         // A script may have written a path with dot segments: they never
         // reach the upstream (they could climb out of the target's base).
-        if let Some(clean) = crate::path::clean_rewritten(&mw.path) {
-            mw.path = clean;
+        // The client's own path was cleaned at the front door (a redirect).
+        if mw.path != mw.request_uri.path() {
+            if let Some(clean) = crate::path::clean_rewritten(&mw.path) {
+                mw.path = clean;
+            }
         }
         // Response middleware sees the request as it went upstream, no body.
         let head = chain
@@ -237,7 +258,7 @@ impl Proxy {
         *up.headers_mut() = headers;
         let resp = self.forward(route, up).await?;
         match head {
-            Some(head) => crate::response::upstream_answer(chain, &head, resp).await,
+            Some(head) => Box::pin(crate::response::upstream_answer(chain, &head, resp)).await,
             None => Ok(resp),
         }
     }
@@ -271,21 +292,19 @@ impl Proxy {
     }
 }
 
-/// Runs one hook; `Some(response)` when a middleware answered the request.
+/// Runs one hook the chain has; `Some(response)` when a middleware
+/// answered the request.
 async fn run_hook(
     chain: &ApiChain,
     hook: Hook,
     req: &mut MwRequest,
 ) -> Result<Option<Response<ClientBody>>, ProxyError> {
-    if !chain.has(hook) {
-        return Ok(None);
-    }
     match chain.run(hook, req).await {
         Ok(Flow::Continue) => Ok(None),
         // Tyk's forceResponse from a post hook runs the response chain.
         Ok(Flow::Forced(r)) if hook == Hook::Post && chain.has(Hook::Response) => {
             let head = crate::response::head_of(req);
-            crate::response::forced_answer(chain, &head, r)
+            Box::pin(crate::response::forced_answer(chain, &head, r))
                 .await
                 .map(Some)
         }
