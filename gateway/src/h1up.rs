@@ -417,14 +417,16 @@ pub fn encode_head(
 }
 
 fn title_case(dst: &mut Vec<u8>, name: &[u8]) {
-    let mut prev = b'-';
-    for &c in name {
-        dst.push(if prev == b'-' {
-            c.to_ascii_uppercase()
-        } else {
-            c
-        });
-        prev = c;
+    // Copied whole, then capitalised in place: a push per byte checked
+    // the capacity per byte.
+    let start = dst.len();
+    dst.extend_from_slice(name);
+    let mut word_start = true;
+    for c in &mut dst[start..] {
+        if word_start {
+            c.make_ascii_uppercase();
+        }
+        word_start = *c == b'-';
     }
 }
 
