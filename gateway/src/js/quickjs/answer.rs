@@ -14,10 +14,11 @@ use bytes::Bytes;
 use http::header::HeaderName;
 use http::HeaderMap;
 use rquickjs::function::Args;
-use rquickjs::{Array, Coerced, Ctx, Function, Object, Value};
+use rquickjs::{qjs, Array, Coerced, Ctx, Function, Object, Value};
 
 use super::api::{failure, Fail};
 use super::keys::{Key, Keys};
+use super::request::{Field, Table, FIELDS};
 
 use crate::js::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
@@ -36,23 +37,65 @@ pub(crate) struct Sent<'js> {
 pub(crate) fn call<'js>(
     ctx: &Ctx<'js>,
     host: &Function<'js>,
+    keys: &Keys,
     index: usize,
     req: &MwRequest,
 ) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
     let body =
         rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&req.body))?.into_value();
+    if let Some(table) = keys.request() {
+        return call_native(ctx, table, index, req, body);
+    }
     let (args, url) = request_args(ctx, index, req, body.clone())?;
     let ret = host.call_arg(args)?;
     Ok((ret, Sent { body, url }))
 }
 
-/// `call`'s first seven arguments: entry `index` and the request.
-fn request_args<'js>(
+/// [`call`] in a persistent context: the request is one native object
+/// (`request.rs`), handed to `host.js`'s `direct`.
+fn call_native<'js>(
     ctx: &Ctx<'js>,
+    table: &Table,
     index: usize,
     req: &MwRequest,
     body: Value<'js>,
-) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
+) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
+    let (url, uri, headers, params) = request_values(ctx, req)?;
+    let method = rquickjs::String::from_str(ctx.clone(), req.method.as_str())?.into_value();
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: every value is of this context; `request` takes a reference
+    // of each (duplicated here, the `Value`s keep theirs) and the call's
+    // result is handed to a `Value`.
+    unsafe {
+        let dup = |v: &Value<'js>| qjs::JS_DupValue(raw, v.as_raw());
+        let obj = table.request(
+            raw,
+            dup(&headers),
+            dup(&body),
+            dup(&url),
+            dup(&params),
+            dup(&method),
+            dup(&uri),
+        );
+        if qjs::JS_IsException(obj) {
+            return Err(rquickjs::Error::Exception);
+        }
+        let mut args = [qjs::JS_MKVAL(qjs::JS_TAG_INT, index as i32), obj];
+        let ret = qjs::JS_Call(raw, table.direct(), qjs::JS_UNDEFINED, 2, args.as_mut_ptr());
+        qjs::JS_FreeValue(raw, obj);
+        if qjs::JS_IsException(ret) {
+            return Err(rquickjs::Error::Exception);
+        }
+        Ok((Value::from_raw(ctx.clone(), ret), Sent { body, url }))
+    }
+}
+
+/// The request's URL, RequestURI, header text and query pairs (or null),
+/// as the script gets them.
+fn request_values<'js>(
+    ctx: &Ctx<'js>,
+    req: &MwRequest,
+) -> rquickjs::Result<(Value<'js>, Value<'js>, Value<'js>, Value<'js>)> {
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
     let url = string(&req.path_and_query())?;
     let original = req
@@ -71,6 +114,17 @@ fn request_args<'js>(
         None => Value::new_null(ctx.clone()),
         Some(q) => params(ctx, q)?.into_value(),
     };
+    Ok((url, uri, headers, params))
+}
+
+/// `call`'s first seven arguments: entry `index` and the request.
+fn request_args<'js>(
+    ctx: &Ctx<'js>,
+    index: usize,
+    req: &MwRequest,
+    body: Value<'js>,
+) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
+    let (url, uri, headers, params) = request_values(ctx, req)?;
     let mut args = Args::new(ctx.clone(), 8);
     args.push_arg(index as u32)?;
     args.push_arg(req.method.as_str())?;
@@ -376,26 +430,77 @@ fn read<'js>(
     if !is_object(&r) {
         return Ok(Err(shape("Request", "an object (use ReturnData)", &r)));
     }
-    // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
-    let mut overrides = get(&r, Key::ReturnOverrides)?;
-    if is_object(&overrides) && get(&overrides, Key::ResponseCode)?.as_number() == Some(0.0) {
-        overrides = Value::new_null(ctx.clone());
-    }
-    let answer = Answer {
-        overrides,
-        ignore_body: get(&r, Key::IgnoreBody)?,
-        body: get(&r, Key::Body)?,
-        url: get(&r, Key::Url)?,
-        delete_headers: get(&r, Key::DeleteHeaders)?,
-        set_headers: get(&r, Key::SetHeaders)?,
-        delete_params: get(&r, Key::DeleteParams)?,
-        add_params: get(&r, Key::AddParams)?,
-        extended_params: get(&r, Key::ExtendedParams)?,
+    let answer = match native_fields(ctx, keys, &r) {
+        Some(mut a) => {
+            if is_object(&a.overrides)
+                && get(&a.overrides, Key::ResponseCode)?.as_number() == Some(0.0)
+            {
+                a.overrides = Value::new_null(ctx.clone());
+            }
+            a
+        }
+        None => {
+            // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
+            let mut overrides = get(&r, Key::ReturnOverrides)?;
+            if is_object(&overrides) && get(&overrides, Key::ResponseCode)?.as_number() == Some(0.0)
+            {
+                overrides = Value::new_null(ctx.clone());
+            }
+            Answer {
+                overrides,
+                ignore_body: get(&r, Key::IgnoreBody)?,
+                body: get(&r, Key::Body)?,
+                url: get(&r, Key::Url)?,
+                delete_headers: get(&r, Key::DeleteHeaders)?,
+                set_headers: get(&r, Key::SetHeaders)?,
+                delete_params: get(&r, Key::DeleteParams)?,
+                add_params: get(&r, Key::AddParams)?,
+                extended_params: get(&r, Key::ExtendedParams)?,
+            }
+        }
     };
     if let Err(e) = check_session(ctx, keys, ret)? {
         return Ok(Err(e));
     }
     Ok(Ok(answer))
+}
+
+/// The answer's fields read from the slots of a native request object
+/// (`request.rs`) that has no accessors: what reading them would give,
+/// with a container never made (so never touched) as null. `None` for any
+/// other object.
+fn native_fields<'js>(ctx: &Ctx<'js>, keys: &Keys, r: &Value<'js>) -> Option<Answer<'js>> {
+    let table = keys.request()?;
+    // SAFETY: `r` is a value of the table's context; each value returned
+    // is a new reference, handed to a `Value`.
+    let fields = unsafe { table.fields(r.as_raw())? };
+    debug_assert_eq!(fields.len(), FIELDS.len());
+    let v = |f: Field| {
+        // SAFETY: each entry is a reference of its own, taken once.
+        unsafe { Value::from_raw(ctx.clone(), fields[f as usize]) }
+    };
+    let answer = Answer {
+        overrides: v(Field::ReturnOverrides),
+        ignore_body: v(Field::IgnoreBody),
+        body: v(Field::Body),
+        url: v(Field::Url),
+        delete_headers: v(Field::DeleteHeaders),
+        set_headers: v(Field::SetHeaders),
+        delete_params: v(Field::DeleteParams),
+        add_params: v(Field::AddParams),
+        extended_params: v(Field::ExtendedParams),
+    };
+    // The fields not read: their references go back.
+    for f in [
+        Field::Headers,
+        Field::Params,
+        Field::Method,
+        Field::RequestUri,
+        Field::Scheme,
+    ] {
+        drop(v(f));
+    }
+    Some(answer)
 }
 
 /// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the

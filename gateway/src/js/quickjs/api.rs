@@ -250,7 +250,11 @@ impl Live {
         watch.arm(Instant::now() + p.timeout);
         let built = ctx.with(|ctx| {
             let call = setup(&ctx, p, true)?;
-            let keys = Keys::new(&ctx).map_err(|e| internal(&ctx, e))?;
+            let keys = call
+                .get::<_, Value>("make")
+                .and_then(|make| Ok((make, call.get::<_, Value>("direct")?)))
+                .and_then(|(make, direct)| Keys::persistent(&ctx, &make, &direct))
+                .map_err(|e| internal(&ctx, e))?;
             Ok((Persistent::save(&ctx, call), keys))
         });
         if watch.disarm() {
@@ -487,7 +491,7 @@ fn run<'js>(
     index: usize,
     req: &mut MwRequest,
 ) -> Result<Flow, Fail> {
-    match answer::call(ctx, host, index, req) {
+    match answer::call(ctx, host, keys, index, req) {
         Ok((ret, sent)) => answer::apply(ctx, keys, ret, &sent, req),
         Err(e) => Err(failure(ctx, e)),
     }
