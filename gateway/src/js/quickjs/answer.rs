@@ -41,11 +41,11 @@ pub(crate) fn call<'js>(
     index: usize,
     req: &MwRequest,
 ) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
+    if let Some(table) = keys.request() {
+        return call_native(ctx, table, index, req);
+    }
     let body =
         rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&req.body))?.into_value();
-    if let Some(table) = keys.request() {
-        return call_native(ctx, table, index, req, body);
-    }
     let (args, url) = request_args(ctx, index, req, body.clone())?;
     let ret = host.call_arg(args)?;
     Ok((ret, Sent { body, url }))
@@ -58,11 +58,28 @@ fn call_native<'js>(
     table: &Table,
     index: usize,
     req: &MwRequest,
-    body: Value<'js>,
 ) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
-    let (url, uri, headers, params) = request_values(ctx, req)?;
-    let method = rquickjs::String::from_str(ctx.clone(), req.method.as_str())?.into_value();
     let raw = ctx.as_raw().as_ptr();
+    // SAFETY: new references of this context's strings, handed to `Value`s.
+    let (body, method) = unsafe {
+        let body = if req.body.is_empty() {
+            table.empty(raw)
+        } else {
+            let text = String::from_utf8_lossy(&req.body);
+            qjs::JS_NewStringLen(raw, text.as_ptr().cast(), text.len() as _)
+        };
+        let method = table.method(raw, req.method.as_str());
+        if qjs::JS_IsException(body) || qjs::JS_IsException(method) {
+            qjs::JS_FreeValue(raw, body);
+            qjs::JS_FreeValue(raw, method);
+            return Err(rquickjs::Error::Exception);
+        }
+        (
+            Value::from_raw(ctx.clone(), body),
+            Value::from_raw(ctx.clone(), method),
+        )
+    };
+    let (url, uri, headers, params) = request_values(ctx, req)?;
     // SAFETY: every value is of this context; `request` takes a reference
     // of each (duplicated here, the `Value`s keep theirs) and the call's
     // result is handed to a `Value`.
@@ -80,8 +97,7 @@ fn call_native<'js>(
         if qjs::JS_IsException(obj) {
             return Err(rquickjs::Error::Exception);
         }
-        let mut args = [qjs::JS_MKVAL(qjs::JS_TAG_INT, index as i32), obj];
-        let ret = qjs::JS_Call(raw, table.direct(), qjs::JS_UNDEFINED, 2, args.as_mut_ptr());
+        let ret = table.call(raw, index, obj);
         qjs::JS_FreeValue(raw, obj);
         if qjs::JS_IsException(ret) {
             return Err(rquickjs::Error::Exception);
@@ -332,9 +348,15 @@ fn opt_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, Mw
 }
 
 fn string(v: &Value<'_>, field: &str) -> Result<String, MwError> {
+    string_at(v, || field.to_string())
+}
+
+/// [`string`], with the field's name made only for the error (an entry's
+/// name is formatted: per entry on every call, that was a tenth of a call).
+fn string_at(v: &Value<'_>, field: impl FnOnce() -> String) -> Result<String, MwError> {
     v.as_string()
         .and_then(|s| s.to_string().ok())
-        .ok_or_else(|| shape(field, "a string", v))
+        .ok_or_else(|| shape(&field(), "a string", v))
 }
 
 /// Own enumerable string keys of `obj` with their values: what
@@ -358,7 +380,7 @@ fn strings<'js>(v: Value<'js>, field: &str, ctx: &Ctx<'js>) -> Result<Vec<String
     (0..arr.len())
         .map(|i| {
             let item: Value = arr.get(i).map_err(|e| thrown(ctx, e, field))?;
-            string(&item, &format!("{field}[{i}]"))
+            string_at(&item, || format!("{field}[{i}]"))
         })
         .collect()
 }
@@ -374,7 +396,7 @@ fn string_map<'js>(
     entries(&obj, field, ctx)?
         .into_iter()
         .map(|(k, v)| {
-            let s = string(&v, &format!("{field}[{k:?}]"))?;
+            let s = string_at(&v, || format!("{field}[{k:?}]"))?;
             Ok((k, s))
         })
         .collect()

@@ -250,11 +250,7 @@ impl Live {
         watch.arm(Instant::now() + p.timeout);
         let built = ctx.with(|ctx| {
             let call = setup(&ctx, p, true)?;
-            let keys = call
-                .get::<_, Value>("make")
-                .and_then(|make| Ok((make, call.get::<_, Value>("direct")?)))
-                .and_then(|(make, direct)| Keys::persistent(&ctx, &make, &direct))
-                .map_err(|e| internal(&ctx, e))?;
+            let keys = Keys::persistent(&ctx, &call).map_err(|e| internal(&ctx, e))?;
             Ok((Persistent::save(&ctx, call), keys))
         });
         if watch.disarm() {

@@ -6,7 +6,7 @@
 //! lifetime instead, so reading the answer is one `JS_GetProperty` per field.
 //! A `fresh` context makes them per call (its heap is put back before each).
 
-use rquickjs::{qjs, Ctx, Value};
+use rquickjs::{qjs, Array, Ctx, Object, Value};
 
 use super::request::Table;
 
@@ -78,17 +78,23 @@ impl Keys {
         }
     }
 
-    /// [`Keys::new`], and the request objects' class with `host.js`'s
-    /// container maker `make` and entry caller `direct` (a persistent context: registering a class
-    /// per call, as a `fresh` context would, would grow the runtime).
-    pub(crate) fn persistent<'js>(
-        ctx: &Ctx<'js>,
-        make: &Value<'js>,
-        direct: &Value<'js>,
-    ) -> rquickjs::Result<Keys> {
+    /// [`Keys::new`], and the request objects' class with what `host.js`'s
+    /// `call` carries: the container maker `make`, the `dispatch` array and
+    /// `spec` (a persistent context: registering a class per call, as a
+    /// `fresh` context would, would grow the runtime).
+    pub(crate) fn persistent<'js>(ctx: &Ctx<'js>, call: &Object<'js>) -> rquickjs::Result<Keys> {
         let mut keys = Keys::new(ctx)?;
-        // SAFETY: the live context and one of its values.
-        let table = unsafe { Table::new(ctx.as_raw().as_ptr(), make.as_raw(), direct.as_raw()) };
+        let make: Value = call.get("make")?;
+        let spec: Value = call.get("spec")?;
+        let dispatch: Array = call.get("dispatch")?;
+        let entries = dispatch
+            .iter::<Value>()
+            .collect::<rquickjs::Result<Vec<_>>>()?;
+        let raw: Vec<_> = entries.iter().map(Value::as_raw).collect();
+        // SAFETY: the live context and its values (borrowed: the table
+        // takes references of its own).
+        let table =
+            unsafe { Table::new(ctx.as_raw().as_ptr(), make.as_raw(), &raw, spec.as_raw()) };
         keys.request = Some(table.map_err(|()| rquickjs::Error::Exception)?);
         Ok(keys)
     }

@@ -107,11 +107,19 @@ pub(crate) struct Table {
     /// `host.js`'s `make(field, data)`: `Headers`, `Params` and
     /// `ReturnOverrides` as Tyk's request has them.
     make: JSValue,
-    /// `host.js`'s `direct(i, request)`: entry `i` on a request object.
-    direct: JSValue,
+    /// `host.js`'s dispatch array: entry `i` is `dispatch[i](request, spec)`.
+    dispatch: Vec<JSValue>,
+    /// This API's `spec` object.
+    spec: JSValue,
     /// `"http"`, made once.
     scheme: JSValue,
+    /// The methods a request most often has, and `""`, made once.
+    methods: [(&'static str, JSValue); METHODS.len()],
+    empty: JSValue,
 }
+
+/// The methods whose strings are made once per context.
+const METHODS: [&str; 7] = ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"];
 
 struct Exotic(qjs::JSClassExoticMethods);
 // SAFETY: plain function pointers, never written after initialisation.
@@ -133,14 +141,16 @@ fn undefined() -> JSValue {
 
 impl Table {
     /// Registers the class in `ctx`'s runtime and gathers the rest; `make`
-    /// and `direct` are `host.js`'s container maker and entry caller.
+    /// is `host.js`'s container maker, `dispatch` its entries, `spec` the
+    /// API's spec object.
     ///
     /// # Safety
-    /// `ctx` is a live context and `make`, `direct` its values.
+    /// `ctx` is a live context and the values are its own.
     pub(crate) unsafe fn new(
         ctx: *mut qjs::JSContext,
         make: JSValue,
-        direct: JSValue,
+        dispatch: &[JSValue],
+        spec: JSValue,
     ) -> Result<Box<Table>, ()> {
         // SAFETY: as the caller promised; everything made here is owned by
         // the table and freed once in `drop`.
@@ -164,9 +174,23 @@ impl Table {
                 atoms: [qjs::JS_ATOM_NULL; FIELDS.len()],
                 proto: undefined(),
                 make: qjs::JS_DupValue(ctx, make),
-                direct: qjs::JS_DupValue(ctx, direct),
+                dispatch: dispatch.iter().map(|&f| qjs::JS_DupValue(ctx, f)).collect(),
+                spec: qjs::JS_DupValue(ctx, spec),
                 scheme: undefined(),
+                methods: METHODS.map(|m| (m, undefined())),
+                empty: undefined(),
             });
+            let string = |s: &str| qjs::JS_NewStringLen(ctx, s.as_ptr().cast(), s.len() as _);
+            for (name, value) in table.methods.iter_mut() {
+                *value = string(name);
+                if qjs::JS_IsException(*value) {
+                    return Err(());
+                }
+            }
+            table.empty = string("");
+            if qjs::JS_IsException(table.empty) {
+                return Err(());
+            }
             for (atom, name) in table.atoms.iter_mut().zip(FIELDS) {
                 *atom = qjs::JS_NewAtomLen(ctx, name.as_ptr().cast(), name.len() as _);
                 if *atom == qjs::JS_ATOM_NULL {
@@ -264,9 +288,49 @@ impl Table {
         }
     }
 
-    /// `host.js`'s `direct`: calls entry `index` on `request`.
-    pub(crate) fn direct(&self) -> JSValue {
-        self.direct
+    /// Runs entry `index` on `request` (borrowed): what it returned, or
+    /// `JS_EXCEPTION`.
+    ///
+    /// # Safety
+    /// `ctx` is the table's live context, `request` one of its values.
+    pub(crate) unsafe fn call(
+        &self,
+        ctx: *mut qjs::JSContext,
+        index: usize,
+        request: JSValue,
+    ) -> JSValue {
+        let Some(&f) = self.dispatch.get(index) else {
+            // SAFETY: the live context.
+            unsafe { qjs::JS_ThrowTypeError(ctx, c"no such entry".as_ptr()) };
+            return qjs::JS_EXCEPTION;
+        };
+        let mut args = [request, self.spec];
+        // SAFETY: as the caller promised; the arguments are borrowed.
+        unsafe { qjs::JS_Call(ctx, f, qjs::JS_UNDEFINED, 2, args.as_mut_ptr()) }
+    }
+
+    /// `method` as a JS string (a new reference), made once for the usual
+    /// methods.
+    ///
+    /// # Safety
+    /// `ctx` is the table's live context.
+    pub(crate) unsafe fn method(&self, ctx: *mut qjs::JSContext, method: &str) -> JSValue {
+        // SAFETY: the live context; the cached strings are its own.
+        unsafe {
+            match self.methods.iter().find(|(m, _)| *m == method) {
+                Some(&(_, v)) => qjs::JS_DupValue(ctx, v),
+                None => qjs::JS_NewStringLen(ctx, method.as_ptr().cast(), method.len() as _),
+            }
+        }
+    }
+
+    /// `""` (a new reference).
+    ///
+    /// # Safety
+    /// `ctx` is the table's live context.
+    pub(crate) unsafe fn empty(&self, ctx: *mut qjs::JSContext) -> JSValue {
+        // SAFETY: the live context; the string is its own.
+        unsafe { qjs::JS_DupValue(ctx, self.empty) }
     }
 
     fn field(&self, atom: qjs::JSAtom) -> Option<usize> {
@@ -285,7 +349,14 @@ impl Drop for Table {
             }
             qjs::JS_FreeValueRT(self.rt, self.proto);
             qjs::JS_FreeValueRT(self.rt, self.make);
-            qjs::JS_FreeValueRT(self.rt, self.direct);
+            for &f in &self.dispatch {
+                qjs::JS_FreeValueRT(self.rt, f);
+            }
+            qjs::JS_FreeValueRT(self.rt, self.spec);
+            for &(_, m) in &self.methods {
+                qjs::JS_FreeValueRT(self.rt, m);
+            }
+            qjs::JS_FreeValueRT(self.rt, self.empty);
             qjs::JS_FreeValueRT(self.rt, self.scheme);
         }
     }
