@@ -8,7 +8,24 @@ var descMw = new TykJS.TykMiddleware.NewMiddleware({});
 var FIELDS = ["Headers", "SetHeaders", "DeleteHeaders", "Body", "URL", "Params", "AddParams",
     "ExtendedParams", "DeleteParams", "ReturnOverrides", "IgnoreBody", "Method", "RequestURI",
     "Scheme"];
+var keptUnread = null;
 descMw.NewProcessRequest(function (request, session, spec) {
+    // Requests kept before their Headers is read (chosen by the path): a
+    // later read shows the headers as this call got them, not as its
+    // answer changed them, also when the call threw.
+    var path = request.URL.split("?")[0];
+    if (path === "/desc/keep-unread" || path === "/desc/keep-throw") {
+        keptUnread = request;
+        request.SetHeaders["X-Added-Later"] = "1";
+        request.DeleteHeaders.push("X-Probe");
+        if (path === "/desc/keep-throw") throw new Error("kept, then threw");
+        return descMw.ReturnData(request, {});
+    }
+    if (path === "/desc/reuse-unread") {
+        var h = keptUnread.Headers;
+        request.SetHeaders["X-Kept-Headers"] = Object.keys(h).sort().join() + "=" + h["X-Probe"][0];
+        return descMw.ReturnData(request, {});
+    }
     var mode = request.Headers["X-Mode"][0];
     var exact = request.Headers["X-Engine"][0] !== "boa";
     var failed = [];

@@ -375,5 +375,18 @@ pub fn request_keeps_ordinary_object_rules(mode: Mode) {
         let req = run("reuse");
         assert_eq!(header(&req, "x-kept"), "POST,first,/desc/k");
         assert!(req.headers.get("x-not-here").is_none());
+        let mut kept = get("/desc/keep-unread", &[("x-probe", "first"), ("host", "h")]);
+        h.ok(&mut kept);
+        assert!(kept.headers.get("x-probe").is_none());
+        assert_eq!(header(&kept, "x-added-later"), "1");
+        let mut req = get("/desc/reuse-unread", &[("x-probe", "second")]);
+        h.ok(&mut req);
+        assert_eq!(header(&req, "x-kept-headers"), "Host,X-Probe=first");
+        let mut kept = get("/desc/keep-throw", &[("x-probe", "thrown")]);
+        let e = h.err(&mut kept);
+        assert!(e.contains("kept, then threw"), "{e}");
+        let mut req = get("/desc/reuse-unread", &[("x-probe", "second")]);
+        h.ok(&mut req);
+        assert_eq!(header(&req, "x-kept-headers"), "X-Probe=thrown");
     }
 }

@@ -487,9 +487,22 @@ fn run<'js>(
     index: usize,
     req: &mut MwRequest,
 ) -> Result<Flow, Fail> {
-    match answer::call(ctx, host, keys, index, req) {
-        Ok((ret, sent)) => answer::apply(ctx, keys, ret, &sent, req),
-        Err(e) => Err(failure(ctx, e)),
+    // The script and the reading of its answer see the request as it
+    // came; it changes only once both are done (`answer::plan`).
+    let planned = {
+        let seen: &MwRequest = req;
+        match answer::call(ctx, host, keys, index, seen) {
+            Ok((ret, sent)) => {
+                let planned = answer::plan(ctx, keys, ret, &sent, seen);
+                sent.detach(&seen.headers);
+                planned
+            }
+            Err(e) => Err(failure(ctx, e)),
+        }
+    };
+    match planned? {
+        answer::Planned::Answer(flow) => Ok(flow),
+        answer::Planned::Edits(edits) => answer::commit(edits, req).map_err(Fail::Script),
     }
 }
 

@@ -21,6 +21,7 @@
 //! what it would be. A request kept in a global keeps its own slots: the
 //! next call gets a new object, the old one still shows its own request.
 
+use http::HeaderMap;
 use rquickjs::qjs::{self, JSValue};
 
 /// The fields, in Tyk's order (`MiniRequestObject`).
@@ -69,6 +70,10 @@ const CWE: u8 = C | W | E;
 enum Slot {
     /// Deleted.
     Absent,
+    /// `Headers` not read yet: made from the request's headers the host
+    /// lends for the call ([`Slots::headers`]), or, for an object still
+    /// alive after it, from their text kept then ([`Table::detach`]).
+    Pending,
     /// A container not made yet, with what it is made from (the header
     /// text for `Headers`, the query pairs or null for `Params`, else
     /// undefined); a plain writable, enumerable, configurable field.
@@ -89,6 +94,8 @@ struct Slots {
     /// The context's table; alive whenever a handler can run (see [`Table`]).
     table: *const Table,
     slots: [Slot; FIELDS.len()],
+    /// The request's headers, lent for the call (null after it).
+    headers: *const HeaderMap,
     /// Every slot moved into the object's own properties: the handlers
     /// step aside.
     plain: bool,
@@ -217,10 +224,11 @@ impl Table {
     /// # Safety
     /// `ctx` is the table's live context; the values are its own.
     #[allow(clippy::too_many_arguments)]
+    /// `headers` must stay alive and unchanged until [`Table::detach`].
     pub(crate) unsafe fn request(
         &self,
         ctx: *mut qjs::JSContext,
-        headers: JSValue,
+        headers: *const HeaderMap,
         body: JSValue,
         url: JSValue,
         params: JSValue,
@@ -232,8 +240,9 @@ impl Table {
         unsafe {
             let slots = Box::new(Slots {
                 table: self,
+                headers,
                 slots: [
-                    Slot::Lazy(headers),
+                    Slot::Pending,
                     Slot::Lazy(undefined()),
                     Slot::Lazy(undefined()),
                     data(body),
@@ -279,7 +288,7 @@ impl Table {
             for (o, slot) in out.iter_mut().zip(&s.slots) {
                 *o = match slot {
                     Slot::Absent => undefined(),
-                    Slot::Lazy(_) => qjs::JS_NULL,
+                    Slot::Lazy(_) | Slot::Pending => qjs::JS_NULL,
                     Slot::Data { value, .. } => qjs::JS_DupValueRT(self.rt, *value),
                     Slot::Accessor { .. } => unreachable!("checked above"),
                 };
@@ -333,6 +342,50 @@ impl Table {
         unsafe { qjs::JS_DupValue(ctx, self.empty) }
     }
 
+    /// Ends the loan of the request's headers to `obj` (made by
+    /// [`Table::request`] with `headers`) and drops the caller's reference
+    /// to it. When `Headers` was not read and the object outlives that
+    /// reference (a global, a closure holds it), their text is kept for a
+    /// later read. (Whether it does is seen by its finalizer: QuickJS frees
+    /// an object whose last reference goes at once, outside a collection.)
+    ///
+    /// # Safety
+    /// `ctx` is the table's live context and `obj` one of its request
+    /// objects, still lent `headers`; the caller's reference is given up.
+    pub(crate) unsafe fn detach(
+        &self,
+        ctx: *mut qjs::JSContext,
+        obj: JSValue,
+        headers: Option<&HeaderMap>,
+    ) {
+        // SAFETY: as the caller promised; `s` is read after the free only
+        // when the finalizer did not run (the object, and so `s`, lives).
+        unsafe {
+            let s = qjs::JS_GetOpaque(obj, self.class).cast::<Slots>();
+            if s.is_null() {
+                qjs::JS_FreeValue(ctx, obj);
+                return;
+            }
+            (*s).headers = std::ptr::null();
+            if !matches!((*s).slots[Field::Headers as usize], Slot::Pending) {
+                qjs::JS_FreeValue(ctx, obj);
+                return;
+            }
+            WATCHED.set(s);
+            qjs::JS_FreeValue(ctx, obj);
+            if WATCHED.replace(std::ptr::null_mut()).is_null() {
+                return; // Freed: nobody can read it.
+            }
+            let text = headers.map(super::answer::header_text).unwrap_or_default();
+            let mut v = qjs::JS_NewStringLen(ctx, text.as_ptr().cast(), text.len() as _);
+            if qjs::JS_IsException(v) {
+                // Out of memory: the field reads as no headers.
+                v = self.empty(ctx);
+            }
+            (*s).slots[Field::Headers as usize] = Slot::Lazy(v);
+        }
+    }
+
     fn field(&self, atom: qjs::JSAtom) -> Option<usize> {
         self.atoms.iter().position(|&a| a == atom)
     }
@@ -379,7 +432,7 @@ unsafe fn free_slot(rt: *mut qjs::JSRuntime, slot: &Slot) {
     // SAFETY: as the caller promised.
     unsafe {
         match *slot {
-            Slot::Absent => {}
+            Slot::Absent | Slot::Pending => {}
             Slot::Lazy(v) | Slot::Data { value: v, .. } => qjs::JS_FreeValueRT(rt, v),
             Slot::Accessor { get, set, .. } => {
                 qjs::JS_FreeValueRT(rt, get);
@@ -400,12 +453,21 @@ unsafe fn slots_of(obj: JSValue) -> *mut Slots {
     unsafe { qjs::JS_GetAnyOpaque(obj, &mut class).cast() }
 }
 
+thread_local! {
+    /// The request object [`Table::detach`] is giving up, until its
+    /// finalizer runs (then null).
+    static WATCHED: std::cell::Cell<*mut Slots> = const { std::cell::Cell::new(std::ptr::null_mut()) };
+}
+
 unsafe extern "C" fn finalize(rt: *mut qjs::JSRuntime, obj: JSValue) {
     // SAFETY: the opaque was made by `Box::into_raw` in `request`, and the
     // finalizer runs once.
     unsafe {
         let s = slots_of(obj);
         if !s.is_null() {
+            if WATCHED.get() == s {
+                WATCHED.set(std::ptr::null_mut());
+            }
             let s = Box::from_raw(s);
             free_slots(rt, &s.slots);
         }
@@ -420,7 +482,7 @@ unsafe extern "C" fn mark(rt: *mut qjs::JSRuntime, obj: JSValue, f: qjs::JS_Mark
         };
         for slot in &s.slots {
             match *slot {
-                Slot::Absent => {}
+                Slot::Absent | Slot::Pending => {}
                 Slot::Lazy(v) | Slot::Data { value: v, .. } => qjs::JS_MarkValue(rt, v, f),
                 Slot::Accessor { get, set, .. } => {
                     qjs::JS_MarkValue(rt, get, f);
@@ -441,6 +503,16 @@ unsafe fn settle(ctx: *mut qjs::JSContext, s: *mut Slots, i: usize) -> Result<()
     // call into JS (which may touch this object, never its slot `i`'s
     // making: `make` is host code).
     unsafe {
+        if matches!((*s).slots[i], Slot::Pending) {
+            // The header text, from the headers lent for the call.
+            let text = (*s).headers.as_ref().map(super::answer::header_text);
+            let text = text.unwrap_or_default();
+            let v = qjs::JS_NewStringLen(ctx, text.as_ptr().cast(), text.len() as _);
+            if qjs::JS_IsException(v) {
+                return Err(());
+            }
+            (*s).slots[i] = Slot::Lazy(v);
+        }
         let Slot::Lazy(data) = (*s).slots[i] else {
             return Ok(());
         };
@@ -512,7 +584,7 @@ unsafe extern "C" fn get_own_property(
                 d.setter = qjs::JS_DupValue(ctx, set);
             }
             // Settled above; deleted meanwhile cannot happen (host code).
-            Slot::Absent | Slot::Lazy(_) => return 0,
+            Slot::Absent | Slot::Lazy(_) | Slot::Pending => return 0,
         }
         1
     }
@@ -572,7 +644,7 @@ unsafe extern "C" fn delete_property(
         };
         let configurable = match (*s).slots[i] {
             Slot::Absent => return 1,
-            Slot::Lazy(_) => true,
+            Slot::Lazy(_) | Slot::Pending => true,
             Slot::Data { flags, .. } | Slot::Accessor { flags, .. } => flags & C != 0,
         };
         if !configurable {
@@ -624,7 +696,7 @@ unsafe fn apply_descriptor(ctx: *mut qjs::JSContext, slot: &mut Slot, w: &Wanted
     };
     let flags = match *slot {
         Slot::Data { flags, .. } | Slot::Accessor { flags, .. } => flags,
-        Slot::Absent | Slot::Lazy(_) => return false,
+        Slot::Absent | Slot::Lazy(_) | Slot::Pending => return false,
     };
     let accessor = matches!(slot, Slot::Accessor { .. });
     if flags & C == 0 {
@@ -825,6 +897,13 @@ unsafe extern "C" fn define_own_property(
                 }
                 let slot = &mut (*s).slots[i];
                 if plain_set {
+                    if matches!(*slot, Slot::Pending) {
+                        *slot = Slot::Data {
+                            value: qjs::JS_DupValue(ctx, value),
+                            flags: CWE,
+                        };
+                        return 1;
+                    }
                     if let Slot::Lazy(data)
                     | Slot::Data {
                         value: data,
