@@ -238,7 +238,7 @@ impl Table {
         let data = |value| Slot::Data { value, flags: CWE };
         // SAFETY: as the caller promised.
         unsafe {
-            let slots = Box::new(Slots {
+            let slots = Slots {
                 table: self,
                 headers,
                 slots: [
@@ -258,13 +258,21 @@ impl Table {
                     data(qjs::JS_DupValue(ctx, self.scheme)),
                 ],
                 plain: false,
-            });
+            };
+            // In QuickJS's heap, so `--jsvm-memory` counts it too.
+            let place = qjs::js_malloc(ctx, std::mem::size_of::<Slots>() as _).cast::<Slots>();
+            if place.is_null() {
+                free_slots(self.rt, &slots.slots);
+                return qjs::JS_EXCEPTION;
+            }
             let obj = qjs::JS_NewObjectProtoClass(ctx, self.proto, self.class);
             if qjs::JS_IsException(obj) {
                 free_slots(self.rt, &slots.slots);
+                qjs::js_free(ctx, place.cast());
                 return obj;
             }
-            qjs::JS_SetOpaque(obj, Box::into_raw(slots).cast());
+            place.write(slots);
+            qjs::JS_SetOpaque(obj, place.cast());
             obj
         }
     }
@@ -460,16 +468,17 @@ thread_local! {
 }
 
 unsafe extern "C" fn finalize(rt: *mut qjs::JSRuntime, obj: JSValue) {
-    // SAFETY: the opaque was made by `Box::into_raw` in `request`, and the
-    // finalizer runs once.
+    // SAFETY: the opaque was written into `js_malloc` memory by `request`;
+    // the finalizer runs once.
     unsafe {
         let s = slots_of(obj);
         if !s.is_null() {
             if WATCHED.get() == s {
                 WATCHED.set(std::ptr::null_mut());
             }
-            let s = Box::from_raw(s);
-            free_slots(rt, &s.slots);
+            let slots = s.read();
+            qjs::js_free_rt(rt, s.cast());
+            free_slots(rt, &slots.slots);
         }
     }
 }
