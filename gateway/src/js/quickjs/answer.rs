@@ -14,10 +14,11 @@ use bytes::Bytes;
 use http::header::HeaderName;
 use http::HeaderMap;
 use rquickjs::function::Args;
-use rquickjs::{Array, Coerced, Ctx, Function, Object, Value};
+use rquickjs::{qjs, Array, Coerced, Ctx, Function, Object, Value};
 
 use super::api::{failure, Fail};
 use super::keys::{Key, Keys};
+use super::request::{Field, Table, FIELDS};
 
 use crate::js::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
@@ -29,6 +30,39 @@ use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
 pub(crate) struct Sent<'js> {
     body: Value<'js>,
     url: Value<'js>,
+    /// A persistent call's request object, lent the request's headers
+    /// until [`Sent::detach`] (`request.rs`).
+    request: Option<(Value<'js>, *const Table)>,
+}
+
+impl Sent<'_> {
+    /// Ends the request object's loan of `headers` (the request's, as the
+    /// script got them): call before the request changes.
+    pub(crate) fn detach(mut self, headers: &HeaderMap) {
+        self.end(Some(headers));
+    }
+
+    fn end(&mut self, headers: Option<&HeaderMap>) {
+        if let Some((obj, table)) = self.request.take() {
+            let ctx = obj.ctx().as_raw().as_ptr();
+            // SAFETY: the table outlives every call (it is the context's);
+            // `obj` is its request object, lent `headers` until now; its
+            // reference is handed over.
+            unsafe {
+                let raw = qjs::JS_DupValue(ctx, obj.as_raw());
+                drop(obj);
+                (*table).detach(ctx, raw, headers)
+            };
+        }
+    }
+}
+
+impl Drop for Sent<'_> {
+    /// Not detached (an early return): the loan ends without the headers,
+    /// so a kept object cannot read them after they are gone.
+    fn drop(&mut self) {
+        self.end(None);
+    }
 }
 
 /// Runs entry `index` of `host.js`'s `call` on `req`; returns the script's
@@ -36,23 +70,89 @@ pub(crate) struct Sent<'js> {
 pub(crate) fn call<'js>(
     ctx: &Ctx<'js>,
     host: &Function<'js>,
+    keys: &Keys,
     index: usize,
     req: &MwRequest,
 ) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
+    if let Some(table) = keys.request() {
+        return call_native(ctx, table, index, req);
+    }
     let body =
         rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&req.body))?.into_value();
     let (args, url) = request_args(ctx, index, req, body.clone())?;
     let ret = host.call_arg(args)?;
-    Ok((ret, Sent { body, url }))
+    let request = None;
+    Ok((ret, Sent { body, url, request }))
 }
 
-/// `call`'s first seven arguments: entry `index` and the request.
-fn request_args<'js>(
+/// [`call`] in a persistent context: the request is one native object
+/// (`request.rs`), handed to `host.js`'s `direct`.
+fn call_native<'js>(
     ctx: &Ctx<'js>,
+    table: &Table,
     index: usize,
     req: &MwRequest,
-    body: Value<'js>,
-) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
+) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: new references of this context's strings, handed to `Value`s.
+    let (body, method) = unsafe {
+        let body = if req.body.is_empty() {
+            table.empty(raw)
+        } else {
+            let text = String::from_utf8_lossy(&req.body);
+            qjs::JS_NewStringLen(raw, text.as_ptr().cast(), text.len() as _)
+        };
+        let method = table.method(raw, req.method.as_str());
+        if qjs::JS_IsException(body) || qjs::JS_IsException(method) {
+            qjs::JS_FreeValue(raw, body);
+            qjs::JS_FreeValue(raw, method);
+            return Err(rquickjs::Error::Exception);
+        }
+        (
+            Value::from_raw(ctx.clone(), body),
+            Value::from_raw(ctx.clone(), method),
+        )
+    };
+    let (url, uri, params) = request_values(ctx, req)?;
+    // SAFETY: every value is of this context; `request` takes a reference
+    // of each (duplicated here, the `Value`s keep theirs) and the call's
+    // result is handed to a `Value`. The headers are lent until the
+    // `Sent` returned (or dropped on an error) detaches them, before the
+    // request can change.
+    unsafe {
+        let dup = |v: &Value<'js>| qjs::JS_DupValue(raw, v.as_raw());
+        let obj = table.request(
+            raw,
+            &req.headers,
+            dup(&body),
+            dup(&url),
+            dup(&params),
+            dup(&method),
+            dup(&uri),
+        );
+        if qjs::JS_IsException(obj) {
+            return Err(rquickjs::Error::Exception);
+        }
+        let mut sent = Sent {
+            body,
+            url,
+            request: Some((Value::from_raw(ctx.clone(), obj), table)),
+        };
+        let ret = table.call(raw, index, obj);
+        if qjs::JS_IsException(ret) {
+            sent.end(Some(&req.headers));
+            return Err(rquickjs::Error::Exception);
+        }
+        Ok((Value::from_raw(ctx.clone(), ret), sent))
+    }
+}
+
+/// The request's URL, RequestURI and query pairs (or null), as the script
+/// gets them.
+fn request_values<'js>(
+    ctx: &Ctx<'js>,
+    req: &MwRequest,
+) -> rquickjs::Result<(Value<'js>, Value<'js>, Value<'js>)> {
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
     let url = string(&req.path_and_query())?;
     let original = req
@@ -66,11 +166,22 @@ fn request_args<'js>(
     } else {
         string(original)?
     };
-    let headers = string(&header_text(&req.headers))?;
     let params = match &req.query {
         None => Value::new_null(ctx.clone()),
         Some(q) => params(ctx, q)?.into_value(),
     };
+    Ok((url, uri, params))
+}
+
+/// `call`'s first seven arguments: entry `index` and the request.
+fn request_args<'js>(
+    ctx: &Ctx<'js>,
+    index: usize,
+    req: &MwRequest,
+    body: Value<'js>,
+) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
+    let (url, uri, params) = request_values(ctx, req)?;
+    let headers = rquickjs::String::from_str(ctx.clone(), &header_text(&req.headers))?;
     let mut args = Args::new(ctx.clone(), 8);
     args.push_arg(index as u32)?;
     args.push_arg(req.method.as_str())?;
@@ -177,7 +288,7 @@ pub(crate) fn apply_response<'js>(
 }
 
 /// `Name\nv1\0v2\nName2\nv` with Go's canonical names (what `host.js` reads).
-fn header_text(headers: &HeaderMap) -> String {
+pub(crate) fn header_text(headers: &HeaderMap) -> String {
     let mut out = String::with_capacity(headers.len() * 32);
     for name in headers.keys() {
         if !out.is_empty() {
@@ -278,9 +389,15 @@ fn opt_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, Mw
 }
 
 fn string(v: &Value<'_>, field: &str) -> Result<String, MwError> {
+    string_at(v, || field.to_string())
+}
+
+/// [`string`], with the field's name made only for the error (an entry's
+/// name is formatted: per entry on every call, that was a tenth of a call).
+fn string_at(v: &Value<'_>, field: impl FnOnce() -> String) -> Result<String, MwError> {
     v.as_string()
         .and_then(|s| s.to_string().ok())
-        .ok_or_else(|| shape(field, "a string", v))
+        .ok_or_else(|| shape(&field(), "a string", v))
 }
 
 /// Own enumerable string keys of `obj` with their values: what
@@ -304,7 +421,7 @@ fn strings<'js>(v: Value<'js>, field: &str, ctx: &Ctx<'js>) -> Result<Vec<String
     (0..arr.len())
         .map(|i| {
             let item: Value = arr.get(i).map_err(|e| thrown(ctx, e, field))?;
-            string(&item, &format!("{field}[{i}]"))
+            string_at(&item, || format!("{field}[{i}]"))
         })
         .collect()
 }
@@ -320,7 +437,7 @@ fn string_map<'js>(
     entries(&obj, field, ctx)?
         .into_iter()
         .map(|(k, v)| {
-            let s = string(&v, &format!("{field}[{k:?}]"))?;
+            let s = string_at(&v, || format!("{field}[{k:?}]"))?;
             Ok((k, s))
         })
         .collect()
@@ -376,26 +493,77 @@ fn read<'js>(
     if !is_object(&r) {
         return Ok(Err(shape("Request", "an object (use ReturnData)", &r)));
     }
-    // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
-    let mut overrides = get(&r, Key::ReturnOverrides)?;
-    if is_object(&overrides) && get(&overrides, Key::ResponseCode)?.as_number() == Some(0.0) {
-        overrides = Value::new_null(ctx.clone());
-    }
-    let answer = Answer {
-        overrides,
-        ignore_body: get(&r, Key::IgnoreBody)?,
-        body: get(&r, Key::Body)?,
-        url: get(&r, Key::Url)?,
-        delete_headers: get(&r, Key::DeleteHeaders)?,
-        set_headers: get(&r, Key::SetHeaders)?,
-        delete_params: get(&r, Key::DeleteParams)?,
-        add_params: get(&r, Key::AddParams)?,
-        extended_params: get(&r, Key::ExtendedParams)?,
+    let answer = match native_fields(ctx, keys, &r) {
+        Some(mut a) => {
+            if is_object(&a.overrides)
+                && get(&a.overrides, Key::ResponseCode)?.as_number() == Some(0.0)
+            {
+                a.overrides = Value::new_null(ctx.clone());
+            }
+            a
+        }
+        None => {
+            // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
+            let mut overrides = get(&r, Key::ReturnOverrides)?;
+            if is_object(&overrides) && get(&overrides, Key::ResponseCode)?.as_number() == Some(0.0)
+            {
+                overrides = Value::new_null(ctx.clone());
+            }
+            Answer {
+                overrides,
+                ignore_body: get(&r, Key::IgnoreBody)?,
+                body: get(&r, Key::Body)?,
+                url: get(&r, Key::Url)?,
+                delete_headers: get(&r, Key::DeleteHeaders)?,
+                set_headers: get(&r, Key::SetHeaders)?,
+                delete_params: get(&r, Key::DeleteParams)?,
+                add_params: get(&r, Key::AddParams)?,
+                extended_params: get(&r, Key::ExtendedParams)?,
+            }
+        }
     };
     if let Err(e) = check_session(ctx, keys, ret)? {
         return Ok(Err(e));
     }
     Ok(Ok(answer))
+}
+
+/// The answer's fields read from the slots of a native request object
+/// (`request.rs`) that has no accessors: what reading them would give,
+/// with a container never made (so never touched) as null. `None` for any
+/// other object.
+fn native_fields<'js>(ctx: &Ctx<'js>, keys: &Keys, r: &Value<'js>) -> Option<Answer<'js>> {
+    let table = keys.request()?;
+    // SAFETY: `r` is a value of the table's context; each value returned
+    // is a new reference, handed to a `Value`.
+    let fields = unsafe { table.fields(r.as_raw())? };
+    debug_assert_eq!(fields.len(), FIELDS.len());
+    let v = |f: Field| {
+        // SAFETY: each entry is a reference of its own, taken once.
+        unsafe { Value::from_raw(ctx.clone(), fields[f as usize]) }
+    };
+    let answer = Answer {
+        overrides: v(Field::ReturnOverrides),
+        ignore_body: v(Field::IgnoreBody),
+        body: v(Field::Body),
+        url: v(Field::Url),
+        delete_headers: v(Field::DeleteHeaders),
+        set_headers: v(Field::SetHeaders),
+        delete_params: v(Field::DeleteParams),
+        add_params: v(Field::AddParams),
+        extended_params: v(Field::ExtendedParams),
+    };
+    // The fields not read: their references go back.
+    for f in [
+        Field::Headers,
+        Field::Params,
+        Field::Method,
+        Field::RequestUri,
+        Field::Scheme,
+    ] {
+        drop(v(f));
+    }
+    Some(answer)
 }
 
 /// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
@@ -440,86 +608,119 @@ fn check_session<'js>(
     Ok(check_session_fields(&text))
 }
 
-/// Applies the script's answer `ret` to `req`.
-pub(crate) fn apply<'js>(
+/// What applying an answer will do, read in full before anything
+/// applies: every getter, Proxy trap and `toString` of the answer has run
+/// by then, so no script runs while the request changes (a request object
+/// a script kept reads the request as the script got it: `request.rs`).
+pub(crate) enum Planned {
+    /// `ReturnOverrides` answers: nothing is proxied.
+    Answer(Flow),
+    Edits(Edits),
+}
+
+/// The edits of an answer, in the order they apply.
+pub(crate) struct Edits {
+    body: Option<String>,
+    url: Option<String>,
+    delete_headers: Vec<String>,
+    set_headers: Vec<(String, String)>,
+    delete_params: Vec<String>,
+    add_params: Vec<(String, String)>,
+    extended_params: Vec<(String, Vec<String>)>,
+}
+
+/// Reads the script's answer `ret` into what it asks of `req`.
+pub(crate) fn plan<'js>(
     ctx: &Ctx<'js>,
     keys: &Keys,
     ret: Value<'js>,
     sent: &Sent<'js>,
-    req: &mut MwRequest,
-) -> Result<Flow, Fail> {
+    req: &MwRequest,
+) -> Result<Planned, Fail> {
     match read(ctx, keys, &ret)? {
-        Ok(answer) => apply_read(ctx, answer, sent, req).map_err(Fail::Script),
+        Ok(answer) => plan_read(ctx, answer, sent, req).map_err(Fail::Script),
         Err(e) => Err(Fail::Script(e)),
     }
 }
 
-fn apply_read<'js>(
+fn plan_read<'js>(
     ctx: &Ctx<'js>,
     a: Answer<'js>,
     sent: &Sent<'js>,
-    req: &mut MwRequest,
-) -> Result<Flow, MwError> {
+    req: &MwRequest,
+) -> Result<Planned, MwError> {
     if let Some(answer) = overrides(a.overrides, ErrorFormat::of(&req.headers), ctx)? {
-        return Ok(answer);
+        return Ok(Planned::Answer(answer));
     }
+    let mut body = None;
     if !a
         .ignore_body
         .get::<Coerced<bool>>()
         .map_err(|e| thrown(ctx, e, "IgnoreBody"))?
         .0
+        && a.body != sent.body
     {
-        let body = a.body;
-        if body != sent.body {
-            // Any value, as Tyk's `b64enc(Body)` turns it into text
-            // (`42` becomes "42").
-            let text = body
-                .get::<Coerced<String>>()
-                .map_err(|e| thrown(ctx, e, "Request.Body"))?
-                .0;
-            req.body = Bytes::from(text);
-            crate::body::reframe(&mut req.headers, &req.method, req.body.len());
+        // Any value, as Tyk's `b64enc(Body)` turns it into text (`42`
+        // becomes "42").
+        let text = a
+            .body
+            .get::<Coerced<String>>()
+            .map_err(|e| thrown(ctx, e, "Request.Body"))?
+            .0;
+        body = Some(text);
+    }
+    let url = if a.url != sent.url {
+        Some(string(&a.url, "Request.URL")?)
+    } else {
+        None
+    };
+    let delete_headers = strings(a.delete_headers, "Request.DeleteHeaders", ctx)?;
+    let set_headers = string_map(a.set_headers, "Request.SetHeaders", ctx)?;
+    let delete_params = strings(a.delete_params, "Request.DeleteParams", ctx)?;
+    let add_params = string_map(a.add_params, "Request.AddParams", ctx)?;
+    let field = "Request.ExtendedParams";
+    let mut extended_params = Vec::new();
+    if let Some(obj) = opt_object(a.extended_params, field)? {
+        for (k, v) in entries(&obj, field, ctx)? {
+            let vals = strings(v, &format!("{field}[{k:?}]"), ctx)?;
+            extended_params.push((k, vals));
         }
     }
-    if a.url != sent.url {
-        set_url(req, &string(&a.url, "Request.URL")?)?;
+    Ok(Planned::Edits(Edits {
+        body,
+        url,
+        delete_headers,
+        set_headers,
+        delete_params,
+        add_params,
+        extended_params,
+    }))
+}
+
+/// Applies the planned edits to `req`, in Tyk's order: body, URL, header
+/// deletes, then sets, then query deletes, sets and appends.
+pub(crate) fn commit(e: Edits, req: &mut MwRequest) -> Result<Flow, MwError> {
+    if let Some(text) = e.body {
+        req.body = Bytes::from(text);
+        crate::body::reframe(&mut req.headers, &req.method, req.body.len());
     }
-    // Header deletes, then sets.
-    for name in strings(a.delete_headers, "Request.DeleteHeaders", ctx)? {
+    if let Some(url) = e.url {
+        set_url(req, &url)?;
+    }
+    for name in e.delete_headers {
         if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
             req.headers.remove(n);
         }
     }
-    for (name, value) in string_map(a.set_headers, "Request.SetHeaders", ctx)? {
+    for (name, value) in e.set_headers {
         let (n, v) = header(&name, &value, "Request.SetHeaders")?;
         req.headers.insert(n, v);
     }
-    apply_params(a.delete_params, a.add_params, a.extended_params, req, ctx)?;
-    Ok(Flow::Continue)
-}
-
-/// Query deletes, sets and appends.
-fn apply_params<'js>(
-    deletes: Value<'js>,
-    adds: Value<'js>,
-    extended: Value<'js>,
-    req: &mut MwRequest,
-    ctx: &Ctx<'js>,
-) -> Result<(), MwError> {
-    let deletes = strings(deletes, "Request.DeleteParams", ctx)?;
-    let adds = string_map(adds, "Request.AddParams", ctx)?;
-    let field = "Request.ExtendedParams";
-    let mut ext = Vec::new();
-    if let Some(obj) = opt_object(extended, field)? {
-        for (k, v) in entries(&obj, field, ctx)? {
-            let vals = strings(v, &format!("{field}[{k:?}]"), ctx)?;
-            ext.push((k, vals));
-        }
-    }
+    let (deletes, adds, ext) = (e.delete_params, e.add_params, e.extended_params);
     if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {
         edit_query(req, &deletes, &adds, &ext);
     }
-    Ok(())
+    Ok(Flow::Continue)
 }
 
 /// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the

@@ -250,7 +250,7 @@ impl Live {
         watch.arm(Instant::now() + p.timeout);
         let built = ctx.with(|ctx| {
             let call = setup(&ctx, p, true)?;
-            let keys = Keys::new(&ctx).map_err(|e| internal(&ctx, e))?;
+            let keys = Keys::persistent(&ctx, &call).map_err(|e| internal(&ctx, e))?;
             Ok((Persistent::save(&ctx, call), keys))
         });
         if watch.disarm() {
@@ -487,9 +487,22 @@ fn run<'js>(
     index: usize,
     req: &mut MwRequest,
 ) -> Result<Flow, Fail> {
-    match answer::call(ctx, host, index, req) {
-        Ok((ret, sent)) => answer::apply(ctx, keys, ret, &sent, req),
-        Err(e) => Err(failure(ctx, e)),
+    // The script and the reading of its answer see the request as it
+    // came; it changes only once both are done (`answer::plan`).
+    let planned = {
+        let seen: &MwRequest = req;
+        match answer::call(ctx, host, keys, index, seen) {
+            Ok((ret, sent)) => {
+                let planned = answer::plan(ctx, keys, ret, &sent, seen);
+                sent.detach(&seen.headers);
+                planned
+            }
+            Err(e) => Err(failure(ctx, e)),
+        }
+    };
+    match planned? {
+        answer::Planned::Answer(flow) => Ok(flow),
+        answer::Planned::Edits(edits) => answer::commit(edits, req).map_err(Fail::Script),
     }
 }
 

@@ -80,6 +80,35 @@ function call(i, method, url, uri, body, headers, params, extra) {
     return dispatch[i](request, spec);
 }
 
+// A `persistent` context's request is one native object whose fields the
+// host keeps (`request.rs`); the host calls `dispatch[i](request, spec)`
+// itself, and `make` builds a container it holds unmade when a script
+// first reads it: field 0 `Headers` from the header text, 5 `Params` from
+// the query pairs (or null), 9 `ReturnOverrides`.
+call.dispatch = dispatch;
+call.spec = spec;
+call.make = function (field, data) {
+    if (field === 0) {
+        return lines(data);
+    }
+    if (field === 5) {
+        var p = {};
+        if (data !== null) {
+            for (var k = 0; k + 1 < data.length; k += 2) {
+                own(p, data[k], data[k + 1]);
+            }
+        }
+        return p;
+    }
+    return {
+        ResponseCode: 0,
+        ResponseError: "",
+        ResponseBody: "",
+        ResponseHeaders: {},
+        OverrideError: false
+    };
+};
+
 // The request's header text, until `Headers` is read. A symbol key: not in
 // `Object.keys`, `for..in` or `JSON.stringify`, only in
 // `Object.getOwnPropertySymbols`.

@@ -6,7 +6,9 @@
 //! lifetime instead, so reading the answer is one `JS_GetProperty` per field.
 //! A `fresh` context makes them per call (its heap is put back before each).
 
-use rquickjs::{qjs, Ctx, Value};
+use rquickjs::{qjs, Array, Ctx, Object, Value};
+
+use super::request::Table;
 
 /// A field of the answer the host reads, in the order it reads them.
 #[derive(Clone, Copy)]
@@ -50,6 +52,8 @@ const NAMES: [&str; 14] = [
 pub(crate) struct Keys {
     rt: *mut qjs::JSRuntime,
     atoms: [qjs::JSAtom; NAMES.len()],
+    /// `persistent` contexts: the request objects' class (`request.rs`).
+    request: Option<Box<Table>>,
 }
 
 impl Keys {
@@ -62,6 +66,7 @@ impl Keys {
             let mut keys = Keys {
                 rt: qjs::JS_GetRuntime(raw),
                 atoms: [qjs::JS_ATOM_NULL; NAMES.len()],
+                request: None,
             };
             for (atom, name) in keys.atoms.iter_mut().zip(NAMES) {
                 *atom = qjs::JS_NewAtomLen(raw, name.as_ptr().cast(), name.len() as _);
@@ -71,6 +76,32 @@ impl Keys {
             }
             Ok(keys)
         }
+    }
+
+    /// [`Keys::new`], and the request objects' class with what `host.js`'s
+    /// `call` carries: the container maker `make`, the `dispatch` array and
+    /// `spec` (a persistent context: registering a class per call, as a
+    /// `fresh` context would, would grow the runtime).
+    pub(crate) fn persistent<'js>(ctx: &Ctx<'js>, call: &Object<'js>) -> rquickjs::Result<Keys> {
+        let mut keys = Keys::new(ctx)?;
+        let make: Value = call.get("make")?;
+        let spec: Value = call.get("spec")?;
+        let dispatch: Array = call.get("dispatch")?;
+        let entries = dispatch
+            .iter::<Value>()
+            .collect::<rquickjs::Result<Vec<_>>>()?;
+        let raw: Vec<_> = entries.iter().map(Value::as_raw).collect();
+        // SAFETY: the live context and its values (borrowed: the table
+        // takes references of its own).
+        let table =
+            unsafe { Table::new(ctx.as_raw().as_ptr(), make.as_raw(), &raw, spec.as_raw()) };
+        keys.request = Some(table.map_err(|()| rquickjs::Error::Exception)?);
+        Ok(keys)
+    }
+
+    /// The request objects' class, in a persistent context.
+    pub(crate) fn request(&self) -> Option<&Table> {
+        self.request.as_deref()
     }
 
     /// `obj[key]` (getters run; a throw is `Error::Exception`, pending in
@@ -99,11 +130,62 @@ impl Keys {
 
 impl Drop for Keys {
     fn drop(&mut self) {
+        self.request = None;
         for &atom in &self.atoms {
             if atom != qjs::JS_ATOM_NULL {
                 // SAFETY: made by `new` in this runtime, freed once here.
                 unsafe { qjs::JS_FreeAtomRT(self.rt, atom) };
             }
+        }
+    }
+}
+
+/// `obj`'s own enumerable string keys (`Object.keys` order), as QuickJS's
+/// table: freed when dropped.
+struct OwnKeys {
+    raw: *mut qjs::JSContext,
+    tab: *mut qjs::JSPropertyEnum,
+    len: u32,
+}
+
+impl OwnKeys {
+    fn of(ctx: &Ctx<'_>, obj: &Value<'_>) -> rquickjs::Result<OwnKeys> {
+        let raw = ctx.as_raw().as_ptr();
+        let mut keys = OwnKeys {
+            raw,
+            tab: std::ptr::null_mut(),
+            len: 0,
+        };
+        let flags = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_ENUM_ONLY) as i32;
+        // SAFETY: `raw` is the live context and `obj` a value of it; on
+        // success the table is ours (freed in `drop`), on failure it is
+        // left null.
+        let r = unsafe {
+            qjs::JS_GetOwnPropertyNames(raw, &mut keys.tab, &mut keys.len, obj.as_raw(), flags)
+        };
+        if r < 0 {
+            keys.len = 0;
+            return Err(rquickjs::Error::Exception);
+        }
+        Ok(keys)
+    }
+
+    fn atoms(&self) -> impl Iterator<Item = qjs::JSAtom> + '_ {
+        let props = if self.tab.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: QuickJS's table of `len` entries, alive until drop.
+            unsafe { std::slice::from_raw_parts(self.tab, self.len as usize) }
+        };
+        props.iter().map(|p| p.atom)
+    }
+}
+
+impl Drop for OwnKeys {
+    fn drop(&mut self) {
+        if !self.tab.is_null() {
+            // SAFETY: the table `of` got, freed once.
+            unsafe { qjs::JS_FreePropertyEnum(self.raw, self.tab, self.len) };
         }
     }
 }
@@ -115,34 +197,22 @@ pub(crate) fn own_entries<'js>(
     ctx: &Ctx<'js>,
     obj: &Value<'js>,
 ) -> rquickjs::Result<Vec<(String, Value<'js>)>> {
-    let raw = ctx.as_raw().as_ptr();
-    let mut tab: *mut qjs::JSPropertyEnum = std::ptr::null_mut();
-    let mut len: u32 = 0;
-    let flags = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_ENUM_ONLY) as i32;
-    // SAFETY: `raw` is the live context and `obj` a value of it; the table
-    // QuickJS allocates is read within its length and freed once, below.
-    unsafe {
-        if qjs::JS_GetOwnPropertyNames(raw, &mut tab, &mut len, obj.as_raw(), flags) < 0 {
-            return Err(rquickjs::Error::Exception);
-        }
-        let props = std::slice::from_raw_parts(tab, len as usize);
-        let mut out = Vec::with_capacity(props.len());
-        let mut failed = false;
-        for prop in props {
-            let v = qjs::JS_GetProperty(raw, obj.as_raw(), prop.atom);
+    let keys = OwnKeys::of(ctx, obj)?;
+    let raw = keys.raw;
+    let mut out = Vec::with_capacity(keys.len as usize);
+    for atom in keys.atoms() {
+        // SAFETY: `atom` is alive (in the table); the returned value's
+        // reference is handed to the `Value`.
+        unsafe {
+            let v = qjs::JS_GetProperty(raw, obj.as_raw(), atom);
             if qjs::JS_IsException(v) {
-                failed = true;
-                break;
+                return Err(rquickjs::Error::Exception);
             }
             let value = Value::from_raw(ctx.clone(), v);
-            out.push((atom_string(raw, prop.atom), value));
+            out.push((atom_string(raw, atom), value));
         }
-        qjs::JS_FreePropertyEnum(raw, tab, len);
-        if failed {
-            return Err(rquickjs::Error::Exception);
-        }
-        Ok(out)
     }
+    Ok(out)
 }
 
 /// An atom's text (a lone surrogate becomes U+FFFD).
@@ -167,16 +237,5 @@ unsafe fn atom_string(raw: *mut qjs::JSContext, atom: qjs::JSAtom) -> String {
 /// True when `obj` has no own enumerable string key (`Object.keys(obj)`
 /// is empty); no getter runs.
 pub(crate) fn no_own_keys(ctx: &Ctx<'_>, obj: &Value<'_>) -> rquickjs::Result<bool> {
-    let raw = ctx.as_raw().as_ptr();
-    let mut tab: *mut qjs::JSPropertyEnum = std::ptr::null_mut();
-    let mut len: u32 = 0;
-    let flags = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_ENUM_ONLY) as i32;
-    // SAFETY: as in `own_entries`; the table is freed once.
-    unsafe {
-        if qjs::JS_GetOwnPropertyNames(raw, &mut tab, &mut len, obj.as_raw(), flags) < 0 {
-            return Err(rquickjs::Error::Exception);
-        }
-        qjs::JS_FreePropertyEnum(raw, tab, len);
-    }
-    Ok(len == 0)
+    Ok(OwnKeys::of(ctx, obj)?.len == 0)
 }

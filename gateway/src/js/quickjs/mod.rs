@@ -17,9 +17,11 @@
 //! load and names the field and file. Each worker then builds its own
 //! [`api::QjsApi`] per API (a QuickJS runtime is not `Send`); one runtime
 //! per API and worker makes `--jsvm-memory` a per-context limit and keeps
-//! two APIs' globals apart. Per request, `host.js` builds Tyk's request
-//! object from a few strings the host passes (no JSON), runs the entry and
-//! the host reads back only the fields a script may change (`answer.rs`).
+//! two APIs' globals apart. Per request, a `persistent` context makes one
+//! request object whose fields live in Rust slots (`request.rs`), other
+//! strategies have `host.js` build it from a few strings (no JSON); the
+//! entry runs and the host reads back only the fields a script may change
+//! (`answer.rs`).
 //!
 //! # What the limits guarantee (see `engine.rs`)
 //!
@@ -67,6 +69,8 @@
 //! - `snapshot`: the heap region that makes putting it back one copy.
 //! - `answer`: the request handed to the script; applying its answer.
 //! - `keys`: the answer's property names as atoms, once per context.
+//! - `request`: a persistent call's request object, its fields in Rust
+//!   slots (an exotic class).
 //! - `host.js`: the JS side of a call (builds `request`, dispatches).
 
 mod answer;
@@ -75,6 +79,7 @@ mod engine;
 mod fresh;
 mod hostcode;
 mod keys;
+mod request;
 mod snapshot;
 
 use std::cell::{OnceCell, RefCell};
