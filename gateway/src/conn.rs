@@ -171,7 +171,10 @@ impl Server {
         let mut shutdown = self.shutdown.clone();
         self.open.opened();
         let guard = OpenGuard(self.open.clone());
-        tokio::task::spawn_local(async move {
+        // Boxed here: tokio moves a task's future several times while it
+        // spawns, polls and completes it (each a copy of the whole future);
+        // a box is copied once, and the task itself stays small.
+        tokio::task::spawn_local(Box::pin(async move {
             let _guard = guard;
             // Made here, not captured: a connection made outside and pinned
             // in here would take its room twice in the task's future.
@@ -195,7 +198,7 @@ impl Server {
                     tracing::debug!(client = %remote, error = %e, "connection ended with an error");
                 }
             }
-        });
+        }));
     }
 
     /// Marks the start of shutdown (before the backlog is drained).
