@@ -50,7 +50,8 @@ pub const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
 pub struct Server {
     proxy: Rc<Proxy>,
     control: Arc<Control>,
-    http: http1::Builder,
+    /// Shared with each connection's task, which makes its connection.
+    http: Rc<http1::Builder>,
     header_timeout: Duration,
     keepalive_timeout: Duration,
     shutdown: watch::Receiver<bool>,
@@ -127,7 +128,7 @@ impl Server {
         Server {
             proxy,
             control,
-            http,
+            http: Rc::new(http),
             header_timeout: config.client_header_timeout,
             keepalive_timeout: config.client_keepalive_timeout,
             shutdown,
@@ -166,39 +167,27 @@ impl Server {
             self.header_timeout,
             self.keepalive_timeout,
         );
-        let conn = self.http.serve_connection(TokioIo::new(io), service);
+        let http = self.http.clone();
         let mut shutdown = self.shutdown.clone();
         self.open.opened();
         let guard = OpenGuard(self.open.clone());
-        tokio::task::spawn_local(async move {
+        // Boxed here: tokio moves a task's future several times while it
+        // spawns, polls and completes it (each a copy of the whole future);
+        // a box is copied once, and the task itself stays small.
+        tokio::task::spawn_local(Box::pin(async move {
             let _guard = guard;
+            // Made here, not captured: a connection made outside and pinned
+            // in here would take its room twice in the task's future.
+            let conn = http.serve_connection(TokioIo::new(io), service);
             let mut conn = std::pin::pin!(conn);
-            let started = || state.started.get();
             let result = tokio::select! {
                 r = conn.as_mut() => r,
                 _ = shutdown.wait_for(|stop| *stop) => {
-                    if started() {
-                        // Idle between requests: closed now. Mid-request:
-                        // answered, then closed.
-                        conn.as_mut().graceful_shutdown();
-                        conn.await
-                    } else {
-                        // Not hyper's graceful shutdown: it closes a
-                        // connection it has read nothing from yet, even when
-                        // the request is already in the socket buffer. The
-                        // response says `Connection: close` instead (see
-                        // `stopping`).
-                        match tokio::time::timeout(FIRST_REQUEST_GRACE, conn.as_mut()).await {
-                            Ok(r) => r,
-                            Err(_) if !started() => {
-                                tracing::debug!(client = %remote, "shutdown: closing a connection that sent no request");
-                                return;
-                            }
-                            Err(_) => {
-                                conn.as_mut().graceful_shutdown();
-                                conn.await
-                            }
-                        }
+                    // Boxed: the shutdown wait (a timer) is rare, and would
+                    // otherwise widen every connection's task.
+                    match Box::pin(at_shutdown(conn.as_mut(), &state, remote)).await {
+                        Some(r) => r,
+                        None => return,
                     }
                 }
             };
@@ -209,7 +198,7 @@ impl Server {
                     tracing::debug!(client = %remote, error = %e, "connection ended with an error");
                 }
             }
-        });
+        }));
     }
 
     /// Marks the start of shutdown (before the backlog is drained).
@@ -233,6 +222,41 @@ impl Server {
                 "shutdown grace period over; closing {} remaining connections",
                 self.open.count.get()
             );
+        }
+    }
+}
+
+/// A client connection's end once shutdown has begun: `None` when it is
+/// dropped unanswered (it never sent a request).
+async fn at_shutdown<S>(
+    mut conn: Pin<&mut http1::Connection<TokioIo<ClientIo>, S>>,
+    state: &ConnState,
+    remote: SocketAddr,
+) -> Option<hyper::Result<()>>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = Answered>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let started = || state.started.get();
+    if started() {
+        // Idle between requests: closed now. Mid-request: answered, then
+        // closed.
+        conn.as_mut().graceful_shutdown();
+        return Some(conn.await);
+    }
+    // Not hyper's graceful shutdown: it closes a connection it has read
+    // nothing from yet, even when the request is already in the socket
+    // buffer. The response says `Connection: close` instead (see
+    // `stopping`).
+    match tokio::time::timeout(FIRST_REQUEST_GRACE, conn.as_mut()).await {
+        Ok(r) => Some(r),
+        Err(_) if !started() => {
+            tracing::debug!(client = %remote, "shutdown: closing a connection that sent no request");
+            None
+        }
+        Err(_) => {
+            conn.as_mut().graceful_shutdown();
+            Some(conn.await)
         }
     }
 }

@@ -277,7 +277,11 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             });
         }
         let bytes = buf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(count);
+        // One more than the upstream sent: writing the response to the
+        // client, hyper takes an entry for `Connection` (to see whether to
+        // add `keep-alive`), and that entry would grow a full map (a new
+        // table, every header hashed again).
+        let mut headers = HeaderMap::with_capacity(count + 1);
         for span in &spans[..count] {
             // SAFETY: the loop above wrote the first `count` spans.
             let Span {

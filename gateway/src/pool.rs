@@ -216,13 +216,10 @@ impl Pool {
         }
     }
 
-    /// A connection to `id` for an in-task exchange ([`crate::h1up`]), and
-    /// whether it served a request before.
-    pub async fn checkout_raw(&self, id: UpstreamId) -> std::io::Result<(UpConn, bool)> {
-        if let Some(conn) = self.pop_raw(id) {
-            return Ok((conn, true));
-        }
-        Ok((UpConn::new(self.connect_stream(id).await?), false))
+    /// The most recent live idle in-task connection to `id`
+    /// ([`crate::h1up`]), if there is one.
+    pub fn idle_raw(&self, id: UpstreamId) -> Option<UpConn> {
+        self.pop_raw(id)
     }
 
     /// A new connection to `id` for an in-task exchange.

@@ -14,7 +14,9 @@
 //! first (a middleware may read or replace it), up to [`MAX_BUFFERED_BODY`];
 //! routes with response middleware only stream it.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +42,17 @@ pub const MAX_BUFFERED_BODY: usize = 32 << 20;
 /// A response on its way to the client: the upstream's, streamed, or one the
 /// gateway or a middleware wrote.
 pub type ClientBody = Either<ResponseBody, Full<Bytes>>;
+
+/// What [`Proxy::handle`] awaits for a routed request.
+// The large variant is the common one, used at once: boxing it would cost
+// an allocation per request to save a few hundred bytes of stack.
+#[allow(clippy::large_enum_variant)]
+enum Plan<'a> {
+    /// An API without middleware: the upstream request, ready to send.
+    Stream(&'a Route, Request<UpstreamBody>),
+    /// An API with middleware: its whole run, boxed.
+    Boxed(Pin<Box<dyn Future<Output = Result<Response<ClientBody>, ProxyError>> + 'a>>),
+}
 
 /// One API as a worker serves it.
 pub struct Route {
@@ -80,9 +93,21 @@ pub struct Proxy {
 
 impl Proxy {
     /// Proxies one request, mapping every failure to Tyk's answer.
+    ///
+    /// The routing and the head checks run before anything is awaited
+    /// ([`Proxy::plan`]); the streaming path is then awaited right here,
+    /// and the middleware paths through a box. A future is moved (copied
+    /// whole) at each level that awaits it, and the service future is
+    /// copied again into hyper's per-connection slot: keeping the common
+    /// path's future small and shallow is what keeps those copies cheap.
     pub async fn handle(&self, req: Request<Incoming>, remote: SocketAddr) -> Response<ClientBody> {
         let format = ErrorFormat::of(req.headers());
-        match self.try_handle(req, remote).await {
+        let result = match self.plan(req, remote) {
+            Ok(Plan::Stream(route, up)) => self.forward(route, up).await,
+            Ok(Plan::Boxed(work)) => work.await,
+            Err(e) => Err(e),
+        };
+        match result {
             Ok(resp) => resp,
             Err(e) => {
                 e.log();
@@ -91,11 +116,14 @@ impl Proxy {
         }
     }
 
-    async fn try_handle(
-        &self,
+    /// Routes the request and decides how it goes on: the upstream request
+    /// of an API without middleware, ready to send, or the boxed work of
+    /// an API with middleware (rarer, and much larger to hold).
+    fn plan<'a>(
+        &'a self,
         req: Request<Incoming>,
         remote: SocketAddr,
-    ) -> Result<Response<ClientBody>, ProxyError> {
+    ) -> Result<Plan<'a>, ProxyError> {
         let route = self
             .router
             .find(req.uri().path())
@@ -126,14 +154,22 @@ impl Proxy {
         let body = RequestBody::new(body, self.body_timeout);
         match &route.chain {
             // Streaming path: no middleware, nothing buffered.
-            None => self.stream(route, parts, body, remote).await,
+            None => Ok(Plan::Stream(
+                route,
+                self.stream(route, parts, body, remote)?,
+            )),
             // Response middleware only: the request body streams too.
             Some(Ok(chain)) if crate::response::only_response(chain) => {
                 let head = crate::response::head_of_parts(&parts, remote);
-                let resp = self.stream(route, parts, body, remote).await?;
-                crate::response::upstream_answer(chain, &head, resp).await
+                let up = self.stream(route, parts, body, remote)?;
+                Ok(Plan::Boxed(Box::pin(async move {
+                    let resp = self.forward(route, up).await?;
+                    crate::response::upstream_answer(chain, &head, resp).await
+                })))
             }
-            Some(Ok(chain)) => self.through_chain(route, chain, parts, body, remote).await,
+            Some(Ok(chain)) => Ok(Plan::Boxed(Box::pin(
+                self.through_chain(route, chain, parts, body, remote),
+            ))),
             // Logged once at load (or when the worker built it), not per
             // request; counted per request.
             Some(Err(e)) => {
@@ -149,14 +185,15 @@ impl Proxy {
         }
     }
 
-    /// An API without middleware: the head is rewritten, the body streams.
-    async fn stream(
+    /// An API without middleware: the head is rewritten for the upstream,
+    /// the body will stream.
+    fn stream(
         &self,
         route: &Route,
         mut parts: http::request::Parts,
         body: RequestBody,
         remote: SocketAddr,
-    ) -> Result<Response<ClientBody>, ProxyError> {
+    ) -> Result<Request<UpstreamBody>, ProxyError> {
         // The client's path was valid and the target was checked at load:
         // a join that is not a URI is the gateway's own bug.
         let uri = upstream_uri(&route.spec, parts.uri.path(), parts.uri.query()).map_err(|e| {
@@ -170,10 +207,9 @@ impl Proxy {
             )
         })?;
         self.prepare_headers(route, &mut parts.headers, remote);
-        let mut up = Request::from_parts(parts, Either::Left(body));
-        *up.uri_mut() = uri;
-        *up.version_mut() = http::Version::HTTP_11;
-        self.forward(route, up).await
+        parts.uri = uri;
+        parts.version = http::Version::HTTP_11;
+        Ok(Request::from_parts(parts, Either::Left(body)))
     }
 
     /// An API with middleware: buffer the body, run pre and post on the path
@@ -263,6 +299,11 @@ impl Proxy {
         }
     }
 
+    /// Sends `req` upstream within the upstream timeout.
+    ///
+    /// The send future is made where it is awaited: a future made first
+    /// and awaited later (captured by an `async` block) takes its room
+    /// twice in the future that holds it.
     async fn forward(
         &self,
         route: &Route,

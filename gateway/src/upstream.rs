@@ -14,13 +14,17 @@
 //! when the upstream listens on 127.0.0.1 only.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
+use http_body::Body as _;
 use http_body_util::{Either, Full};
 
 use crate::error::{Kind, Origin, ProxyError};
@@ -103,71 +107,103 @@ pub const TYK_USER_AGENT: &str = "Tyk/v5.5.0-dev";
 /// does, the request is retried once on a fresh connection when nothing of
 /// the response arrived and either the request was never written (hyper
 /// hands it back) or it is idempotent and so safe to send twice.
-pub async fn send(
-    pool: &Rc<Pool>,
+///
+/// The request is taken apart when `send` is called, not when the future
+/// is first polled: the in-task path encodes it at once ([`Encoded`]), so
+/// its future holds a byte buffer, not the request, and the rarer, larger
+/// paths (a body still streaming, a new connection) wait in boxes. Every
+/// caller above holds and moves this future: its size is paid at each
+/// level (see [`crate::proxy::Proxy::handle`]).
+pub fn send<'a>(
+    pool: &'a Rc<Pool>,
     id: UpstreamId,
     req: Request<UpstreamBody>,
-) -> Result<Response<ResponseBody>, ProxyError> {
-    match req.body() {
+) -> impl Future<Output = Result<Response<ResponseBody>, ProxyError>> + 'a {
+    let work = match req.body() {
         // Still arriving from the client: hyper writes it while it watches
         // for an early answer.
         Either::Left(b) if !http_body::Body::is_end_stream(b) => {
-            send_streaming(pool, id, req).await
+            Err(Box::pin(send_streaming(pool, id, req)))
         }
-        _ => send_in_task(pool, id, req).await,
+        _ => Ok(Encoded::new(req)),
+    };
+    async move {
+        match work {
+            Ok(req) => send_in_task(pool, id, req).await,
+            Err(streaming) => streaming.await,
+        }
     }
 }
 
-/// [`send`] for a request whose body is known (none, or buffered): the
-/// exchange runs in this task ([`crate::h1up`]). The request is written
-/// from one buffer, which is also what a retry sends again.
+/// A request whose body is known (none, or buffered), as the bytes an
+/// in-task exchange writes: also what a retry sends again.
+struct Encoded {
+    /// The head, and the body too when it is small enough to go in the
+    /// same write ([`h1up::coalesce`]).
+    head: Vec<u8>,
+    /// The body when it goes in a write of its own; empty otherwise.
+    rest: Bytes,
+    method: Method,
+}
+
+impl Encoded {
+    fn new(req: Request<UpstreamBody>) -> Encoded {
+        let (parts, body) = req.into_parts();
+        let body = match body {
+            // A buffered body is one frame, ready now (none when empty).
+            Either::Right(full) => full_data(full),
+            Either::Left(_) => Bytes::new(),
+        };
+        let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let coalesce = h1up::coalesce(body.len());
+        let mut head = Vec::with_capacity(256 + if coalesce { body.len() } else { 0 });
+        h1up::encode_head(&mut head, &parts.method, target, &parts.headers, body.len());
+        let rest = if coalesce {
+            head.extend_from_slice(&body);
+            Bytes::new()
+        } else {
+            body
+        };
+        Encoded {
+            head,
+            rest,
+            method: parts.method,
+        }
+    }
+}
+
+/// The data of a buffered body: `Full` yields its one frame on the first
+/// poll, without waiting.
+fn full_data(mut full: Full<Bytes>) -> Bytes {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    match Pin::new(&mut full).poll_frame(&mut cx) {
+        Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+        _ => Bytes::new(),
+    }
+}
+
+/// [`send`] for a request whose body is known: the exchange runs in this
+/// task ([`crate::h1up`]).
 async fn send_in_task(
     pool: &Rc<Pool>,
     id: UpstreamId,
-    req: Request<UpstreamBody>,
+    req: Encoded,
 ) -> Result<Response<ResponseBody>, ProxyError> {
-    let (parts, body) = req.into_parts();
-    let body = match body {
-        // A buffered body is one frame, ready now (none when empty).
-        Either::Right(mut full) => match http_body_util::BodyExt::frame(&mut full).await {
-            Some(Ok(frame)) => frame.into_data().unwrap_or_default(),
-            _ => Bytes::new(),
-        },
-        Either::Left(_) => Bytes::new(),
+    let (mut conn, reused) = match pool.idle_raw(id) {
+        Some(conn) => (conn, true),
+        None => (connect_raw(pool, id).await?, false),
     };
-    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let mut head = Vec::with_capacity(
-        256 + if h1up::coalesce(body.len()) {
-            body.len()
-        } else {
-            0
-        },
-    );
-    h1up::encode_head(&mut head, &parts.method, target, &parts.headers, body.len());
-    let rest: &[u8] = if h1up::coalesce(body.len()) {
-        head.extend_from_slice(&body);
-        &[]
-    } else {
-        &body
-    };
-    let (mut conn, reused) = pool
-        .checkout_raw(id)
-        .await
-        .map_err(|e| connect_error(pool, id, e))?;
-    let head = match conn.exchange(&head, rest, &parts.method).await {
+    let head = match conn.exchange(&req.head, &req.rest, &req.method).await {
         Ok(h) => h,
         // A pooled connection the upstream had closed: as nginx does, send
         // again on a new one if nothing came back and the request either
         // never left or is idempotent (safe to send twice).
         Err(h1up::Failure::Stale { cause, written })
-            if reused && (!written || is_idempotent(&parts.method)) =>
+            if reused && (!written || is_idempotent(&req.method)) =>
         {
             tracing::info!(upstream = %pool.name(id), "{cause}; retrying once on a new connection");
-            conn = pool
-                .connect_raw(id)
-                .await
-                .map_err(|e| connect_error(pool, id, e))?;
-            conn.exchange(&head, rest, &parts.method)
+            conn = connect_raw(pool, id).await?;
+            conn.exchange(&req.head, &req.rest, &req.method)
                 .await
                 .map_err(|e| exchange_error(pool, id, e))?
         }
@@ -179,6 +215,15 @@ async fn send_in_task(
     *resp.version_mut() = head.version;
     *resp.headers_mut() = head.headers;
     Ok(resp)
+}
+
+/// A new connection for an in-task exchange. Boxed: connecting (a lookup,
+/// a timed connect) makes a future several times the size of the exchange,
+/// and most requests find an idle connection instead.
+async fn connect_raw(pool: &Pool, id: UpstreamId) -> Result<h1up::UpConn, ProxyError> {
+    Box::pin(pool.connect_raw(id))
+        .await
+        .map_err(|e| connect_error(pool, id, e))
 }
 
 /// A failed in-task exchange as Tyk's answer.
