@@ -50,7 +50,15 @@ pub type ClientBody = Either<ResponseBody, Full<Bytes>>;
 enum Plan<'a> {
     /// An API without middleware: the upstream request, ready to send.
     Stream(&'a Route, Request<UpstreamBody>),
-    /// An API with middleware: its whole run, boxed.
+    /// An API with request middleware: run here, unboxed.
+    Chain(
+        &'a Route,
+        &'a ApiChain,
+        http::request::Parts,
+        RequestBody,
+        SocketAddr,
+    ),
+    /// An API with response middleware only: its whole run, boxed.
     Boxed(Pin<Box<dyn Future<Output = Result<Response<ClientBody>, ProxyError>> + 'a>>),
 }
 
@@ -104,6 +112,9 @@ impl Proxy {
         let format = ErrorFormat::of(req.headers());
         let result = match self.plan(req, remote) {
             Ok(Plan::Stream(route, up)) => self.forward(route, up).await,
+            Ok(Plan::Chain(route, chain, parts, body, remote)) => {
+                self.through_chain(route, chain, parts, body, remote).await
+            }
             Ok(Plan::Boxed(work)) => work.await,
             Err(e) => Err(e),
         };
@@ -167,9 +178,7 @@ impl Proxy {
                     crate::response::upstream_answer(chain, &head, resp).await
                 })))
             }
-            Some(Ok(chain)) => Ok(Plan::Boxed(Box::pin(
-                self.through_chain(route, chain, parts, body, remote),
-            ))),
+            Some(Ok(chain)) => Ok(Plan::Chain(route, chain, parts, body, remote)),
             // Logged once at load (or when the worker built it), not per
             // request; counted per request.
             Some(Err(e)) => {
