@@ -12,6 +12,10 @@
 //! `AddHeader` through the Go adapter, next to the Rust one. `GW_GO_MODE=inline`
 //! measures the adapter without its time-budget goroutine; `GO=/usr/lib/go-1.19/bin/go`
 //! another toolchain.
+//!
+//! `EVICT_KB=512` adds calls with cold caches, as `wasm_call`'s switch of
+//! the same name: a buffer that size written between calls (untimed), the
+//! recorded p50 and mean printed.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -200,6 +204,29 @@ fn main() {
             let _ = black_box(poll_once(api.run(Hook::Pre, &mut req)));
         });
         let p50 = stats.summaries()[0].p50_us * 1000.0;
+        let cold = std::env::var("EVICT_KB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok());
+        if let Some(kb) = cold {
+            let stats = Stats::default();
+            let api = ApiChain::new(&spec, factory.instantiate().unwrap(), &stats);
+            let mut junk = vec![0u8; kb * 1024];
+            for i in 0..5_000usize {
+                for b in junk.iter_mut().step_by(64) {
+                    *b = b.wrapping_add(i as u8);
+                }
+                black_box(&junk);
+                let mut req = request();
+                let _ = black_box(poll_once(api.run(Hook::Pre, &mut req)));
+            }
+            let s = &stats.summaries()[0];
+            println!(
+                "{label:>12}: {kb} KiB evicted between calls: recorded p50 {:.0} ns, mean {:.0} ns, p99 {:.0} ns (5000 calls)",
+                s.p50_us * 1000.0,
+                s.mean_us * 1000.0,
+                s.p99_us * 1000.0
+            );
+        }
         println!(
             "{label:>12}: call {:7.1} ns (p10 {:.1}, p90 {:.1})  ApiChain::run {:7.1} ns  (building the request {build:.1} ns subtracted; recorded p50 {p50:.0} ns)",
             bare.median - build,
