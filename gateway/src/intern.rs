@@ -69,6 +69,8 @@ pub struct HeaderCache {
     pub values: Interned<HeaderValue>,
 }
 
+// The wasm driver's calls; the native host borrows the two maps apart.
+#[cfg_attr(not(feature = "wasm"), allow(dead_code))]
 impl HeaderCache {
     /// `raw` as a header name.
     pub fn name(&mut self, raw: &[u8]) -> Result<HeaderName, http::header::InvalidHeaderName> {
