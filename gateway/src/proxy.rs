@@ -25,9 +25,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, Uri};
 use http_body_util::{BodyExt, Either, Full, Limited};
-use hyper::body::Incoming;
 
-use crate::body::{ClientBodyError, RequestBody};
+use crate::body::{ClientBodyError, ClientIn, RequestBody};
 use crate::config::{ApiSpec, Hook};
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
 use crate::middleware::{ApiChain, Flow, MwError, MwErrorKind, MwRequest, MwResponse};
@@ -108,7 +107,7 @@ impl Proxy {
     /// whole) at each level that awaits it, and the service future is
     /// copied again into hyper's per-connection slot: keeping the common
     /// path's future small and shallow is what keeps those copies cheap.
-    pub async fn handle(&self, req: Request<Incoming>, remote: SocketAddr) -> Response<ClientBody> {
+    pub async fn handle(&self, req: Request<ClientIn>, remote: SocketAddr) -> Response<ClientBody> {
         let format = ErrorFormat::of(req.headers());
         let result = match self.plan(req, remote) {
             Ok(Plan::Stream(route, up)) => self.forward(route, up).await,
@@ -132,7 +131,7 @@ impl Proxy {
     /// an API with middleware (rarer, and much larger to hold).
     fn plan<'a>(
         &'a self,
-        req: Request<Incoming>,
+        req: Request<ClientIn>,
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
         let route = self
