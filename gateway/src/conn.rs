@@ -168,7 +168,8 @@ impl Server {
             }));
             return;
         }
-        tokio::task::spawn_local(Box::pin(async move {
+        // Made in its box: a connection's future is kilobytes.
+        tokio::task::spawn_local(crate::h1down::made_in_box(move || async move {
             let _guard = guard;
             let ctx = crate::h1down::Ctx {
                 proxy: &shared.proxy,

@@ -136,30 +136,31 @@ pub async fn serve(
     ctx: Ctx<'_>,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<End> {
-    let mut rbuf = BytesMut::with_capacity(READ_ROOM);
+    let mut rbuf = ReadBuf::take();
+    let rbuf = &mut rbuf.0;
     // Never grown: what does not fit is written straight from its frame.
-    let mut wbuf: Vec<u8> = Vec::with_capacity(WRITE_ROOM);
+    let mut wbuf = WriteBuf::take();
+    let wbuf = &mut wbuf.0;
     let mut served = 0u64;
     let mut in_flight: Option<Pin<Box<Option<_>>>> = None;
     loop {
-        let (head, req) =
-            match next_head(&mut stream, &mut rbuf, &ctx, &mut shutdown, served).await? {
-                Ok(got) => got,
-                Err(Waited::Closed) => return Ok(End::Closed),
-                Err(Waited::HandOff) => return Ok(hand_off(stream, rbuf)),
-            };
+        let (head, req) = match next_head(&mut stream, rbuf, &ctx, &mut shutdown, served).await? {
+            Ok(got) => got,
+            Err(Waited::Closed) => return Ok(End::Closed),
+            Err(Waited::HandOff) => return Ok(hand_off(stream, std::mem::take(rbuf))),
+        };
         served += 1;
         // In a box made once per connection: the request's future is
         // large (the proxy's whole path), and a connection's future
         // holding it would be copied whole when its task is spawned
         // (hyper keeps its service future in such a slot too).
-        let fut = crate::front::serve(ctx.proxy, ctx.control, req, ctx.remote);
+        let serve = || Some(crate::front::serve(ctx.proxy, ctx.control, req, ctx.remote));
         let slot = match &mut in_flight {
             Some(slot) => {
-                slot.set(Some(fut));
+                slot.set(serve());
                 slot
             }
-            None => in_flight.insert(Box::pin(Some(fut))),
+            None => in_flight.insert(made_in_box(serve)),
         };
         let Some(fut) = slot.as_mut().as_pin_mut() else {
             unreachable!("set just above")
@@ -169,11 +170,20 @@ pub async fn serve(
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-        let keep = write_response(&mut stream, &mut wbuf, resp, &head).await?;
+        let keep = write_response(&mut stream, wbuf, resp, &head).await?;
         if !keep || ctx.stopping.get() {
             return Ok(End::Closed);
         }
     }
+}
+
+/// `make()` in a new box, made where it lies (not made on the stack and
+/// copied in, which for a request's future is kilobytes per connection).
+pub(crate) fn made_in_box<T>(make: impl FnOnce() -> T) -> Pin<Box<T>> {
+    let mut b = Box::<T>::new_uninit();
+    b.write(make());
+    // SAFETY: written just above.
+    Box::into_pin(unsafe { b.assume_init() })
 }
 
 /// The connection for hyper: what was read and not served goes first.
@@ -730,6 +740,70 @@ fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
         n /= 10;
         if n == 0 {
             return &buf[i..];
+        }
+    }
+}
+
+/// A connection's response buffer, from the worker's spares and back to
+/// them when the connection ends: a connection per request (ab's
+/// workload) then costs no allocation for it.
+struct WriteBuf(Vec<u8>);
+
+/// Spare buffers kept per worker: enough for a busy worker's connections
+/// at once, few enough that a burst of thousands leaves no more behind.
+const SPARE_BUFS: usize = 64;
+
+thread_local! {
+    static SPARES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static SPARE_READS: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A connection's read buffer, from the worker's spares and back (the
+/// request heads it held are gone by then, so its room is whole again).
+struct ReadBuf(BytesMut);
+
+impl ReadBuf {
+    fn take() -> ReadBuf {
+        let spare = SPARE_READS.with(|s| s.borrow_mut().pop());
+        ReadBuf(spare.unwrap_or_else(|| BytesMut::with_capacity(READ_ROOM)))
+    }
+}
+
+impl Drop for ReadBuf {
+    fn drop(&mut self) {
+        let mut buf = std::mem::take(&mut self.0);
+        buf.clear();
+        // Only a buffer no request value still shares gets its room back.
+        if buf.try_reclaim(READ_ROOM) {
+            SPARE_READS.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_BUFS {
+                    s.push(buf);
+                }
+            });
+        }
+    }
+}
+
+impl WriteBuf {
+    fn take() -> WriteBuf {
+        let spare = SPARES.with(|s| s.borrow_mut().pop());
+        WriteBuf(spare.unwrap_or_else(|| Vec::with_capacity(WRITE_ROOM)))
+    }
+}
+
+impl Drop for WriteBuf {
+    fn drop(&mut self) {
+        let mut buf = std::mem::take(&mut self.0);
+        // A head larger than the room grew it: not kept.
+        if buf.capacity() == WRITE_ROOM {
+            buf.clear();
+            SPARES.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_BUFS {
+                    s.push(buf);
+                }
+            });
         }
     }
 }
