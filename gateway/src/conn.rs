@@ -1,6 +1,12 @@
 //! One client connection: HTTP/1 over the checked stream of [`crate::wire`],
 //! and its part in shutdown.
 //!
+//! A connection starts on the gateway's own HTTP/1 code ([`crate::h1down`],
+//! `--client-http1 own`, the default), which keeps the waits and the
+//! shutdown rules below itself; at its first request the own code does not
+//! take, the connection moves to hyper's server connection, as every
+//! connection does with `--client-http1 hyper`. What follows is that side.
+//!
 //! - [`crate::wire::ClientIo`] bounds how long a client may take to send a
 //!   request head (slowloris connections, a byte every few seconds, were
 //!   once held forever) and how long a keep-alive connection may stay idle,
