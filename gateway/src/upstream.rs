@@ -414,18 +414,34 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     if !headers.keys().any(|k| HOP_BY_HOP.contains(k)) {
         return;
     }
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
+    // The names to remove, found by a scan of the map's few names (not a
+    // hashed removal of every hop-by-hop name, nor a name made for each
+    // `Connection` token such as `keep-alive` or `close`).
+    let mut doomed: Vec<HeaderName> = Vec::new();
+    let mut hop = [false; 9];
+    let connection = headers.get_all(header::CONNECTION);
+    let listed = |name: &HeaderName| {
+        connection.iter().any(|v| {
+            v.as_bytes().split(|&b| b == b',').any(|t| {
+                t.trim_ascii()
+                    .eq_ignore_ascii_case(name.as_str().as_bytes())
+            })
+        })
+    };
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            hop[i] = true;
+        } else if listed(name) {
+            doomed.push(name.clone());
+        }
+    }
+    for name in doomed {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP.iter() {
-        headers.remove(name);
+    for (name, present) in HOP_BY_HOP.iter().zip(hop) {
+        if present {
+            headers.remove(name);
+        }
     }
 }
 
@@ -685,6 +701,21 @@ mod tests {
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(h["x-kept"], "yes");
+    }
+
+    #[test]
+    fn headers_named_on_any_connection_line_are_removed() {
+        let mut h = HeaderMap::new();
+        h.append("connection", "Close".parse().unwrap());
+        h.append("connection", " X-One ,keep-alive".parse().unwrap());
+        h.insert("x-one", "1".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert("x-two", "2".parse().unwrap());
+        h.insert("te", "trailers".parse().unwrap());
+        remove_hop_by_hop_request(&mut h);
+        let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        left.sort();
+        assert_eq!(left, ["te", "x-two"]);
     }
 
     #[test]
