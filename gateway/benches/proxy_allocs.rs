@@ -3,7 +3,8 @@
 //!
 //! To try this: 1. `cargo bench -p gateway --bench proxy_allocs`
 //! 2. read allocations (and bytes) per request, for ab's workload (a new
-//! HTTP/1.0 connection per request) and for keep-alive HTTP/1.1.
+//! HTTP/1.0 connection per request) and for keep-alive HTTP/1.1;
+//! `CLIENT_HTTP1=hyper` for hyper's server connection instead of the own.
 //!
 //! The gateway runs in this process with one worker; the client and the
 //! upstream are plain threads that read and write into fixed buffers, so
@@ -15,7 +16,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use gateway::server::{Gateway, GatewayConfig};
+use gateway::server::{ClientHttp1, Gateway, GatewayConfig};
 
 struct Counting;
 
@@ -166,9 +167,16 @@ fn main() {
         ),
     )
     .unwrap();
+    // `CLIENT_HTTP1=hyper` counts hyper's server connection instead of
+    // the gateway's own HTTP/1 code.
+    let client_http1 = match std::env::var("CLIENT_HTTP1").as_deref() {
+        Ok("hyper") => ClientHttp1::Hyper,
+        _ => ClientHttp1::Own,
+    };
     let config = GatewayConfig {
         apis_dir: dir.path().to_path_buf(),
         threads: 1,
+        client_http1,
         ..GatewayConfig::default()
     };
     let gw = Gateway::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
@@ -184,7 +192,7 @@ fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(5000);
     let mut buf = vec![0u8; 1 << 16];
-    println!("gateway, one worker, /plain/ (no middleware), {requests} requests each:");
+    println!("gateway, one worker, /plain/ (no middleware), client HTTP/1 {client_http1:?}, {requests} requests each:");
     measure("HTTP/1.0, new connection", requests, || {
         http10(addr, &mut buf)
     });

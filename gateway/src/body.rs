@@ -119,16 +119,68 @@ impl ClientBodyError {
     }
 }
 
+/// A client's request body as the connection delivers it: hyper's stream,
+/// or bytes the gateway's own HTTP/1 reader already holds whole (none for
+/// most requests).
+pub enum ClientIn {
+    /// Read by hyper's server connection as it arrives.
+    Hyper(Incoming),
+    /// Read with the head: `None` once taken (or for a request without a body).
+    Known(Option<Bytes>),
+}
+
+impl ClientIn {
+    /// A request without a body.
+    pub fn empty() -> ClientIn {
+        ClientIn::Known(None)
+    }
+}
+
+impl From<Incoming> for ClientIn {
+    fn from(b: Incoming) -> Self {
+        ClientIn::Hyper(b)
+    }
+}
+
+impl Body for ClientIn {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match self.get_mut() {
+            ClientIn::Hyper(b) => Pin::new(b).poll_frame(cx),
+            ClientIn::Known(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ClientIn::Hyper(b) => b.is_end_stream(),
+            ClientIn::Known(b) => b.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ClientIn::Hyper(b) => b.size_hint(),
+            ClientIn::Known(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+        }
+    }
+}
+
 /// The client's request body with a timeout between reads.
 pub struct RequestBody {
-    inner: Incoming,
+    inner: ClientIn,
     limit: Duration,
     idle: Idle,
 }
 
 impl RequestBody {
     /// Wraps the client's body; `limit` is the longest wait for the next frame.
-    pub fn new(inner: Incoming, limit: Duration) -> Self {
+    pub fn new(inner: ClientIn, limit: Duration) -> Self {
         RequestBody {
             inner,
             limit,

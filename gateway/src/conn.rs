@@ -1,6 +1,12 @@
 //! One client connection: HTTP/1 over the checked stream of [`crate::wire`],
 //! and its part in shutdown.
 //!
+//! A connection starts on the gateway's own HTTP/1 code ([`crate::h1down`],
+//! `--client-http1 own`, the default), which keeps the waits and the
+//! shutdown rules below itself; at its first request the own code does not
+//! take, the connection moves to hyper's server connection, as every
+//! connection does with `--client-http1 hyper`. What follows is that side.
+//!
 //! - [`crate::wire::ClientIo`] bounds how long a client may take to send a
 //!   request head (slowloris connections, a byte every few seconds, were
 //!   once held forever) and how long a keep-alive connection may stay idle,
@@ -37,9 +43,11 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
+use crate::body::ClientIn;
 use crate::control::Control;
+use crate::h1down::End;
 use crate::proxy::{ClientBody, Proxy};
-use crate::server::GatewayConfig;
+use crate::server::{ClientHttp1, GatewayConfig};
 use crate::wire::{ClientIo, ConnState, HeadTimeout};
 
 /// How long a connection that has sent no request yet may still deliver one
@@ -48,17 +56,26 @@ pub const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves a worker's client connections and knows how many are open.
 pub struct Server {
+    /// What every connection's task needs (one count to clone per
+    /// connection).
+    shared: Rc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    open: Rc<Open>,
+}
+
+/// A worker's connections' common state.
+struct Shared {
     proxy: Rc<Proxy>,
     control: Arc<Control>,
-    /// Shared with each connection's task, which makes its connection.
-    http: Rc<http1::Builder>,
+    /// Each connection handed to hyper makes its connection from this.
+    http: http1::Builder,
+    /// Whether connections start on the gateway's own HTTP/1 code.
+    own: bool,
     header_timeout: Duration,
     keepalive_timeout: Duration,
-    shutdown: watch::Receiver<bool>,
     /// Set when shutdown begins: every response from then on closes its
     /// connection.
-    stopping: Rc<Cell<bool>>,
-    open: Rc<Open>,
+    stopping: Cell<bool>,
 }
 
 /// Open connections, so shutdown can wait for the last one.
@@ -126,76 +143,56 @@ impl Server {
         // No timer: the waits are bounded by `ClientIo` (see module docs).
         http.keep_alive(true).header_read_timeout(None);
         Server {
-            proxy,
-            control,
-            http: Rc::new(http),
-            header_timeout: config.client_header_timeout,
-            keepalive_timeout: config.client_keepalive_timeout,
+            shared: Rc::new(Shared {
+                proxy,
+                control,
+                http,
+                own: config.client_http1 == ClientHttp1::Own,
+                header_timeout: config.client_header_timeout,
+                keepalive_timeout: config.client_keepalive_timeout,
+                stopping: Cell::new(false),
+            }),
             shutdown,
-            stopping: Rc::default(),
             open: Rc::new(Open::default()),
         }
     }
 
     /// Serves `stream` on a task of this worker's LocalSet.
     pub fn spawn(&self, stream: TcpStream, remote: SocketAddr) {
-        let state = Rc::new(ConnState::default());
-        let service = {
-            let (proxy, control, state) = (self.proxy.clone(), self.control.clone(), state.clone());
-            let stopping = self.stopping.clone();
-            service_fn(move |req| {
-                let refused = state.next_request();
-                let (proxy, control, stopping) = (proxy.clone(), control.clone(), stopping.clone());
-                let state = state.clone();
-                async move {
-                    let mut resp = match refused {
-                        Some(fault) => crate::front::refuse(&req, remote, fault),
-                        None => crate::front::serve(&proxy, &control, req, remote).await,
-                    };
-                    if stopping.get() || refused.is_some() {
-                        // The last response on this connection.
-                        resp.headers_mut()
-                            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                    }
-                    Ok::<_, std::convert::Infallible>(resp.map(|body| Answered { body, state }))
-                }
-            })
-        };
-        let io = ClientIo::new(
-            stream,
-            state.clone(),
-            self.header_timeout,
-            self.keepalive_timeout,
-        );
-        let http = self.http.clone();
-        let mut shutdown = self.shutdown.clone();
+        let shared = self.shared.clone();
+        let shutdown = self.shutdown.clone();
         self.open.opened();
         let guard = OpenGuard(self.open.clone());
         // Boxed here: tokio moves a task's future several times while it
         // spawns, polls and completes it (each a copy of the whole future);
-        // a box is copied once, and the task itself stays small.
-        tokio::task::spawn_local(Box::pin(async move {
+        // a box is copied once, and the task itself stays small. Two
+        // kinds of task, so that each is only as large as it needs.
+        if !shared.own {
+            tokio::task::spawn_local(Box::pin(async move {
+                let _guard = guard;
+                serve_hyper(shared, shutdown, stream, Bytes::new(), remote).await
+            }));
+            return;
+        }
+        // Made in its box: a connection's future is kilobytes.
+        tokio::task::spawn_local(crate::h1down::made_in_box(move || async move {
             let _guard = guard;
-            // Made here, not captured: a connection made outside and pinned
-            // in here would take its room twice in the task's future.
-            let conn = http.serve_connection(TokioIo::new(io), service);
-            let mut conn = std::pin::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = shutdown.wait_for(|stop| *stop) => {
-                    // Boxed: the shutdown wait (a timer) is rare, and would
-                    // otherwise widen every connection's task.
-                    match Box::pin(at_shutdown(conn.as_mut(), &state, remote)).await {
-                        Some(r) => r,
-                        None => return,
-                    }
-                }
+            let ctx = crate::h1down::Ctx {
+                proxy: &shared.proxy,
+                control: &shared.control,
+                stopping: &shared.stopping,
+                remote,
+                header_timeout: shared.header_timeout,
+                keepalive_timeout: shared.keepalive_timeout,
             };
-            if let Err(e) = result {
-                if let Some(t) = find_cause::<HeadTimeout>(&e) {
-                    tracing::debug!(client = %remote, "{t}; connection closed");
-                } else {
-                    tracing::debug!(client = %remote, error = %e, "connection ended with an error");
+            match crate::h1down::serve(stream, ctx, shutdown.clone()).await {
+                Ok(End::HandOff { stream, read }) => {
+                    // Boxed: rare, and hyper's connection is large.
+                    Box::pin(serve_hyper(shared, shutdown, stream, read, remote)).await
+                }
+                Ok(End::Closed) => {}
+                Err(e) => {
+                    tracing::debug!(client = %remote, error = %e, "connection ended with an error")
                 }
             }
         }));
@@ -203,7 +200,7 @@ impl Server {
 
     /// Marks the start of shutdown (before the backlog is drained).
     pub fn stopping(&self) {
-        self.stopping.set(true);
+        self.shared.stopping.set(true);
     }
 
     /// Waits for every connection to end, at most `grace`.
@@ -222,6 +219,70 @@ impl Server {
                 "shutdown grace period over; closing {} remaining connections",
                 self.open.count.get()
             );
+        }
+    }
+}
+
+/// Serves a connection with hyper's server connection, `read` (bytes the
+/// own reader already took from the stream) first.
+async fn serve_hyper(
+    shared: Rc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+    stream: TcpStream,
+    read: Bytes,
+    remote: SocketAddr,
+) {
+    let state = Rc::new(ConnState::default());
+    let service = {
+        let (shared, state) = (shared.clone(), state.clone());
+        service_fn(move |req| {
+            let refused = state.next_request();
+            let shared = shared.clone();
+            let state = state.clone();
+            async move {
+                let mut resp = match refused {
+                    Some(fault) => crate::front::refuse(&req, remote, fault),
+                    None => {
+                        let req = req.map(ClientIn::Hyper);
+                        crate::front::serve(&shared.proxy, &shared.control, req, remote).await
+                    }
+                };
+                if shared.stopping.get() || refused.is_some() {
+                    // The last response on this connection.
+                    resp.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                Ok::<_, std::convert::Infallible>(resp.map(|body| Answered { body, state }))
+            }
+        })
+    };
+    let io = ClientIo::new(
+        stream,
+        state.clone(),
+        shared.header_timeout,
+        shared.keepalive_timeout,
+    )
+    .with_replay(read);
+    // Made here, not captured: a connection made outside and pinned
+    // in here would take its room twice in the task's future.
+    let conn = shared.http.serve_connection(TokioIo::new(io), service);
+    let mut conn = std::pin::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = shutdown.wait_for(|stop| *stop) => {
+            // Boxed: the shutdown wait (a timer) is rare, and would
+            // otherwise widen every connection's task.
+            match Box::pin(at_shutdown(conn.as_mut(), &state, remote)).await {
+                Some(r) => r,
+                None => return,
+            }
+        }
+    };
+    if let Err(e) = result {
+        if let Some(t) = find_cause::<HeadTimeout>(&e) {
+            tracing::debug!(client = %remote, "{t}; connection closed");
+        } else {
+            tracing::debug!(client = %remote, error = %e, "connection ended with an error");
         }
     }
 }

@@ -17,8 +17,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
 
+use crate::body::ClientIn;
 use crate::control::Control;
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
 use crate::path::{self, Cleaned};
@@ -28,7 +28,7 @@ use crate::proxy::{ClientBody, Proxy};
 pub async fn serve(
     proxy: &Proxy,
     control: &Control,
-    req: Request<Incoming>,
+    req: Request<ClientIn>,
     remote: SocketAddr,
 ) -> Response<ClientBody> {
     if let Err(e) = check_head(&req) {
@@ -53,8 +53,8 @@ pub async fn serve(
 
 /// Answers a request whose head [`crate::wire`] refused (framing headers
 /// that could be read two ways); the connection closes after it.
-pub fn refuse(
-    req: &Request<Incoming>,
+pub fn refuse<B>(
+    req: &Request<B>,
     remote: SocketAddr,
     fault: crate::wire::HeadFault,
 ) -> Response<ClientBody> {
@@ -67,7 +67,7 @@ pub fn refuse(
 /// one `Host` (which would reach the upstream twice). Two `Content-Length`s,
 /// or one with `Transfer-Encoding`, are refused before hyper has read them
 /// (it keeps one of each): see [`crate::wire`].
-fn check_head(req: &Request<Incoming>) -> Result<(), ProxyError> {
+fn check_head<B>(req: &Request<B>) -> Result<(), ProxyError> {
     let refuse = |why: String| {
         Err(ProxyError::with_cause(
             Kind::BadRequest,
@@ -75,7 +75,12 @@ fn check_head(req: &Request<Incoming>) -> Result<(), ProxyError> {
             why,
         ))
     };
-    let hosts = req.headers().get_all(header::HOST).iter().count();
+    // A scan of the few headers a request has, not a hashed lookup.
+    let hosts = req
+        .headers()
+        .iter()
+        .filter(|(n, _)| *n == header::HOST)
+        .count();
     if hosts > 1 {
         return refuse(format!("the request has {hosts} Host headers"));
     }
@@ -86,7 +91,7 @@ fn check_head(req: &Request<Incoming>) -> Result<(), ProxyError> {
 }
 
 /// The request with its path replaced by the normalised one (query kept).
-fn with_path(req: Request<Incoming>, path: String) -> Request<Incoming> {
+fn with_path<B>(req: Request<B>, path: String) -> Request<B> {
     let (mut parts, body) = req.into_parts();
     let pq = match parts.uri.query() {
         Some(q) => format!("{path}?{q}"),

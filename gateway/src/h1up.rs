@@ -395,6 +395,7 @@ pub fn encode_head(
     method: &Method,
     target: &str,
     headers: &HeaderMap,
+    added: &crate::upstream::Added,
     body_len: usize,
 ) {
     dst.extend_from_slice(method.as_str().as_bytes());
@@ -402,15 +403,26 @@ pub fn encode_head(
     dst.extend_from_slice(target.as_bytes());
     dst.extend_from_slice(b" HTTP/1.1\r\n");
     let mut has_length = false;
+    let host = added.host_in_place();
     for (name, value) in headers {
         // The body is sent as one known length, never chunked.
         if name == header::TRANSFER_ENCODING {
             continue;
         }
         has_length |= name == header::CONTENT_LENGTH;
+        let value = match host {
+            Some(h) if name == header::HOST => h,
+            _ => value,
+        };
         title_case(dst, name.as_str().as_bytes());
         dst.extend_from_slice(b": ");
         dst.extend_from_slice(value.as_bytes());
+        dst.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in added.lines() {
+        dst.extend_from_slice(name);
+        dst.extend_from_slice(b": ");
+        dst.extend_from_slice(value);
         dst.extend_from_slice(b"\r\n");
     }
     if body_len > 0 && !has_length {
@@ -788,7 +800,14 @@ mod tests {
             HeaderValue::from_static("chunked"),
         );
         let mut out = Vec::new();
-        encode_head(&mut out, &Method::POST, "/a?b=1", &headers, 3);
+        encode_head(
+            &mut out,
+            &Method::POST,
+            "/a?b=1",
+            &headers,
+            &crate::upstream::Added::default(),
+            3,
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "POST /a?b=1 HTTP/1.1\r\nHost: up:1\r\nX-Forwarded-For: 127.0.0.1\r\nContent-Length: 3\r\n\r\n"

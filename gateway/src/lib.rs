@@ -9,6 +9,7 @@
 //! - [`server`]: startup, one single-threaded runtime and listener per worker, shutdown.
 //! - [`wire`]: the client's bytes before hyper: heads checked as sent, header and idle timeouts.
 //! - [`conn`]: one client connection: HTTP/1 over the checked stream, its part in shutdown.
+//! - [`h1down`]: the gateway's own HTTP/1 server side for the common requests (hyper for the rest).
 //! - [`front`]: what every request passes first: head checks, path cleaning, own endpoints.
 //! - [`path`]: path cleaning as Tyk's router (gorilla/mux): 301 for dot segments.
 //! - [`control`]: the gateway's own endpoints: `/hello` and the `/tyk/` control API.
@@ -39,6 +40,7 @@ pub mod conn;
 pub mod control;
 pub mod error;
 pub mod front;
+pub mod h1down;
 pub mod h1up;
 pub mod hop;
 mod intern;

@@ -66,10 +66,10 @@ pub struct MwRequest {
 
 /// The room a middleware route's header map gets before its chain runs:
 /// two headers a middleware may set (the seed's plugin sets one; more still
-/// work, growing the map as usual) and the proxy's own
-/// ([`crate::upstream::PROXY_HEADERS`]), so the map grows once, outside any
-/// timed call.
-pub const CHAIN_HEADER_ROOM: usize = 2 + crate::upstream::PROXY_HEADERS;
+/// work, growing the map as usual), so the map grows once, outside any
+/// timed call. The proxy's own headers are not inserted: the request's
+/// encoder writes them ([`crate::upstream::Added`]).
+pub const CHAIN_HEADER_ROOM: usize = 2;
 
 impl MwRequest {
     /// `path?query`, as sent on a request line.

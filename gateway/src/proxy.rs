@@ -25,9 +25,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, Uri};
 use http_body_util::{BodyExt, Either, Full, Limited};
-use hyper::body::Incoming;
 
-use crate::body::{ClientBodyError, RequestBody};
+use crate::body::{ClientBodyError, ClientIn, RequestBody};
 use crate::config::{ApiSpec, Hook};
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
 use crate::middleware::{ApiChain, Flow, MwError, MwErrorKind, MwRequest, MwResponse};
@@ -49,7 +48,7 @@ pub type ClientBody = Either<ResponseBody, Full<Bytes>>;
 #[allow(clippy::large_enum_variant)]
 enum Plan<'a> {
     /// An API without middleware: the upstream request, ready to send.
-    Stream(&'a Route, Request<UpstreamBody>),
+    Stream(&'a Route, Request<UpstreamBody>, upstream::Added),
     /// An API with request middleware: run here, unboxed.
     Chain(
         &'a Route,
@@ -108,10 +107,10 @@ impl Proxy {
     /// whole) at each level that awaits it, and the service future is
     /// copied again into hyper's per-connection slot: keeping the common
     /// path's future small and shallow is what keeps those copies cheap.
-    pub async fn handle(&self, req: Request<Incoming>, remote: SocketAddr) -> Response<ClientBody> {
+    pub async fn handle(&self, req: Request<ClientIn>, remote: SocketAddr) -> Response<ClientBody> {
         let format = ErrorFormat::of(req.headers());
         let result = match self.plan(req, remote) {
-            Ok(Plan::Stream(route, up)) => self.forward(route, up).await,
+            Ok(Plan::Stream(route, up, added)) => self.forward(route, up, added).await,
             Ok(Plan::Chain(route, chain, parts, body, remote)) => {
                 self.through_chain(route, chain, parts, body, remote).await
             }
@@ -132,7 +131,7 @@ impl Proxy {
     /// an API with middleware (rarer, and much larger to hold).
     fn plan<'a>(
         &'a self,
-        req: Request<Incoming>,
+        req: Request<ClientIn>,
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
         let route = self
@@ -165,16 +164,16 @@ impl Proxy {
         let body = RequestBody::new(body, self.body_timeout);
         match &route.chain {
             // Streaming path: no middleware, nothing buffered.
-            None => Ok(Plan::Stream(
-                route,
-                self.stream(route, parts, body, remote)?,
-            )),
+            None => {
+                let (up, added) = self.stream(route, parts, body, remote)?;
+                Ok(Plan::Stream(route, up, added))
+            }
             // Response middleware only: the request body streams too.
             Some(Ok(chain)) if crate::response::only_response(chain) => {
                 let head = crate::response::head_of_parts(&parts, remote);
-                let up = self.stream(route, parts, body, remote)?;
+                let (up, added) = self.stream(route, parts, body, remote)?;
                 Ok(Plan::Boxed(Box::pin(async move {
-                    let resp = self.forward(route, up).await?;
+                    let resp = self.forward(route, up, added).await?;
                     crate::response::upstream_answer(chain, &head, resp).await
                 })))
             }
@@ -202,7 +201,7 @@ impl Proxy {
         mut parts: http::request::Parts,
         body: RequestBody,
         remote: SocketAddr,
-    ) -> Result<Request<UpstreamBody>, ProxyError> {
+    ) -> Result<(Request<UpstreamBody>, upstream::Added), ProxyError> {
         // The client's path was valid and the target was checked at load:
         // a join that is not a URI is the gateway's own bug.
         let uri = upstream_uri(&route.spec, parts.uri.path(), parts.uri.query()).map_err(|e| {
@@ -215,10 +214,10 @@ impl Proxy {
                 ),
             )
         })?;
-        self.prepare_headers(route, &mut parts.headers, remote);
+        let added = self.prepare_headers(route, &mut parts.headers, remote);
         parts.uri = uri;
         parts.version = http::Version::HTTP_11;
-        Ok(Request::from_parts(parts, Either::Left(body)))
+        Ok((Request::from_parts(parts, Either::Left(body)), added))
     }
 
     /// An API with middleware: buffer the body, run pre and post on the path
@@ -241,10 +240,9 @@ impl Proxy {
             mut headers,
             ..
         } = parts;
-        // hyper sizes the map to the headers the client sent, so the first
-        // header a middleware sets would grow it, and the proxy's own four
-        // (`prepare_request`) grow it again. Room for both now: one growth,
-        // outside the middleware's timed call.
+        // The map is sized to the headers the client sent, so the first
+        // header a middleware sets would grow it: room now, outside the
+        // middleware's timed call.
         headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
         let mut mw = MwRequest {
             method,
@@ -294,14 +292,14 @@ impl Proxy {
             ProxyError::with_cause(Kind::MiddlewareFailed, Origin::Middleware, e)
         })?;
         let mut headers = mw.headers;
-        self.prepare_headers(route, &mut headers, remote);
+        let added = self.prepare_headers(route, &mut headers, remote);
         // The body may have been replaced: it goes as one known length.
         crate::body::reframe(&mut headers, &mw.method, mw.body.len());
         let mut up = Request::new(Either::Right(Full::new(mw.body)));
         *up.method_mut() = mw.method;
         *up.uri_mut() = uri;
         *up.headers_mut() = headers;
-        let resp = self.forward(route, up).await?;
+        let resp = self.forward(route, up, added).await?;
         match head {
             Some(head) => Box::pin(crate::response::upstream_answer(chain, &head, resp)).await,
             None => Ok(resp),
@@ -317,8 +315,9 @@ impl Proxy {
         &self,
         route: &Route,
         req: Request<UpstreamBody>,
+        added: upstream::Added,
     ) -> Result<Response<ClientBody>, ProxyError> {
-        let send = upstream::send(&self.pool, route.upstream, req);
+        let send = upstream::send(&self.pool, route.upstream, req, added);
         let resp = match tokio::time::timeout(self.upstream_timeout, send).await {
             Ok(resp) => resp?,
             Err(_) => return Err(ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream)),
@@ -328,8 +327,14 @@ impl Proxy {
         Ok(Response::from_parts(parts, Either::Left(body)))
     }
 
-    /// Header edits every proxied request gets, with or without middleware.
-    fn prepare_headers(&self, route: &Route, headers: &mut http::HeaderMap, remote: SocketAddr) {
+    /// Header edits every proxied request gets, with or without middleware;
+    /// the common ones are left for the request's encoder ([`upstream::Added`]).
+    fn prepare_headers(
+        &self,
+        route: &Route,
+        headers: &mut http::HeaderMap,
+        remote: SocketAddr,
+    ) -> upstream::Added {
         let out = upstream::Outgoing {
             client: &self.forwarded_for,
             remote,
@@ -338,7 +343,7 @@ impl Proxy {
             host: route.host.as_ref(),
             preserve_host: route.spec.preserve_host_header,
         };
-        upstream::prepare_request(headers, &out);
+        upstream::prepare_deferred(headers, &out)
     }
 }
 

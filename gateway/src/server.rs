@@ -90,6 +90,21 @@ pub struct GatewayConfig {
     /// How long an idle upstream connection is kept (nginx's upstream
     /// `keepalive_timeout`).
     pub upstream_keepalive_timeout: Duration,
+    /// Who reads client connections: the gateway's own HTTP/1 code for the
+    /// common requests ([`crate::h1down`]), or hyper's server connection
+    /// for all of them (`--client-http1`).
+    pub client_http1: ClientHttp1,
+}
+
+/// Who serves client connections' HTTP/1 (see [`crate::h1down`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ClientHttp1 {
+    /// The gateway's own reader and writer; hyper takes over a connection
+    /// at its first request the own code does not take.
+    #[default]
+    Own,
+    /// hyper's server connection for every request.
+    Hyper,
 }
 
 impl Default for GatewayConfig {
@@ -115,6 +130,7 @@ impl Default for GatewayConfig {
             upstream_read_timeout: Duration::from_secs(60),
             upstream_keepalive: 64,
             upstream_keepalive_timeout: Duration::from_secs(60),
+            client_http1: ClientHttp1::default(),
         }
     }
 }

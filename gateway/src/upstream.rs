@@ -117,15 +117,17 @@ pub const TYK_USER_AGENT: &str = "Tyk/v5.5.0-dev";
 pub fn send<'a>(
     pool: &'a Rc<Pool>,
     id: UpstreamId,
-    req: Request<UpstreamBody>,
+    mut req: Request<UpstreamBody>,
+    added: Added,
 ) -> impl Future<Output = Result<Response<ResponseBody>, ProxyError>> + 'a {
     let work = match req.body() {
         // Still arriving from the client: hyper writes it while it watches
         // for an early answer.
         Either::Left(b) if !http_body::Body::is_end_stream(b) => {
+            added.apply(req.headers_mut());
             Err(Box::pin(send_streaming(pool, id, req)))
         }
-        _ => Ok(Encoded::new(req)),
+        _ => Ok(Encoded::new(req, &added)),
     };
     async move {
         match work {
@@ -147,7 +149,7 @@ struct Encoded {
 }
 
 impl Encoded {
-    fn new(req: Request<UpstreamBody>) -> Encoded {
+    fn new(req: Request<UpstreamBody>, added: &Added) -> Encoded {
         let (parts, body) = req.into_parts();
         let body = match body {
             // A buffered body is one frame, ready now (none when empty).
@@ -157,7 +159,14 @@ impl Encoded {
         let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let coalesce = h1up::coalesce(body.len());
         let mut head = Vec::with_capacity(256 + if coalesce { body.len() } else { 0 });
-        h1up::encode_head(&mut head, &parts.method, target, &parts.headers, body.len());
+        h1up::encode_head(
+            &mut head,
+            &parts.method,
+            target,
+            &parts.headers,
+            added,
+            body.len(),
+        );
         let rest = if coalesce {
             head.extend_from_slice(&body);
             Bytes::new()
@@ -405,18 +414,34 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     if !headers.keys().any(|k| HOP_BY_HOP.contains(k)) {
         return;
     }
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
+    // The names to remove, found by a scan of the map's few names (not a
+    // hashed removal of every hop-by-hop name, nor a name made for each
+    // `Connection` token such as `keep-alive` or `close`).
+    let mut doomed: Vec<HeaderName> = Vec::new();
+    let mut hop = [false; 9];
+    let connection = headers.get_all(header::CONNECTION);
+    let listed = |name: &HeaderName| {
+        connection.iter().any(|v| {
+            v.as_bytes().split(|&b| b == b',').any(|t| {
+                t.trim_ascii()
+                    .eq_ignore_ascii_case(name.as_str().as_bytes())
+            })
+        })
+    };
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            hop[i] = true;
+        } else if listed(name) {
+            doomed.push(name.clone());
+        }
+    }
+    for name in doomed {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP.iter() {
-        headers.remove(name);
+    for (name, present) in HOP_BY_HOP.iter().zip(hop) {
+        if present {
+            headers.remove(name);
+        }
     }
 }
 
@@ -493,33 +518,94 @@ pub const PROXY_HEADERS: usize = 4;
 /// costs one pass over the names and an insert per header set, with no
 /// allocation but the map's growth: every value set is a shared copy.
 pub fn prepare_request(headers: &mut HeaderMap, out: &Outgoing<'_>) {
+    prepare_deferred(headers, out).apply(headers);
+}
+
+/// [`prepare_request`] with the common edits left to the request's
+/// encoder ([`Added`]): for an in-task exchange they are written straight
+/// into the head, with no insert (each a hash and, for a map sized to the
+/// client's headers, a growth). The rare edits (a hop-by-hop header to
+/// remove, an `X-Forwarded-For` or `Via` to extend) are made in the map.
+pub fn prepare_deferred(headers: &mut HeaderMap, out: &Outgoing<'_>) -> Added {
     let mut has = Present::of(headers);
     if has.hop_by_hop {
         remove_hop_by_hop_request(headers);
         // `Connection` may have named any header, these included.
         has = Present::of(headers);
     }
-    // Up to four inserts below: grow the map once, not twice.
-    headers.reserve(PROXY_HEADERS);
+    let mut added = Added::default();
     match has.forwarded_for {
         true => append_forwarded_for(headers, out.remote),
-        false => {
-            headers.insert(XFF, out.client.value(out.remote.ip()));
-        }
+        false => added.forwarded_for = Some(out.client.value(out.remote.ip())),
     }
-    if !has.user_agent {
-        headers.insert(header::USER_AGENT, HeaderValue::from_static(TYK_USER_AGENT));
-    }
+    added.user_agent = !has.user_agent;
     match has.via {
         true => out.hop.append(headers),
-        false => {
-            headers.insert(header::VIA, out.hop.value.clone());
-        }
+        false => added.via = Some(out.hop.value.clone()),
     }
     if !(out.preserve_host && has.host) {
         if let Some(v) = out.host {
-            headers.insert(header::HOST, v.clone());
+            added.host = Some(v.clone());
+            added.host_replaces = has.host;
         }
+    }
+    added
+}
+
+/// Proxy headers a request still has to get, as if inserted into its map
+/// in this order after [`prepare_deferred`]: an insert of a name the map
+/// lacks goes last; `Host` replaces the client's in its place.
+#[derive(Default)]
+pub struct Added {
+    forwarded_for: Option<HeaderValue>,
+    user_agent: bool,
+    via: Option<HeaderValue>,
+    host: Option<HeaderValue>,
+    /// `host` takes the place of the client's `Host` (else it goes last).
+    host_replaces: bool,
+}
+
+impl Added {
+    /// Makes the edits in the map (for hyper's client, and the tests).
+    pub fn apply(self, headers: &mut HeaderMap) {
+        headers.reserve(PROXY_HEADERS);
+        if let Some(v) = self.forwarded_for {
+            headers.insert(XFF, v);
+        }
+        if self.user_agent {
+            headers.insert(header::USER_AGENT, HeaderValue::from_static(TYK_USER_AGENT));
+        }
+        if let Some(v) = self.via {
+            headers.insert(header::VIA, v);
+        }
+        if let Some(v) = self.host {
+            headers.insert(header::HOST, v);
+        }
+    }
+
+    /// The value the client's `Host` line is written with instead of its
+    /// own, if any.
+    pub fn host_in_place(&self) -> Option<&HeaderValue> {
+        self.host.as_ref().filter(|_| self.host_replaces)
+    }
+
+    /// The lines that follow the map's, in insert order: (title-case name,
+    /// value).
+    pub fn lines(&self) -> impl Iterator<Item = (&'static [u8], &[u8])> {
+        let xff = self
+            .forwarded_for
+            .as_ref()
+            .map(|v| (&b"X-Forwarded-For"[..], v.as_bytes()));
+        let ua = self
+            .user_agent
+            .then_some((&b"User-Agent"[..], TYK_USER_AGENT.as_bytes()));
+        let via = self.via.as_ref().map(|v| (&b"Via"[..], v.as_bytes()));
+        let host = self
+            .host
+            .as_ref()
+            .filter(|_| !self.host_replaces)
+            .map(|v| (&b"Host"[..], v.as_bytes()));
+        xff.into_iter().chain(ua).chain(via).chain(host)
     }
 }
 
@@ -615,6 +701,21 @@ mod tests {
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(h["x-kept"], "yes");
+    }
+
+    #[test]
+    fn headers_named_on_any_connection_line_are_removed() {
+        let mut h = HeaderMap::new();
+        h.append("connection", "Close".parse().unwrap());
+        h.append("connection", " X-One ,keep-alive".parse().unwrap());
+        h.insert("x-one", "1".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert("x-two", "2".parse().unwrap());
+        h.insert("te", "trailers".parse().unwrap());
+        remove_hop_by_hop_request(&mut h);
+        let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        left.sort();
+        assert_eq!(left, ["te", "x-two"]);
     }
 
     #[test]

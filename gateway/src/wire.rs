@@ -40,7 +40,7 @@ use std::time::Duration;
 
 mod head;
 
-pub use head::HeadFault;
+pub use head::{declared, Declared, HeadFault};
 use head::{parse_head, Head, Parsed};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -151,6 +151,10 @@ pub struct ClientIo {
     sleep: Option<Pin<Box<Sleep>>>,
     header_timeout: Duration,
     keepalive_timeout: Duration,
+    /// Bytes already read from the stream by the gateway's own reader
+    /// ([`crate::h1down`]) before it handed the connection over: read
+    /// first, as if they came from the socket.
+    replay: bytes::Bytes,
 }
 
 impl ClientIo {
@@ -173,7 +177,14 @@ impl ClientIo {
             sleep: None,
             header_timeout,
             keepalive_timeout,
+            replay: bytes::Bytes::new(),
         }
+    }
+
+    /// Reads `prefix` before anything more from the stream.
+    pub fn with_replay(mut self, prefix: bytes::Bytes) -> ClientIo {
+        self.replay = prefix;
+        self
     }
 
     /// Follows the framing through bytes just read.
@@ -382,6 +393,13 @@ impl AsyncRead for ClientIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if !this.replay.is_empty() {
+            let n = this.replay.len().min(buf.remaining());
+            let part = this.replay.split_to(n);
+            buf.put_slice(&part);
+            this.feed(&part);
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {

@@ -69,6 +69,42 @@ pub(super) fn parse_head(data: &[u8]) -> Parsed {
     }
 }
 
+/// What a parsed request head declares, for the gateway's own HTTP/1
+/// reader ([`crate::h1down`]): the same checks as on the byte stream.
+pub enum Declared {
+    /// No body, or `Content-Length: n` (`Some(n)`, n > 0).
+    Plain {
+        /// The body's length, when it has one.
+        length: Option<u64>,
+        /// The connection closes after the answer.
+        closes: bool,
+    },
+    /// Something the own reader leaves to hyper: a chunked body, a head
+    /// refused for its framing, or one hyper refuses itself.
+    Other,
+}
+
+/// The framing `headers` declare (see [`Declared`]).
+pub fn declared(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Declared {
+    match head_of(version, headers) {
+        Some(Head {
+            framing: Ok(Framing::Head),
+            closes,
+        }) => Declared::Plain {
+            length: None,
+            closes,
+        },
+        Some(Head {
+            framing: Ok(Framing::Sized(n)),
+            closes,
+        }) => Declared::Plain {
+            length: Some(n),
+            closes,
+        },
+        _ => Declared::Other,
+    }
+}
+
 /// The body framing a head declares, as hyper reads it, and whether the
 /// connection ends after it; `None` for heads hyper refuses itself.
 fn head_of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Head> {
