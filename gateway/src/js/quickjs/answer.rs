@@ -9,16 +9,16 @@
 
 use crate::error::ErrorFormat;
 use crate::js::forced::Overrides;
-use crate::js::request::{edit_query, header, set_url};
+use crate::js::request::{bad_header_name, bad_header_value, edit_query, set_url};
 use bytes::Bytes;
-use http::header::HeaderName;
+use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
 use rquickjs::function::Args;
 use rquickjs::{qjs, Array, Coerced, Ctx, Function, Object, Value};
 
 use super::api::{failure, Fail};
 use super::keys::{Key, Keys};
-use super::request::{Field, Table, FIELDS};
+use super::request::{Field, Table};
 
 use crate::js::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
@@ -154,14 +154,23 @@ fn request_values<'js>(
     req: &MwRequest,
 ) -> rquickjs::Result<(Value<'js>, Value<'js>, Value<'js>)> {
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
-    let url = string(&req.path_and_query())?;
+    // The path alone needs no joined copy (the usual request has no query).
+    let joined;
+    let pq = match &req.query {
+        None => req.path.as_str(),
+        Some(_) => {
+            joined = req.path_and_query();
+            joined.as_str()
+        }
+    };
+    let url = string(pq)?;
     let original = req
         .request_uri
         .path_and_query()
         .map_or("/", |pq| pq.as_str());
     // The client's URI as sent, also in `post` after the strip (Tyk's
     // r.RequestURI); in `pre` it equals URL, so share the string.
-    let uri = if original == req.path_and_query() {
+    let uri = if original == pq {
         url.clone()
     } else {
         string(original)?
@@ -412,6 +421,9 @@ fn entries<'js>(
 
 /// Strings of an array (`DeleteHeaders`, `DeleteParams`, ...).
 fn strings<'js>(v: Value<'js>, field: &str, ctx: &Ctx<'js>) -> Result<Vec<String>, MwError> {
+    if nothing(&v) {
+        return Ok(Vec::new());
+    }
     let Some(obj) = opt_object(v.clone(), field)? else {
         return Ok(Vec::new());
     };
@@ -441,6 +453,77 @@ fn string_map<'js>(
             Ok((k, s))
         })
         .collect()
+}
+
+/// `SetHeaders` read straight into header names and values: the same
+/// rules as [`string_map`] (an object, each value a string, else an error
+/// naming the key), without making Rust strings of either. Outer error:
+/// the answer's shape (reported while reading, as for any field); inner:
+/// the first key or value a header cannot carry, reported when the
+/// headers apply ([`commit`]), where [`crate::js::request::header`]
+/// reports it for the other readers.
+fn header_map<'js>(
+    v: Value<'js>,
+    field: &str,
+    keys: &Keys,
+    ctx: &Ctx<'js>,
+) -> Result<Result<Vec<(HeaderName, HeaderValue)>, MwError>, MwError> {
+    let Some(obj) = opt_object(v, field)? else {
+        return Ok(Ok(Vec::new()));
+    };
+    let (atoms, values) =
+        super::keys::own_atom_entries(ctx, obj.as_value()).map_err(|e| thrown(ctx, e, field))?;
+    let mut out = Vec::with_capacity(values.len());
+    let mut invalid = None;
+    for (atom, value) in atoms.atoms().zip(&values) {
+        let text = value.as_string().and_then(|s| {
+            string_bytes(ctx, s, |b| {
+                std::str::from_utf8(b).ok().map(HeaderValue::from_str)
+            })
+        });
+        let Some(parsed) = text else {
+            return Err(shape(
+                &format!("{field}[{:?}]", atoms.text(atom)),
+                "a string",
+                value,
+            ));
+        };
+        if invalid.is_some() {
+            continue;
+        }
+        match (keys.header_name(ctx, atom), parsed) {
+            (Some(n), Ok(v)) => out.push((n, v)),
+            (None, _) => invalid = Some(bad_header_name(field, &atoms.text(atom))),
+            (Some(_), Err(_)) => invalid = Some(bad_header_value(field, &atoms.text(atom))),
+        }
+    }
+    Ok(match invalid {
+        Some(e) => Err(e),
+        None => Ok(out),
+    })
+}
+
+/// `f` of a JS string's UTF-8 bytes (QuickJS's copy, freed after);
+/// `None` when QuickJS cannot make them.
+fn string_bytes<T>(
+    ctx: &Ctx<'_>,
+    s: &rquickjs::String<'_>,
+    f: impl FnOnce(&[u8]) -> Option<T>,
+) -> Option<T> {
+    let raw = ctx.as_raw().as_ptr();
+    let mut len = 0;
+    // SAFETY: the live context and one of its strings; the C string is
+    // freed once, after `f` is done with it.
+    unsafe {
+        let p = qjs::JS_ToCStringLen(raw, &mut len, s.as_raw());
+        if p.is_null() {
+            let _ = ctx.catch();
+            return None;
+        }
+        let out = f(std::slice::from_raw_parts(p.cast::<u8>(), len));
+        qjs::JS_FreeCString(raw, p);
+        out
+    }
 }
 
 /// The session fields' JSON text (`[SessionMeta, Session, AuthValue]`),
@@ -534,36 +617,34 @@ fn read<'js>(
 /// other object.
 fn native_fields<'js>(ctx: &Ctx<'js>, keys: &Keys, r: &Value<'js>) -> Option<Answer<'js>> {
     let table = keys.request()?;
+    use Field::*;
+    let read = [
+        ReturnOverrides,
+        IgnoreBody,
+        Body,
+        Url,
+        DeleteHeaders,
+        SetHeaders,
+        DeleteParams,
+        AddParams,
+        ExtendedParams,
+    ];
     // SAFETY: `r` is a value of the table's context; each value returned
-    // is a new reference, handed to a `Value`.
-    let fields = unsafe { table.fields(r.as_raw())? };
-    debug_assert_eq!(fields.len(), FIELDS.len());
-    let v = |f: Field| {
-        // SAFETY: each entry is a reference of its own, taken once.
-        unsafe { Value::from_raw(ctx.clone(), fields[f as usize]) }
-    };
-    let answer = Answer {
-        overrides: v(Field::ReturnOverrides),
-        ignore_body: v(Field::IgnoreBody),
-        body: v(Field::Body),
-        url: v(Field::Url),
-        delete_headers: v(Field::DeleteHeaders),
-        set_headers: v(Field::SetHeaders),
-        delete_params: v(Field::DeleteParams),
-        add_params: v(Field::AddParams),
-        extended_params: v(Field::ExtendedParams),
-    };
-    // The fields not read: their references go back.
-    for f in [
-        Field::Headers,
-        Field::Params,
-        Field::Method,
-        Field::RequestUri,
-        Field::Scheme,
-    ] {
-        drop(v(f));
-    }
-    Some(answer)
+    // is a new reference, handed to a `Value` once.
+    let [overrides, ignore_body, body, url, delete_headers, set_headers, delete_params, add_params, extended_params] =
+        unsafe { table.fields(r.as_raw(), read)? }
+            .map(|v| unsafe { Value::from_raw(ctx.clone(), v) });
+    Some(Answer {
+        overrides,
+        ignore_body,
+        body,
+        url,
+        delete_headers,
+        set_headers,
+        delete_params,
+        add_params,
+        extended_params,
+    })
 }
 
 /// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
@@ -623,7 +704,8 @@ pub(crate) struct Edits {
     body: Option<String>,
     url: Option<String>,
     delete_headers: Vec<String>,
-    set_headers: Vec<(String, String)>,
+    /// Parsed while reading; a bad name or value fails when they apply.
+    set_headers: Result<Vec<(HeaderName, HeaderValue)>, MwError>,
     delete_params: Vec<String>,
     add_params: Vec<(String, String)>,
     extended_params: Vec<(String, Vec<String>)>,
@@ -638,13 +720,14 @@ pub(crate) fn plan<'js>(
     req: &MwRequest,
 ) -> Result<Planned, Fail> {
     match read(ctx, keys, &ret)? {
-        Ok(answer) => plan_read(ctx, answer, sent, req).map_err(Fail::Script),
+        Ok(answer) => plan_read(ctx, keys, answer, sent, req).map_err(Fail::Script),
         Err(e) => Err(Fail::Script(e)),
     }
 }
 
 fn plan_read<'js>(
     ctx: &Ctx<'js>,
+    keys: &Keys,
     a: Answer<'js>,
     sent: &Sent<'js>,
     req: &MwRequest,
@@ -675,7 +758,7 @@ fn plan_read<'js>(
         None
     };
     let delete_headers = strings(a.delete_headers, "Request.DeleteHeaders", ctx)?;
-    let set_headers = string_map(a.set_headers, "Request.SetHeaders", ctx)?;
+    let set_headers = header_map(a.set_headers, "Request.SetHeaders", keys, ctx)?;
     let delete_params = strings(a.delete_params, "Request.DeleteParams", ctx)?;
     let add_params = string_map(a.add_params, "Request.AddParams", ctx)?;
     let field = "Request.ExtendedParams";
@@ -712,8 +795,7 @@ pub(crate) fn commit(e: Edits, req: &mut MwRequest) -> Result<Flow, MwError> {
             req.headers.remove(n);
         }
     }
-    for (name, value) in e.set_headers {
-        let (n, v) = header(&name, &value, "Request.SetHeaders")?;
+    for (n, v) in e.set_headers? {
         req.headers.insert(n, v);
     }
     let (deletes, adds, ext) = (e.delete_params, e.add_params, e.extended_params);

@@ -6,6 +6,7 @@
 //! lifetime instead, so reading the answer is one `JS_GetProperty` per field.
 //! A `fresh` context makes them per call (its heap is put back before each).
 
+use http::header::HeaderName;
 use rquickjs::{qjs, Array, Ctx, Object, Value};
 
 use super::request::Table;
@@ -54,7 +55,16 @@ pub(crate) struct Keys {
     atoms: [qjs::JSAtom; NAMES.len()],
     /// `persistent` contexts: the request objects' class (`request.rs`).
     request: Option<Box<Table>>,
+    /// `SetHeaders` keys met before, as header names: each atom holds a
+    /// reference (so it cannot be freed and its number reused for another
+    /// name). A script sets the same few headers call after call; parsing
+    /// the name (its text out of QuickJS, lowercased, allocated) was a
+    /// tenth of a call. Bounded: names past [`NAMES_KEPT`] are parsed.
+    names: std::cell::RefCell<Vec<(qjs::JSAtom, HeaderName)>>,
 }
+
+/// How many header names [`Keys`] keeps.
+const NAMES_KEPT: usize = 32;
 
 impl Keys {
     /// Makes the atoms in `ctx`'s runtime.
@@ -67,6 +77,7 @@ impl Keys {
                 rt: qjs::JS_GetRuntime(raw),
                 atoms: [qjs::JS_ATOM_NULL; NAMES.len()],
                 request: None,
+                names: Default::default(),
             };
             for (atom, name) in keys.atoms.iter_mut().zip(NAMES) {
                 *atom = qjs::JS_NewAtomLen(raw, name.as_ptr().cast(), name.len() as _);
@@ -90,11 +101,22 @@ impl Keys {
         let entries = dispatch
             .iter::<Value>()
             .collect::<rquickjs::Result<Vec<_>>>()?;
+        let objects: Array = dispatch.as_object().get("objects")?;
+        let objects = objects
+            .iter::<Value>()
+            .collect::<rquickjs::Result<Vec<_>>>()?;
         let raw: Vec<_> = entries.iter().map(Value::as_raw).collect();
+        let objects: Vec<_> = objects.iter().map(Value::as_raw).collect();
         // SAFETY: the live context and its values (borrowed: the table
         // takes references of its own).
-        let table =
-            unsafe { Table::new(ctx.as_raw().as_ptr(), make.as_raw(), &raw, spec.as_raw()) };
+        let table = unsafe {
+            Table::new(
+                ctx.as_raw().as_ptr(),
+                make.as_raw(),
+                (&raw, &objects),
+                spec.as_raw(),
+            )
+        };
         keys.request = Some(table.map_err(|()| rquickjs::Error::Exception)?);
         Ok(keys)
     }
@@ -128,8 +150,43 @@ impl Keys {
     }
 }
 
+impl Keys {
+    /// The key `atom` (of this context) as a header name; `None` when it
+    /// is not one.
+    pub(crate) fn header_name(&self, ctx: &Ctx<'_>, atom: qjs::JSAtom) -> Option<HeaderName> {
+        let mut names = self.names.borrow_mut();
+        if let Some((_, name)) = names.iter().find(|(a, _)| *a == atom) {
+            return Some(name.clone());
+        }
+        let raw = ctx.as_raw().as_ptr();
+        let mut len = 0;
+        // SAFETY: the live context and one of its atoms; the C string is
+        // freed once; a kept atom holds a reference of its own, freed in
+        // `drop`.
+        unsafe {
+            let s = qjs::JS_AtomToCStringLen(raw, &mut len, atom);
+            if s.is_null() {
+                let _ = ctx.catch();
+                return None;
+            }
+            let bytes = std::slice::from_raw_parts(s.cast::<u8>(), len as usize);
+            let name = HeaderName::from_bytes(bytes).ok();
+            qjs::JS_FreeCString(raw, s);
+            let name = name?;
+            if names.len() < NAMES_KEPT {
+                names.push((qjs::JS_DupAtom(raw, atom), name.clone()));
+            }
+            Some(name)
+        }
+    }
+}
+
 impl Drop for Keys {
     fn drop(&mut self) {
+        for (atom, _) in self.names.take() {
+            // SAFETY: a reference taken in `header_name`, freed once here.
+            unsafe { qjs::JS_FreeAtomRT(self.rt, atom) };
+        }
         self.request = None;
         for &atom in &self.atoms {
             if atom != qjs::JS_ATOM_NULL {
@@ -213,6 +270,43 @@ pub(crate) fn own_entries<'js>(
         }
     }
     Ok(out)
+}
+
+/// [`own_entries`] with each key as its atom (alive while the returned
+/// table is), for a reader that needs the text only for an error.
+pub(crate) fn own_atom_entries<'js>(
+    ctx: &Ctx<'js>,
+    obj: &Value<'js>,
+) -> rquickjs::Result<(AtomTable, Vec<Value<'js>>)> {
+    let keys = OwnKeys::of(ctx, obj)?;
+    let mut out = Vec::with_capacity(keys.len as usize);
+    for atom in keys.atoms() {
+        // SAFETY: `atom` is alive (in the table); the returned value's
+        // reference is handed to the `Value`.
+        unsafe {
+            let v = qjs::JS_GetProperty(keys.raw, obj.as_raw(), atom);
+            if qjs::JS_IsException(v) {
+                return Err(rquickjs::Error::Exception);
+            }
+            out.push(Value::from_raw(ctx.clone(), v));
+        }
+    }
+    Ok((AtomTable(keys), out))
+}
+
+/// The keys [`own_atom_entries`] read, in order.
+pub(crate) struct AtomTable(OwnKeys);
+
+impl AtomTable {
+    pub(crate) fn atoms(&self) -> impl Iterator<Item = qjs::JSAtom> + '_ {
+        self.0.atoms()
+    }
+
+    /// The text of one of these atoms.
+    pub(crate) fn text(&self, atom: qjs::JSAtom) -> String {
+        // SAFETY: the table's live context; the atom is alive in the table.
+        unsafe { atom_string(self.0.raw, atom) }
+    }
 }
 
 /// An atom's text (a lone surrogate becomes U+FFFD).
