@@ -476,12 +476,8 @@ fn header_map<'js>(
     let mut out = Vec::with_capacity(values.len());
     let mut invalid = None;
     for (atom, value) in atoms.atoms().zip(&values) {
-        let text = value.as_string().and_then(|s| {
-            string_bytes(ctx, s, |b| {
-                std::str::from_utf8(b).ok().map(HeaderValue::from_str)
-            })
-        });
-        let Some(parsed) = text else {
+        let parsed = value.as_string().and_then(|s| keys.header_value(ctx, s));
+        let Some(parsed) = parsed else {
             return Err(shape(
                 &format!("{field}[{:?}]", atoms.text(atom)),
                 "a string",
@@ -503,29 +499,6 @@ fn header_map<'js>(
     })
 }
 
-/// `f` of a JS string's UTF-8 bytes (QuickJS's copy, freed after);
-/// `None` when QuickJS cannot make them.
-fn string_bytes<T>(
-    ctx: &Ctx<'_>,
-    s: &rquickjs::String<'_>,
-    f: impl FnOnce(&[u8]) -> Option<T>,
-) -> Option<T> {
-    let raw = ctx.as_raw().as_ptr();
-    let mut len = 0;
-    // SAFETY: the live context and one of its strings; the C string is
-    // freed once, after `f` is done with it.
-    unsafe {
-        let p = qjs::JS_ToCStringLen(raw, &mut len, s.as_raw());
-        if p.is_null() {
-            let _ = ctx.catch();
-            return None;
-        }
-        let out = f(std::slice::from_raw_parts(p.cast::<u8>(), len));
-        qjs::JS_FreeCString(raw, p);
-        out
-    }
-}
-
 /// The session fields' JSON text (`[SessionMeta, Session, AuthValue]`),
 /// each checked as Tyk's decoder would.
 fn check_session_fields(text: &str) -> Result<(), MwError> {
@@ -540,16 +513,24 @@ fn check_session_fields(text: &str) -> Result<(), MwError> {
 
 /// What the script answered, read field by field in the order Tyk's
 /// decoder meets them (each getter runs once), before anything applies.
+/// The containers are `None` when null or undefined (nothing to apply):
+/// the usual answer leaves all but one or two of them unmade, and a
+/// `Value` costs a context reference to make and drop.
 struct Answer<'js> {
-    overrides: Value<'js>,
+    overrides: Option<Value<'js>>,
     ignore_body: Value<'js>,
     body: Value<'js>,
     url: Value<'js>,
-    delete_headers: Value<'js>,
-    set_headers: Value<'js>,
-    delete_params: Value<'js>,
-    add_params: Value<'js>,
-    extended_params: Value<'js>,
+    delete_headers: Option<Value<'js>>,
+    set_headers: Option<Value<'js>>,
+    delete_params: Option<Value<'js>>,
+    add_params: Option<Value<'js>>,
+    extended_params: Option<Value<'js>>,
+}
+
+/// `v`, or `None` when it is null or undefined.
+fn present(v: Value<'_>) -> Option<Value<'_>> {
+    (!nothing(&v)).then_some(v)
 }
 
 /// A plain object (`typeof v === "object"`, not null).
@@ -577,34 +558,26 @@ fn read<'js>(
         return Ok(Err(shape("Request", "an object (use ReturnData)", &r)));
     }
     let answer = match native_fields(ctx, keys, &r) {
-        Some(mut a) => {
-            if is_object(&a.overrides)
-                && get(&a.overrides, Key::ResponseCode)?.as_number() == Some(0.0)
-            {
-                a.overrides = Value::new_null(ctx.clone());
-            }
-            a
-        }
-        None => {
-            // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
-            let mut overrides = get(&r, Key::ReturnOverrides)?;
-            if is_object(&overrides) && get(&overrides, Key::ResponseCode)?.as_number() == Some(0.0)
-            {
-                overrides = Value::new_null(ctx.clone());
-            }
-            Answer {
-                overrides,
-                ignore_body: get(&r, Key::IgnoreBody)?,
-                body: get(&r, Key::Body)?,
-                url: get(&r, Key::Url)?,
-                delete_headers: get(&r, Key::DeleteHeaders)?,
-                set_headers: get(&r, Key::SetHeaders)?,
-                delete_params: get(&r, Key::DeleteParams)?,
-                add_params: get(&r, Key::AddParams)?,
-                extended_params: get(&r, Key::ExtendedParams)?,
-            }
-        }
+        Some(a) => a,
+        None => Answer {
+            overrides: present(get(&r, Key::ReturnOverrides)?),
+            ignore_body: get(&r, Key::IgnoreBody)?,
+            body: get(&r, Key::Body)?,
+            url: get(&r, Key::Url)?,
+            delete_headers: present(get(&r, Key::DeleteHeaders)?),
+            set_headers: present(get(&r, Key::SetHeaders)?),
+            delete_params: present(get(&r, Key::DeleteParams)?),
+            add_params: present(get(&r, Key::AddParams)?),
+            extended_params: present(get(&r, Key::ExtendedParams)?),
+        },
     };
+    let mut answer = answer;
+    // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
+    if let Some(o) = &answer.overrides {
+        if is_object(o) && get(o, Key::ResponseCode)?.as_number() == Some(0.0) {
+            answer.overrides = None;
+        }
+    }
     if let Err(e) = check_session(ctx, keys, ret)? {
         return Ok(Err(e));
     }
@@ -630,20 +603,27 @@ fn native_fields<'js>(ctx: &Ctx<'js>, keys: &Keys, r: &Value<'js>) -> Option<Ans
         ExtendedParams,
     ];
     // SAFETY: `r` is a value of the table's context; each value returned
-    // is a new reference, handed to a `Value` once.
+    // is a new reference, handed to a `Value` once below (null and
+    // undefined hold none).
     let [overrides, ignore_body, body, url, delete_headers, set_headers, delete_params, add_params, extended_params] =
-        unsafe { table.fields(r.as_raw(), read)? }
-            .map(|v| unsafe { Value::from_raw(ctx.clone(), v) });
+        unsafe { table.fields(r.as_raw(), read)? };
+    // SAFETY: a new reference of this context (above), handed over.
+    let value = |v| unsafe { Value::from_raw(ctx.clone(), v) };
+    let opt = |v: qjs::JSValue| {
+        // SAFETY: reads the tag of a value.
+        let tag = unsafe { qjs::JS_VALUE_GET_TAG(v) };
+        (tag != qjs::JS_TAG_NULL && tag != qjs::JS_TAG_UNDEFINED).then(|| value(v))
+    };
     Some(Answer {
-        overrides,
-        ignore_body,
-        body,
-        url,
-        delete_headers,
-        set_headers,
-        delete_params,
-        add_params,
-        extended_params,
+        overrides: opt(overrides),
+        ignore_body: value(ignore_body),
+        body: value(body),
+        url: value(url),
+        delete_headers: opt(delete_headers),
+        set_headers: opt(set_headers),
+        delete_params: opt(delete_params),
+        add_params: opt(add_params),
+        extended_params: opt(extended_params),
     })
 }
 
@@ -732,7 +712,10 @@ fn plan_read<'js>(
     sent: &Sent<'js>,
     req: &MwRequest,
 ) -> Result<Planned, MwError> {
-    if let Some(answer) = overrides(a.overrides, ErrorFormat::of(&req.headers), ctx)? {
+    if let Some(answer) = a
+        .overrides
+        .map_or(Ok(None), |o| overrides(o, &req.headers, ctx))?
+    {
         return Ok(Planned::Answer(answer));
     }
     let mut body = None;
@@ -757,13 +740,24 @@ fn plan_read<'js>(
     } else {
         None
     };
-    let delete_headers = strings(a.delete_headers, "Request.DeleteHeaders", ctx)?;
-    let set_headers = header_map(a.set_headers, "Request.SetHeaders", keys, ctx)?;
-    let delete_params = strings(a.delete_params, "Request.DeleteParams", ctx)?;
-    let add_params = string_map(a.add_params, "Request.AddParams", ctx)?;
+    let delete_headers = a
+        .delete_headers
+        .map_or(Ok(Vec::new()), |v| strings(v, "Request.DeleteHeaders", ctx))?;
+    let set_headers = a.set_headers.map_or(Ok(Ok(Vec::new())), |v| {
+        header_map(v, "Request.SetHeaders", keys, ctx)
+    })?;
+    let delete_params = a
+        .delete_params
+        .map_or(Ok(Vec::new()), |v| strings(v, "Request.DeleteParams", ctx))?;
+    let add_params = a
+        .add_params
+        .map_or(Ok(Vec::new()), |v| string_map(v, "Request.AddParams", ctx))?;
     let field = "Request.ExtendedParams";
     let mut extended_params = Vec::new();
-    if let Some(obj) = opt_object(a.extended_params, field)? {
+    if let Some(obj) = a
+        .extended_params
+        .map_or(Ok(None), |v| opt_object(v, field))?
+    {
         for (k, v) in entries(&obj, field, ctx)? {
             let vals = strings(v, &format!("{field}[{k:?}]"), ctx)?;
             extended_params.push((k, vals));
@@ -806,10 +800,11 @@ pub(crate) fn commit(e: Edits, req: &mut MwRequest) -> Result<Flow, MwError> {
 }
 
 /// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the
-/// answer Tyk gives ([`Overrides::respond`]), in the request's error format.
+/// answer Tyk gives ([`Overrides::respond`]), in the error format of
+/// `request_headers` (looked up only when there is an answer).
 fn overrides<'js>(
     v: Value<'js>,
-    format: ErrorFormat,
+    request_headers: &HeaderMap,
     ctx: &Ctx<'js>,
 ) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
@@ -848,6 +843,6 @@ fn overrides<'js>(
         headers,
         override_error: override_error.0,
     }
-    .respond(format)
+    .respond(ErrorFormat::of(request_headers))
     .map(Some)
 }

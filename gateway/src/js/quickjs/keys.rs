@@ -6,7 +6,7 @@
 //! lifetime instead, so reading the answer is one `JS_GetProperty` per field.
 //! A `fresh` context makes them per call (its heap is put back before each).
 
-use http::header::HeaderName;
+use http::header::{HeaderName, HeaderValue};
 use rquickjs::{qjs, Array, Ctx, Object, Value};
 
 use super::request::Table;
@@ -61,10 +61,22 @@ pub(crate) struct Keys {
     /// the name (its text out of QuickJS, lowercased, allocated) was a
     /// tenth of a call. Bounded: names past [`NAMES_KEPT`] are parsed.
     names: std::cell::RefCell<Vec<(qjs::JSAtom, HeaderName)>>,
+    /// `SetHeaders` values met before, by the JS string's identity: each
+    /// string holds a reference, so while it is here no other string can
+    /// take its address (JS strings never change). A script's constant
+    /// value (`"hello-from-jsvm"`) is one string, call after call, and
+    /// copying it out of QuickJS into a new header value was another
+    /// tenth. Bounded: the first [`VALUES_KEPT`] values up to
+    /// [`VALUE_KEPT_LEN`] bytes; others are converted each time.
+    values: std::cell::RefCell<Vec<(qjs::JSValue, HeaderValue)>>,
 }
 
 /// How many header names [`Keys`] keeps.
 const NAMES_KEPT: usize = 32;
+
+/// How many header values [`Keys`] keeps, and up to what length.
+const VALUES_KEPT: usize = 16;
+const VALUE_KEPT_LEN: usize = 256;
 
 impl Keys {
     /// Makes the atoms in `ctx`'s runtime.
@@ -78,6 +90,7 @@ impl Keys {
                 atoms: [qjs::JS_ATOM_NULL; NAMES.len()],
                 request: None,
                 names: Default::default(),
+                values: Default::default(),
             };
             for (atom, name) in keys.atoms.iter_mut().zip(NAMES) {
                 *atom = qjs::JS_NewAtomLen(raw, name.as_ptr().cast(), name.len() as _);
@@ -181,11 +194,62 @@ impl Keys {
     }
 }
 
+impl Keys {
+    /// The JS string `s` as a header value: `None` when QuickJS cannot
+    /// give its text or it is not UTF-8 (then it is no string to Tyk's
+    /// decoder either), `Some(Err)` when a header cannot carry it (CR, LF,
+    /// a control character, non-ASCII: [`HeaderValue::from_str`]).
+    pub(crate) fn header_value(
+        &self,
+        ctx: &Ctx<'_>,
+        s: &rquickjs::String<'_>,
+    ) -> Option<Result<HeaderValue, ()>> {
+        let v = s.as_raw();
+        // SAFETY: `v` is a string: its pointer is its identity.
+        let ptr = unsafe { qjs::JS_VALUE_GET_PTR(v) };
+        let mut values = self.values.borrow_mut();
+        // SAFETY: each kept value is a string (reading its pointer).
+        if let Some((_, hv)) = values
+            .iter()
+            .find(|(k, _)| unsafe { qjs::JS_VALUE_GET_PTR(*k) } == ptr)
+        {
+            return Some(Ok(hv.clone()));
+        }
+        let raw = ctx.as_raw().as_ptr();
+        let mut len = 0;
+        // SAFETY: the live context and one of its strings; the C string is
+        // freed once; a kept string holds a reference of its own, freed in
+        // `drop`.
+        unsafe {
+            let p = qjs::JS_ToCStringLen(raw, &mut len, v);
+            if p.is_null() {
+                let _ = ctx.catch();
+                return None;
+            }
+            let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len);
+            let parsed = std::str::from_utf8(bytes)
+                .ok()
+                .map(|t| HeaderValue::from_str(t).map_err(drop));
+            qjs::JS_FreeCString(raw, p);
+            if let Some(Ok(hv)) = &parsed {
+                if values.len() < VALUES_KEPT && len <= VALUE_KEPT_LEN {
+                    values.push((qjs::JS_DupValue(raw, v), hv.clone()));
+                }
+            }
+            parsed
+        }
+    }
+}
+
 impl Drop for Keys {
     fn drop(&mut self) {
         for (atom, _) in self.names.take() {
             // SAFETY: a reference taken in `header_name`, freed once here.
             unsafe { qjs::JS_FreeAtomRT(self.rt, atom) };
+        }
+        for (v, _) in self.values.take() {
+            // SAFETY: a reference taken in `header_value`, freed once here.
+            unsafe { qjs::JS_FreeValueRT(self.rt, v) };
         }
         self.request = None;
         for &atom in &self.atoms {

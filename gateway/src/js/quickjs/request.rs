@@ -329,9 +329,10 @@ impl Table {
     }
 
     /// Fields `which` of `obj` when it is one of this table's request
-    /// objects still in slots and without accessors: each field's value
-    /// (a new reference), or null for a container never made (so empty);
-    /// undefined when deleted. `None`: read it as any object.
+    /// objects still in slots and none of them is an accessor (whose
+    /// getter reading must run): each field's value (a new reference), or
+    /// null for a container never made (so empty); undefined when deleted.
+    /// `None`: read it as any object.
     ///
     /// # Safety
     /// `obj` is a value of the table's live context.
@@ -344,15 +345,25 @@ impl Table {
         unsafe {
             let s = qjs::JS_GetOpaque(obj, self.class).cast::<Slots>();
             let s = s.as_ref()?;
-            if s.plain || s.slots.iter().any(|s| matches!(s, Slot::Accessor { .. })) {
+            if s.plain {
                 return None;
             }
-            Some(which.map(|f| match s.slots[f as usize] {
-                Slot::Absent => undefined(),
-                Slot::Lazy(_) | Slot::Pending => qjs::JS_NULL,
-                Slot::Data { value, .. } => qjs::JS_DupValueRT(self.rt, value),
-                Slot::Accessor { .. } => unreachable!("checked above"),
-            }))
+            let mut out = [undefined(); N];
+            for (o, &f) in out.iter_mut().zip(&which) {
+                *o = match s.slots[f as usize] {
+                    Slot::Absent => undefined(),
+                    Slot::Lazy(_) | Slot::Pending => qjs::JS_NULL,
+                    Slot::Data { value, .. } => value,
+                    Slot::Accessor { .. } => return None,
+                };
+            }
+            // Every field is settled: now each reference is taken.
+            for &v in &out {
+                if qjs::JS_VALUE_GET_TAG(v) < 0 {
+                    qjs::JS_DupValueRT(self.rt, v);
+                }
+            }
+            Some(out)
         }
     }
 
@@ -528,11 +539,26 @@ unsafe fn free_slot(rt: *mut qjs::JSRuntime, slot: &Slot) {
     unsafe {
         match *slot {
             Slot::Absent | Slot::Pending => {}
-            Slot::Lazy(v) | Slot::Data { value: v, .. } => qjs::JS_FreeValueRT(rt, v),
+            Slot::Lazy(v) | Slot::Data { value: v, .. } => free_rt(rt, v),
             Slot::Accessor { get, set, .. } => {
-                qjs::JS_FreeValueRT(rt, get);
-                qjs::JS_FreeValueRT(rt, set);
+                free_rt(rt, get);
+                free_rt(rt, set);
             }
+        }
+    }
+}
+
+/// `JS_FreeValueRT`, skipped for a value without a reference count (most
+/// slots: null, a boolean, undefined): the call is not inlined.
+///
+/// # Safety
+/// `v` belongs to `rt` and its reference is given up.
+unsafe fn free_rt(rt: *mut qjs::JSRuntime, v: JSValue) {
+    // QuickJS's `JS_VALUE_HAS_REF_COUNT`: the tags below zero.
+    // SAFETY: as the caller promised.
+    unsafe {
+        if qjs::JS_VALUE_GET_TAG(v) < 0 {
+            qjs::JS_FreeValueRT(rt, v);
         }
     }
 }
