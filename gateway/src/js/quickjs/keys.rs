@@ -198,7 +198,8 @@ impl Keys {
     /// The JS string `s` as a header value: `None` when QuickJS cannot
     /// give its text or it is not UTF-8 (then it is no string to Tyk's
     /// decoder either), `Some(Err)` when a header cannot carry it (CR, LF,
-    /// a control character, non-ASCII: [`HeaderValue::from_str`]).
+    /// another control character: [`HeaderValue::from_str`], as on every
+    /// path).
     pub(crate) fn header_value(
         &self,
         ctx: &Ctx<'_>,
