@@ -126,9 +126,9 @@ fn call_native<'js>(
             &req.headers,
             dup(&body),
             dup(&url),
-            dup(&params),
+            params.as_ref().map_or(qjs::JS_NULL, dup),
             dup(&method),
-            dup(&uri),
+            dup(uri.as_ref().unwrap_or(&url)),
         );
         if qjs::JS_IsException(obj) {
             return Err(rquickjs::Error::Exception);
@@ -147,12 +147,12 @@ fn call_native<'js>(
     }
 }
 
-/// The request's URL, RequestURI and query pairs (or null), as the script
-/// gets them.
+/// The request's URL, RequestURI (`None`: the URL's string) and query
+/// pairs (`None`: null), as the script gets them.
 fn request_values<'js>(
     ctx: &Ctx<'js>,
     req: &MwRequest,
-) -> rquickjs::Result<(Value<'js>, Value<'js>, Value<'js>)> {
+) -> rquickjs::Result<(Value<'js>, Option<Value<'js>>, Option<Value<'js>>)> {
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
     // The path alone needs no joined copy (the usual request has no query).
     let joined;
@@ -171,13 +171,13 @@ fn request_values<'js>(
     // The client's URI as sent, also in `post` after the strip (Tyk's
     // r.RequestURI); in `pre` it equals URL, so share the string.
     let uri = if original == pq {
-        url.clone()
+        None
     } else {
-        string(original)?
+        Some(string(original)?)
     };
     let params = match &req.query {
-        None => Value::new_null(ctx.clone()),
-        Some(q) => params(ctx, q)?.into_value(),
+        None => None,
+        Some(q) => Some(params(ctx, q)?.into_value()),
     };
     Ok((url, uri, params))
 }
@@ -190,6 +190,8 @@ fn request_args<'js>(
     body: Value<'js>,
 ) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
     let (url, uri, params) = request_values(ctx, req)?;
+    let uri = uri.unwrap_or_else(|| url.clone());
+    let params = params.unwrap_or_else(|| Value::new_null(ctx.clone()));
     let headers = rquickjs::String::from_str(ctx.clone(), &header_text(&req.headers))?;
     let mut args = Args::new(ctx.clone(), 8);
     args.push_arg(index as u32)?;
@@ -636,23 +638,28 @@ fn check_session<'js>(
     keys: &Keys,
     ret: &Value<'js>,
 ) -> Result<Result<(), MwError>, Fail> {
-    let get = |key: Key| keys.get(ctx, ret, key).map_err(|e| failure(ctx, e));
+    // Undefined (the usual `Session` and `AuthValue`) makes no `Value`.
+    let get = |key: Key| keys.get_defined(ctx, ret, key).map_err(|e| failure(ctx, e));
     let (meta, session, auth) = (
         get(Key::SessionMeta)?,
         get(Key::Session)?,
         get(Key::AuthValue)?,
     );
-    let empty_meta = meta.is_undefined()
-        || (is_object(&meta)
-            && !meta.is_array()
-            && super::keys::no_own_keys(ctx, &meta).map_err(|e| failure(ctx, e))?);
-    if empty_meta && session.is_undefined() && auth.is_undefined() {
+    let empty_meta = match &meta {
+        None => true,
+        Some(m) => {
+            is_object(m)
+                && !m.is_array()
+                && super::keys::no_own_keys(ctx, m).map_err(|e| failure(ctx, e))?
+        }
+    };
+    if empty_meta && session.is_none() && auth.is_none() {
         return Ok(Ok(()));
     }
     let null = || Value::new_null(ctx.clone());
-    let or_null = |v: Value<'js>| if v.is_undefined() { null() } else { v };
+    let or_null = |v: Option<Value<'js>>| v.unwrap_or_else(null);
     let parts = Array::new(ctx.clone()).map_err(|e| failure(ctx, e))?;
-    let meta = if empty_meta { null() } else { meta };
+    let meta = if empty_meta { null() } else { or_null(meta) };
     for (i, v) in [meta, or_null(session), or_null(auth)]
         .into_iter()
         .enumerate()

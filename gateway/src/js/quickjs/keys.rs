@@ -242,6 +242,32 @@ impl Keys {
     }
 }
 
+impl Keys {
+    /// [`Keys::get`], `None` when the value is undefined (no `Value` made).
+    pub(crate) fn get_defined<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        obj: &Value<'js>,
+        key: Key,
+    ) -> rquickjs::Result<Option<Value<'js>>> {
+        // SAFETY: as in `get`; undefined holds no reference.
+        unsafe {
+            let v = qjs::JS_GetProperty(
+                ctx.as_raw().as_ptr(),
+                obj.as_raw(),
+                self.atoms[key as usize],
+            );
+            if qjs::JS_IsException(v) {
+                return Err(rquickjs::Error::Exception);
+            }
+            if qjs::JS_VALUE_GET_TAG(v) == qjs::JS_TAG_UNDEFINED {
+                return Ok(None);
+            }
+            Ok(Some(Value::from_raw(ctx.clone(), v)))
+        }
+    }
+}
+
 impl Drop for Keys {
     fn drop(&mut self) {
         for (atom, _) in self.names.take() {
