@@ -109,6 +109,16 @@ fn answer_getters_run_once_and_a_throw_fails_one_request() {
 /// context no earlier call touched, as Tyk's `TestGoja_FreshRuntimePerRequest`
 /// expects).
 #[test]
+fn set_headers_stay_right_call_after_call() {
+    each(&ALL, js_scenarios::set_headers_stay_right_call_after_call);
+}
+
+#[test]
+fn quickjs_failing_answers_thousands_of_times() {
+    each(&QUICKJS, js_scenarios::failing_answers_thousands_of_times);
+}
+
+#[test]
 fn state_persists_or_not_as_the_strategy_says() {
     each(&ALL, |mode| {
         let want = match mode.strategy {

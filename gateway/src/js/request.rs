@@ -18,7 +18,8 @@ mod apply;
 mod build;
 
 pub(crate) use apply::{
-    apply, edit_query, get, header, opt_object, set_url, shape, string_map, strings,
+    apply, bad_header_name, bad_header_value, edit_query, get, header, opt_object, set_url, shape,
+    string_map, strings,
 };
 pub(crate) use build::{build, header_object, plain, Accessors};
 

@@ -390,3 +390,142 @@ pub fn request_keeps_ordinary_object_rules(mode: Mode) {
         assert_eq!(header(&req, "x-kept-headers"), "X-Probe=thrown");
     }
 }
+
+fn churn(mode: Mode) -> gateway::config::ApiSpec {
+    spec(
+        mode,
+        "churn",
+        ("churnMw", fixture("header_churn.js")),
+        serde_json::Value::Null,
+    )
+}
+
+/// One ordinary call of `header_churn.js`, its headers checked; returns
+/// the call's number as the script counted it.
+fn churn_ok(h: &Host, mode: Mode, expect_n: Option<u64>) -> u64 {
+    let mut req = get("/churn/", &[]);
+    h.ok(&mut req);
+    assert_eq!(header(&req, "x-const"), "same-every-call");
+    let n: u64 = header(&req, "x-count")[1..].parse().unwrap();
+    if let Some(want) = expect_n {
+        assert_eq!(n, want, "{mode:?}");
+    }
+    assert_eq!(header(&req, "x-long"), format!("ab{n}").repeat(99));
+    assert_eq!(
+        header(&req, format!("x-name-{}", n % 50).as_str()),
+        format!("v{n}")
+    );
+    assert!(req.headers.get("x-stale").is_none(), "{mode:?}");
+    assert!(req.headers.get("x-which").is_none(), "{mode:?}");
+    // The headers of this call and nothing else.
+    let names = req
+        .headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("x-name-"))
+        .count();
+    assert_eq!(names, 1, "{mode:?}: {:?}", req.headers);
+    n
+}
+
+/// What QuickJS's host keeps between calls to read answers faster (header
+/// names and values by identity, the last `SetHeaders` container, the
+/// entry's `ProcessRequest` looked up per call) never leaks into another
+/// call: constant and changing names and values, past every bound, values
+/// too long to keep, bad names and values (500, the next call right), a
+/// kept container written after its call, a replaced and a broken
+/// `ProcessRequest`. On every mode; the long runs on QuickJS, whose host
+/// this is.
+pub fn set_headers_stay_right_call_after_call(mode: Mode) {
+    // Inline (`--jsvm-threads 0`): a QuickJS API that starts inline moves
+    // to a VM thread, its globals reset, the first time a call overruns
+    // the 1 ms slice (a loaded machine, a debug build), and the counts
+    // checked here would start over.
+    let h = host_inline(&churn(mode), Duration::from_secs(5));
+    let fresh = is_fresh(mode);
+    let rounds = if mode.engine == "quickjs" { 400 } else { 60 };
+    let mut last = 0;
+    for i in 0..rounds {
+        let n = churn_ok(&h, mode, (!fresh).then_some(last + 1));
+        last = n;
+        if i % 7 == 3 {
+            for (m, needle) in [
+                ("throw", "churn throws at"),
+                ("bad-name", "\"Bad Name\" is not a valid header name"),
+                ("bad-value", "Request.SetHeaders[\"X-Bad\"]: value contains"),
+            ] {
+                let msg = match h.run(&mut get("/churn/", &[("x-mode", m)])) {
+                    Err(e) => e.to_string(),
+                    other => panic!("{mode:?} {m}: expected an error, got {other:?}"),
+                };
+                assert!(msg.contains(needle), "{mode:?} {m}: {msg}");
+                assert!(msg.contains("churnMw"), "{mode:?} {m}: {msg}");
+                last += 1;
+            }
+        }
+    }
+    // Non-ASCII text is carried as its UTF-8 bytes, as on every path.
+    let mut req = get("/churn/", &[("x-mode", "non-ascii")]);
+    h.ok(&mut req);
+    assert_eq!(req.headers["x-bad"].as_bytes(), "café".as_bytes());
+    last += 1;
+    churn_ok(&h, mode, (!fresh).then_some(last + 1));
+    last += 1;
+    // Many headers at once, past every bound, then the usual call.
+    let mut req = get("/churn/", &[("x-mode", "many")]);
+    h.ok(&mut req);
+    let many = req
+        .headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("x-many-"))
+        .count();
+    assert_eq!(many, 3000, "{mode:?}");
+    assert_eq!(header(&req, "x-many-2999"), "m2999");
+    churn_ok(&h, mode, (!fresh).then_some(last + 2));
+    last += 2;
+    // A replaced ProcessRequest serves the next call, which puts the
+    // first back.
+    let mut req = get("/churn/", &[("x-mode", "swap")]);
+    h.ok(&mut req);
+    if !fresh {
+        let mut req = get("/churn/", &[]);
+        h.ok(&mut req);
+        assert_eq!(header(&req, "x-which"), "second", "{mode:?}");
+        assert_eq!(header(&req, "x-count"), format!("n{}", last + 2));
+        last += 2;
+    }
+    churn_ok(&h, mode, (!fresh).then_some(last + 1));
+    // A ProcessRequest that is no function fails its calls closed (kept
+    // state) or only the one that broke it (fresh).
+    h.ok(&mut get("/churn/", &[("x-mode", "break")]));
+    for _ in 0..3 {
+        if fresh {
+            churn_ok(&h, mode, Some(1));
+        } else {
+            let msg = h.err(&mut get("/churn/", &[]));
+            assert!(msg.contains("churnMw"), "{mode:?}: {msg}");
+        }
+    }
+}
+
+/// Hostile answers thousands of times on the host that keeps state
+/// between calls: a throw, a bad header, an answer too deep to check; each
+/// fails its own request (500) and the next call is right.
+pub fn failing_answers_thousands_of_times(mode: Mode) {
+    // Inline, as above: the counts must not start over at a move.
+    let h = host_inline(&churn(mode), Duration::from_secs(5));
+    let (mut last, fresh) = (0, is_fresh(mode));
+    for i in 0..3000 {
+        let m = ["throw", "bad-value", "deep"][i % 3];
+        // The deep answer is slow to build: one in thirty.
+        if m == "deep" && i % 30 != 2 {
+            continue;
+        }
+        let r = h.run(&mut get("/churn/", &[("x-mode", m)]));
+        assert!(r.is_err(), "{mode:?} {m}: {r:?}");
+        last += 1;
+        // Past the deep answer the state may have been rebuilt (it can
+        // reach the memory limit): the count may start over.
+        let expect = (!fresh && m != "deep").then_some(last + 1);
+        last = churn_ok(&h, mode, expect);
+    }
+}

@@ -9,16 +9,16 @@
 
 use crate::error::ErrorFormat;
 use crate::js::forced::Overrides;
-use crate::js::request::{edit_query, header, set_url};
+use crate::js::request::{bad_header_name, bad_header_value, edit_query, set_url};
 use bytes::Bytes;
-use http::header::HeaderName;
+use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
 use rquickjs::function::Args;
 use rquickjs::{qjs, Array, Coerced, Ctx, Function, Object, Value};
 
 use super::api::{failure, Fail};
 use super::keys::{Key, Keys};
-use super::request::{Field, Table, FIELDS};
+use super::request::{Field, Table};
 
 use crate::js::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
@@ -126,9 +126,9 @@ fn call_native<'js>(
             &req.headers,
             dup(&body),
             dup(&url),
-            dup(&params),
+            params.as_ref().map_or(qjs::JS_NULL, dup),
             dup(&method),
-            dup(&uri),
+            dup(uri.as_ref().unwrap_or(&url)),
         );
         if qjs::JS_IsException(obj) {
             return Err(rquickjs::Error::Exception);
@@ -147,28 +147,37 @@ fn call_native<'js>(
     }
 }
 
-/// The request's URL, RequestURI and query pairs (or null), as the script
-/// gets them.
+/// The request's URL, RequestURI (`None`: the URL's string) and query
+/// pairs (`None`: null), as the script gets them.
 fn request_values<'js>(
     ctx: &Ctx<'js>,
     req: &MwRequest,
-) -> rquickjs::Result<(Value<'js>, Value<'js>, Value<'js>)> {
+) -> rquickjs::Result<(Value<'js>, Option<Value<'js>>, Option<Value<'js>>)> {
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
-    let url = string(&req.path_and_query())?;
+    // The path alone needs no joined copy (the usual request has no query).
+    let joined;
+    let pq = match &req.query {
+        None => req.path.as_str(),
+        Some(_) => {
+            joined = req.path_and_query();
+            joined.as_str()
+        }
+    };
+    let url = string(pq)?;
     let original = req
         .request_uri
         .path_and_query()
         .map_or("/", |pq| pq.as_str());
     // The client's URI as sent, also in `post` after the strip (Tyk's
     // r.RequestURI); in `pre` it equals URL, so share the string.
-    let uri = if original == req.path_and_query() {
-        url.clone()
+    let uri = if original == pq {
+        None
     } else {
-        string(original)?
+        Some(string(original)?)
     };
     let params = match &req.query {
-        None => Value::new_null(ctx.clone()),
-        Some(q) => params(ctx, q)?.into_value(),
+        None => None,
+        Some(q) => Some(params(ctx, q)?.into_value()),
     };
     Ok((url, uri, params))
 }
@@ -181,6 +190,8 @@ fn request_args<'js>(
     body: Value<'js>,
 ) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
     let (url, uri, params) = request_values(ctx, req)?;
+    let uri = uri.unwrap_or_else(|| url.clone());
+    let params = params.unwrap_or_else(|| Value::new_null(ctx.clone()));
     let headers = rquickjs::String::from_str(ctx.clone(), &header_text(&req.headers))?;
     let mut args = Args::new(ctx.clone(), 8);
     args.push_arg(index as u32)?;
@@ -412,6 +423,9 @@ fn entries<'js>(
 
 /// Strings of an array (`DeleteHeaders`, `DeleteParams`, ...).
 fn strings<'js>(v: Value<'js>, field: &str, ctx: &Ctx<'js>) -> Result<Vec<String>, MwError> {
+    if nothing(&v) {
+        return Ok(Vec::new());
+    }
     let Some(obj) = opt_object(v.clone(), field)? else {
         return Ok(Vec::new());
     };
@@ -443,6 +457,50 @@ fn string_map<'js>(
         .collect()
 }
 
+/// `SetHeaders` read straight into header names and values: the same
+/// rules as [`string_map`] (an object, each value a string, else an error
+/// naming the key), without making Rust strings of either. Outer error:
+/// the answer's shape (reported while reading, as for any field); inner:
+/// the first key or value a header cannot carry, reported when the
+/// headers apply ([`commit`]), where [`crate::js::request::header`]
+/// reports it for the other readers.
+fn header_map<'js>(
+    v: Value<'js>,
+    field: &str,
+    keys: &Keys,
+    ctx: &Ctx<'js>,
+) -> Result<Result<Vec<(HeaderName, HeaderValue)>, MwError>, MwError> {
+    let Some(obj) = opt_object(v, field)? else {
+        return Ok(Ok(Vec::new()));
+    };
+    let (atoms, values) =
+        super::keys::own_atom_entries(ctx, obj.as_value()).map_err(|e| thrown(ctx, e, field))?;
+    let mut out = Vec::with_capacity(values.len());
+    let mut invalid = None;
+    for (atom, value) in atoms.atoms().zip(&values) {
+        let parsed = value.as_string().and_then(|s| keys.header_value(ctx, s));
+        let Some(parsed) = parsed else {
+            return Err(shape(
+                &format!("{field}[{:?}]", atoms.text(atom)),
+                "a string",
+                value,
+            ));
+        };
+        if invalid.is_some() {
+            continue;
+        }
+        match (keys.header_name(ctx, atom), parsed) {
+            (Some(n), Ok(v)) => out.push((n, v)),
+            (None, _) => invalid = Some(bad_header_name(field, &atoms.text(atom))),
+            (Some(_), Err(_)) => invalid = Some(bad_header_value(field, &atoms.text(atom))),
+        }
+    }
+    Ok(match invalid {
+        Some(e) => Err(e),
+        None => Ok(out),
+    })
+}
+
 /// The session fields' JSON text (`[SessionMeta, Session, AuthValue]`),
 /// each checked as Tyk's decoder would.
 fn check_session_fields(text: &str) -> Result<(), MwError> {
@@ -457,16 +515,24 @@ fn check_session_fields(text: &str) -> Result<(), MwError> {
 
 /// What the script answered, read field by field in the order Tyk's
 /// decoder meets them (each getter runs once), before anything applies.
+/// The containers are `None` when null or undefined (nothing to apply):
+/// the usual answer leaves all but one or two of them unmade, and a
+/// `Value` costs a context reference to make and drop.
 struct Answer<'js> {
-    overrides: Value<'js>,
+    overrides: Option<Value<'js>>,
     ignore_body: Value<'js>,
     body: Value<'js>,
     url: Value<'js>,
-    delete_headers: Value<'js>,
-    set_headers: Value<'js>,
-    delete_params: Value<'js>,
-    add_params: Value<'js>,
-    extended_params: Value<'js>,
+    delete_headers: Option<Value<'js>>,
+    set_headers: Option<Value<'js>>,
+    delete_params: Option<Value<'js>>,
+    add_params: Option<Value<'js>>,
+    extended_params: Option<Value<'js>>,
+}
+
+/// `v`, or `None` when it is null or undefined.
+fn present(v: Value<'_>) -> Option<Value<'_>> {
+    (!nothing(&v)).then_some(v)
 }
 
 /// A plain object (`typeof v === "object"`, not null).
@@ -494,34 +560,26 @@ fn read<'js>(
         return Ok(Err(shape("Request", "an object (use ReturnData)", &r)));
     }
     let answer = match native_fields(ctx, keys, &r) {
-        Some(mut a) => {
-            if is_object(&a.overrides)
-                && get(&a.overrides, Key::ResponseCode)?.as_number() == Some(0.0)
-            {
-                a.overrides = Value::new_null(ctx.clone());
-            }
-            a
-        }
-        None => {
-            // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
-            let mut overrides = get(&r, Key::ReturnOverrides)?;
-            if is_object(&overrides) && get(&overrides, Key::ResponseCode)?.as_number() == Some(0.0)
-            {
-                overrides = Value::new_null(ctx.clone());
-            }
-            Answer {
-                overrides,
-                ignore_body: get(&r, Key::IgnoreBody)?,
-                body: get(&r, Key::Body)?,
-                url: get(&r, Key::Url)?,
-                delete_headers: get(&r, Key::DeleteHeaders)?,
-                set_headers: get(&r, Key::SetHeaders)?,
-                delete_params: get(&r, Key::DeleteParams)?,
-                add_params: get(&r, Key::AddParams)?,
-                extended_params: get(&r, Key::ExtendedParams)?,
-            }
-        }
+        Some(a) => a,
+        None => Answer {
+            overrides: present(get(&r, Key::ReturnOverrides)?),
+            ignore_body: get(&r, Key::IgnoreBody)?,
+            body: get(&r, Key::Body)?,
+            url: get(&r, Key::Url)?,
+            delete_headers: present(get(&r, Key::DeleteHeaders)?),
+            set_headers: present(get(&r, Key::SetHeaders)?),
+            delete_params: present(get(&r, Key::DeleteParams)?),
+            add_params: present(get(&r, Key::AddParams)?),
+            extended_params: present(get(&r, Key::ExtendedParams)?),
+        },
     };
+    let mut answer = answer;
+    // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
+    if let Some(o) = &answer.overrides {
+        if is_object(o) && get(o, Key::ResponseCode)?.as_number() == Some(0.0) {
+            answer.overrides = None;
+        }
+    }
     if let Err(e) = check_session(ctx, keys, ret)? {
         return Ok(Err(e));
     }
@@ -534,36 +592,41 @@ fn read<'js>(
 /// other object.
 fn native_fields<'js>(ctx: &Ctx<'js>, keys: &Keys, r: &Value<'js>) -> Option<Answer<'js>> {
     let table = keys.request()?;
+    use Field::*;
+    let read = [
+        ReturnOverrides,
+        IgnoreBody,
+        Body,
+        Url,
+        DeleteHeaders,
+        SetHeaders,
+        DeleteParams,
+        AddParams,
+        ExtendedParams,
+    ];
     // SAFETY: `r` is a value of the table's context; each value returned
-    // is a new reference, handed to a `Value`.
-    let fields = unsafe { table.fields(r.as_raw())? };
-    debug_assert_eq!(fields.len(), FIELDS.len());
-    let v = |f: Field| {
-        // SAFETY: each entry is a reference of its own, taken once.
-        unsafe { Value::from_raw(ctx.clone(), fields[f as usize]) }
+    // is a new reference, handed to a `Value` once below (null and
+    // undefined hold none).
+    let [overrides, ignore_body, body, url, delete_headers, set_headers, delete_params, add_params, extended_params] =
+        unsafe { table.fields(r.as_raw(), read)? };
+    // SAFETY: a new reference of this context (above), handed over.
+    let value = |v| unsafe { Value::from_raw(ctx.clone(), v) };
+    let opt = |v: qjs::JSValue| {
+        // SAFETY: reads the tag of a value.
+        let tag = unsafe { qjs::JS_VALUE_GET_TAG(v) };
+        (tag != qjs::JS_TAG_NULL && tag != qjs::JS_TAG_UNDEFINED).then(|| value(v))
     };
-    let answer = Answer {
-        overrides: v(Field::ReturnOverrides),
-        ignore_body: v(Field::IgnoreBody),
-        body: v(Field::Body),
-        url: v(Field::Url),
-        delete_headers: v(Field::DeleteHeaders),
-        set_headers: v(Field::SetHeaders),
-        delete_params: v(Field::DeleteParams),
-        add_params: v(Field::AddParams),
-        extended_params: v(Field::ExtendedParams),
-    };
-    // The fields not read: their references go back.
-    for f in [
-        Field::Headers,
-        Field::Params,
-        Field::Method,
-        Field::RequestUri,
-        Field::Scheme,
-    ] {
-        drop(v(f));
-    }
-    Some(answer)
+    Some(Answer {
+        overrides: opt(overrides),
+        ignore_body: value(ignore_body),
+        body: value(body),
+        url: value(url),
+        delete_headers: opt(delete_headers),
+        set_headers: opt(set_headers),
+        delete_params: opt(delete_params),
+        add_params: opt(add_params),
+        extended_params: opt(extended_params),
+    })
 }
 
 /// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
@@ -575,23 +638,28 @@ fn check_session<'js>(
     keys: &Keys,
     ret: &Value<'js>,
 ) -> Result<Result<(), MwError>, Fail> {
-    let get = |key: Key| keys.get(ctx, ret, key).map_err(|e| failure(ctx, e));
+    // Undefined (the usual `Session` and `AuthValue`) makes no `Value`.
+    let get = |key: Key| keys.get_defined(ctx, ret, key).map_err(|e| failure(ctx, e));
     let (meta, session, auth) = (
         get(Key::SessionMeta)?,
         get(Key::Session)?,
         get(Key::AuthValue)?,
     );
-    let empty_meta = meta.is_undefined()
-        || (is_object(&meta)
-            && !meta.is_array()
-            && super::keys::no_own_keys(ctx, &meta).map_err(|e| failure(ctx, e))?);
-    if empty_meta && session.is_undefined() && auth.is_undefined() {
+    let empty_meta = match &meta {
+        None => true,
+        Some(m) => {
+            is_object(m)
+                && !m.is_array()
+                && super::keys::no_own_keys(ctx, m).map_err(|e| failure(ctx, e))?
+        }
+    };
+    if empty_meta && session.is_none() && auth.is_none() {
         return Ok(Ok(()));
     }
     let null = || Value::new_null(ctx.clone());
-    let or_null = |v: Value<'js>| if v.is_undefined() { null() } else { v };
+    let or_null = |v: Option<Value<'js>>| v.unwrap_or_else(null);
     let parts = Array::new(ctx.clone()).map_err(|e| failure(ctx, e))?;
-    let meta = if empty_meta { null() } else { meta };
+    let meta = if empty_meta { null() } else { or_null(meta) };
     for (i, v) in [meta, or_null(session), or_null(auth)]
         .into_iter()
         .enumerate()
@@ -623,7 +691,8 @@ pub(crate) struct Edits {
     body: Option<String>,
     url: Option<String>,
     delete_headers: Vec<String>,
-    set_headers: Vec<(String, String)>,
+    /// Parsed while reading; a bad name or value fails when they apply.
+    set_headers: Result<Vec<(HeaderName, HeaderValue)>, MwError>,
     delete_params: Vec<String>,
     add_params: Vec<(String, String)>,
     extended_params: Vec<(String, Vec<String>)>,
@@ -638,18 +707,22 @@ pub(crate) fn plan<'js>(
     req: &MwRequest,
 ) -> Result<Planned, Fail> {
     match read(ctx, keys, &ret)? {
-        Ok(answer) => plan_read(ctx, answer, sent, req).map_err(Fail::Script),
+        Ok(answer) => plan_read(ctx, keys, answer, sent, req).map_err(Fail::Script),
         Err(e) => Err(Fail::Script(e)),
     }
 }
 
 fn plan_read<'js>(
     ctx: &Ctx<'js>,
+    keys: &Keys,
     a: Answer<'js>,
     sent: &Sent<'js>,
     req: &MwRequest,
 ) -> Result<Planned, MwError> {
-    if let Some(answer) = overrides(a.overrides, ErrorFormat::of(&req.headers), ctx)? {
+    if let Some(answer) = a
+        .overrides
+        .map_or(Ok(None), |o| overrides(o, &req.headers, ctx))?
+    {
         return Ok(Planned::Answer(answer));
     }
     let mut body = None;
@@ -674,13 +747,24 @@ fn plan_read<'js>(
     } else {
         None
     };
-    let delete_headers = strings(a.delete_headers, "Request.DeleteHeaders", ctx)?;
-    let set_headers = string_map(a.set_headers, "Request.SetHeaders", ctx)?;
-    let delete_params = strings(a.delete_params, "Request.DeleteParams", ctx)?;
-    let add_params = string_map(a.add_params, "Request.AddParams", ctx)?;
+    let delete_headers = a
+        .delete_headers
+        .map_or(Ok(Vec::new()), |v| strings(v, "Request.DeleteHeaders", ctx))?;
+    let set_headers = a.set_headers.map_or(Ok(Ok(Vec::new())), |v| {
+        header_map(v, "Request.SetHeaders", keys, ctx)
+    })?;
+    let delete_params = a
+        .delete_params
+        .map_or(Ok(Vec::new()), |v| strings(v, "Request.DeleteParams", ctx))?;
+    let add_params = a
+        .add_params
+        .map_or(Ok(Vec::new()), |v| string_map(v, "Request.AddParams", ctx))?;
     let field = "Request.ExtendedParams";
     let mut extended_params = Vec::new();
-    if let Some(obj) = opt_object(a.extended_params, field)? {
+    if let Some(obj) = a
+        .extended_params
+        .map_or(Ok(None), |v| opt_object(v, field))?
+    {
         for (k, v) in entries(&obj, field, ctx)? {
             let vals = strings(v, &format!("{field}[{k:?}]"), ctx)?;
             extended_params.push((k, vals));
@@ -712,8 +796,7 @@ pub(crate) fn commit(e: Edits, req: &mut MwRequest) -> Result<Flow, MwError> {
             req.headers.remove(n);
         }
     }
-    for (name, value) in e.set_headers {
-        let (n, v) = header(&name, &value, "Request.SetHeaders")?;
+    for (n, v) in e.set_headers? {
         req.headers.insert(n, v);
     }
     let (deletes, adds, ext) = (e.delete_params, e.add_params, e.extended_params);
@@ -724,10 +807,11 @@ pub(crate) fn commit(e: Edits, req: &mut MwRequest) -> Result<Flow, MwError> {
 }
 
 /// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the
-/// answer Tyk gives ([`Overrides::respond`]), in the request's error format.
+/// answer Tyk gives ([`Overrides::respond`]), in the error format of
+/// `request_headers` (looked up only when there is an answer).
 fn overrides<'js>(
     v: Value<'js>,
-    format: ErrorFormat,
+    request_headers: &HeaderMap,
     ctx: &Ctx<'js>,
 ) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
@@ -766,6 +850,6 @@ fn overrides<'js>(
         headers,
         override_error: override_error.0,
     }
-    .respond(format)
+    .respond(ErrorFormat::of(request_headers))
     .map(Some)
 }

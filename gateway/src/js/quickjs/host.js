@@ -81,10 +81,12 @@ function call(i, method, url, uri, body, headers, params, extra) {
 }
 
 // A `persistent` context's request is one native object whose fields the
-// host keeps (`request.rs`); the host calls `dispatch[i](request, spec)`
-// itself, and `make` builds a container it holds unmade when a script
-// first reads it: field 0 `Headers` from the header text, 5 `Params` from
-// the query pairs (or null), 9 `ReturnOverrides`.
+// host keeps (`request.rs`); the host calls the entry's
+// `ProcessRequest(request, {}, spec)` itself (on `dispatch.objects[i]`;
+// through `dispatch[i]` where there is no object), and `make` builds a
+// container it holds unmade when a script first reads it: field 0
+// `Headers` from the header text, 5 `Params` from the query pairs (or
+// null), 9 `ReturnOverrides`.
 call.dispatch = dispatch;
 call.spec = spec;
 call.make = function (field, data) {

@@ -6,6 +6,7 @@
 //! lifetime instead, so reading the answer is one `JS_GetProperty` per field.
 //! A `fresh` context makes them per call (its heap is put back before each).
 
+use http::header::{HeaderName, HeaderValue};
 use rquickjs::{qjs, Array, Ctx, Object, Value};
 
 use super::request::Table;
@@ -54,7 +55,28 @@ pub(crate) struct Keys {
     atoms: [qjs::JSAtom; NAMES.len()],
     /// `persistent` contexts: the request objects' class (`request.rs`).
     request: Option<Box<Table>>,
+    /// `SetHeaders` keys met before, as header names: each atom holds a
+    /// reference (so it cannot be freed and its number reused for another
+    /// name). A script sets the same few headers call after call; parsing
+    /// the name (its text out of QuickJS, lowercased, allocated) was a
+    /// tenth of a call. Bounded: names past [`NAMES_KEPT`] are parsed.
+    names: std::cell::RefCell<Vec<(qjs::JSAtom, HeaderName)>>,
+    /// `SetHeaders` values met before, by the JS string's identity: each
+    /// string holds a reference, so while it is here no other string can
+    /// take its address (JS strings never change). A script's constant
+    /// value (`"hello-from-jsvm"`) is one string, call after call, and
+    /// copying it out of QuickJS into a new header value was another
+    /// tenth. Bounded: the first [`VALUES_KEPT`] values up to
+    /// [`VALUE_KEPT_LEN`] bytes; others are converted each time.
+    values: std::cell::RefCell<Vec<(qjs::JSValue, HeaderValue)>>,
 }
+
+/// How many header names [`Keys`] keeps.
+const NAMES_KEPT: usize = 32;
+
+/// How many header values [`Keys`] keeps, and up to what length.
+const VALUES_KEPT: usize = 16;
+const VALUE_KEPT_LEN: usize = 256;
 
 impl Keys {
     /// Makes the atoms in `ctx`'s runtime.
@@ -67,6 +89,8 @@ impl Keys {
                 rt: qjs::JS_GetRuntime(raw),
                 atoms: [qjs::JS_ATOM_NULL; NAMES.len()],
                 request: None,
+                names: Default::default(),
+                values: Default::default(),
             };
             for (atom, name) in keys.atoms.iter_mut().zip(NAMES) {
                 *atom = qjs::JS_NewAtomLen(raw, name.as_ptr().cast(), name.len() as _);
@@ -90,11 +114,22 @@ impl Keys {
         let entries = dispatch
             .iter::<Value>()
             .collect::<rquickjs::Result<Vec<_>>>()?;
+        let objects: Array = dispatch.as_object().get("objects")?;
+        let objects = objects
+            .iter::<Value>()
+            .collect::<rquickjs::Result<Vec<_>>>()?;
         let raw: Vec<_> = entries.iter().map(Value::as_raw).collect();
+        let objects: Vec<_> = objects.iter().map(Value::as_raw).collect();
         // SAFETY: the live context and its values (borrowed: the table
         // takes references of its own).
-        let table =
-            unsafe { Table::new(ctx.as_raw().as_ptr(), make.as_raw(), &raw, spec.as_raw()) };
+        let table = unsafe {
+            Table::new(
+                ctx.as_raw().as_ptr(),
+                make.as_raw(),
+                (&raw, &objects),
+                spec.as_raw(),
+            )
+        };
         keys.request = Some(table.map_err(|()| rquickjs::Error::Exception)?);
         Ok(keys)
     }
@@ -128,8 +163,121 @@ impl Keys {
     }
 }
 
+impl Keys {
+    /// The key `atom` (of this context) as a header name; `None` when it
+    /// is not one.
+    pub(crate) fn header_name(&self, ctx: &Ctx<'_>, atom: qjs::JSAtom) -> Option<HeaderName> {
+        let mut names = self.names.borrow_mut();
+        if let Some((_, name)) = names.iter().find(|(a, _)| *a == atom) {
+            return Some(name.clone());
+        }
+        let raw = ctx.as_raw().as_ptr();
+        let mut len = 0;
+        // SAFETY: the live context and one of its atoms; the C string is
+        // freed once; a kept atom holds a reference of its own, freed in
+        // `drop`.
+        unsafe {
+            let s = qjs::JS_AtomToCStringLen(raw, &mut len, atom);
+            if s.is_null() {
+                let _ = ctx.catch();
+                return None;
+            }
+            let bytes = std::slice::from_raw_parts(s.cast::<u8>(), len as usize);
+            let name = HeaderName::from_bytes(bytes).ok();
+            qjs::JS_FreeCString(raw, s);
+            let name = name?;
+            if names.len() < NAMES_KEPT {
+                names.push((qjs::JS_DupAtom(raw, atom), name.clone()));
+            }
+            Some(name)
+        }
+    }
+}
+
+impl Keys {
+    /// The JS string `s` as a header value: `None` when QuickJS cannot
+    /// give its text or it is not UTF-8 (then it is no string to Tyk's
+    /// decoder either), `Some(Err)` when a header cannot carry it (CR, LF,
+    /// another control character: [`HeaderValue::from_str`], as on every
+    /// path).
+    pub(crate) fn header_value(
+        &self,
+        ctx: &Ctx<'_>,
+        s: &rquickjs::String<'_>,
+    ) -> Option<Result<HeaderValue, ()>> {
+        let v = s.as_raw();
+        // SAFETY: `v` is a string: its pointer is its identity.
+        let ptr = unsafe { qjs::JS_VALUE_GET_PTR(v) };
+        let mut values = self.values.borrow_mut();
+        // SAFETY: each kept value is a string (reading its pointer).
+        if let Some((_, hv)) = values
+            .iter()
+            .find(|(k, _)| unsafe { qjs::JS_VALUE_GET_PTR(*k) } == ptr)
+        {
+            return Some(Ok(hv.clone()));
+        }
+        let raw = ctx.as_raw().as_ptr();
+        let mut len = 0;
+        // SAFETY: the live context and one of its strings; the C string is
+        // freed once; a kept string holds a reference of its own, freed in
+        // `drop`.
+        unsafe {
+            let p = qjs::JS_ToCStringLen(raw, &mut len, v);
+            if p.is_null() {
+                let _ = ctx.catch();
+                return None;
+            }
+            let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len);
+            let parsed = std::str::from_utf8(bytes)
+                .ok()
+                .map(|t| HeaderValue::from_str(t).map_err(drop));
+            qjs::JS_FreeCString(raw, p);
+            if let Some(Ok(hv)) = &parsed {
+                if values.len() < VALUES_KEPT && len <= VALUE_KEPT_LEN {
+                    values.push((qjs::JS_DupValue(raw, v), hv.clone()));
+                }
+            }
+            parsed
+        }
+    }
+}
+
+impl Keys {
+    /// [`Keys::get`], `None` when the value is undefined (no `Value` made).
+    pub(crate) fn get_defined<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        obj: &Value<'js>,
+        key: Key,
+    ) -> rquickjs::Result<Option<Value<'js>>> {
+        // SAFETY: as in `get`; undefined holds no reference.
+        unsafe {
+            let v = qjs::JS_GetProperty(
+                ctx.as_raw().as_ptr(),
+                obj.as_raw(),
+                self.atoms[key as usize],
+            );
+            if qjs::JS_IsException(v) {
+                return Err(rquickjs::Error::Exception);
+            }
+            if qjs::JS_VALUE_GET_TAG(v) == qjs::JS_TAG_UNDEFINED {
+                return Ok(None);
+            }
+            Ok(Some(Value::from_raw(ctx.clone(), v)))
+        }
+    }
+}
+
 impl Drop for Keys {
     fn drop(&mut self) {
+        for (atom, _) in self.names.take() {
+            // SAFETY: a reference taken in `header_name`, freed once here.
+            unsafe { qjs::JS_FreeAtomRT(self.rt, atom) };
+        }
+        for (v, _) in self.values.take() {
+            // SAFETY: a reference taken in `header_value`, freed once here.
+            unsafe { qjs::JS_FreeValueRT(self.rt, v) };
+        }
         self.request = None;
         for &atom in &self.atoms {
             if atom != qjs::JS_ATOM_NULL {
@@ -213,6 +361,43 @@ pub(crate) fn own_entries<'js>(
         }
     }
     Ok(out)
+}
+
+/// [`own_entries`] with each key as its atom (alive while the returned
+/// table is), for a reader that needs the text only for an error.
+pub(crate) fn own_atom_entries<'js>(
+    ctx: &Ctx<'js>,
+    obj: &Value<'js>,
+) -> rquickjs::Result<(AtomTable, Vec<Value<'js>>)> {
+    let keys = OwnKeys::of(ctx, obj)?;
+    let mut out = Vec::with_capacity(keys.len as usize);
+    for atom in keys.atoms() {
+        // SAFETY: `atom` is alive (in the table); the returned value's
+        // reference is handed to the `Value`.
+        unsafe {
+            let v = qjs::JS_GetProperty(keys.raw, obj.as_raw(), atom);
+            if qjs::JS_IsException(v) {
+                return Err(rquickjs::Error::Exception);
+            }
+            out.push(Value::from_raw(ctx.clone(), v));
+        }
+    }
+    Ok((AtomTable(keys), out))
+}
+
+/// The keys [`own_atom_entries`] read, in order.
+pub(crate) struct AtomTable(OwnKeys);
+
+impl AtomTable {
+    pub(crate) fn atoms(&self) -> impl Iterator<Item = qjs::JSAtom> + '_ {
+        self.0.atoms()
+    }
+
+    /// The text of one of these atoms.
+    pub(crate) fn text(&self, atom: qjs::JSAtom) -> String {
+        // SAFETY: the table's live context; the atom is alive in the table.
+        unsafe { atom_string(self.0.raw, atom) }
+    }
 }
 
 /// An atom's text (a lone surrogate becomes U+FFFD).

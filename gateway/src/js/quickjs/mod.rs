@@ -330,8 +330,10 @@ fn dispatch_source(
             }
         })
         .collect();
+    // `objects`: each entry's object, for a persistent context's host to
+    // call `ProcessRequest` on itself (`request.rs`, `Table::call`).
     format!(
-        "(function (mw) {{ return [{}]; }})({})",
+        "(function (mw) {{ var d = [{}]; d.objects = mw; return d; }})({})",
         calls.join(",\n"),
         super::scope::RESOLVE
     )

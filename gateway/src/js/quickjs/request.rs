@@ -43,7 +43,9 @@ pub(crate) const FIELDS: [&str; 14] = [
 ];
 
 /// A field's place in [`FIELDS`] (and in [`Slots::slots`]).
+/// Every field is named for its place, though the host reads only some.
 #[derive(Clone, Copy)]
+#[allow(dead_code)]
 pub(crate) enum Field {
     Headers = 0,
     SetHeaders,
@@ -116,6 +118,14 @@ pub(crate) struct Table {
     make: JSValue,
     /// `host.js`'s dispatch array: entry `i` is `dispatch[i](request, spec)`.
     dispatch: Vec<JSValue>,
+    /// Each entry's object (`mw[i]` in the dispatch), or undefined: a
+    /// request-phase call is `objects[i].ProcessRequest(request, {},
+    /// spec)` made here, one interpreter frame fewer than through the
+    /// dispatch function (which serves where the object is missing, to
+    /// throw what it would).
+    objects: Vec<JSValue>,
+    /// `"ProcessRequest"` as an atom.
+    process: qjs::JSAtom,
     /// This API's `spec` object.
     spec: JSValue,
     /// `"http"`, made once.
@@ -123,6 +133,17 @@ pub(crate) struct Table {
     /// The methods a request most often has, and `""`, made once.
     methods: [(&'static str, JSValue); METHODS.len()],
     empty: JSValue,
+    /// Objects of the answers' usual shapes, `{Request}`, `{Request,
+    /// SessionMeta}` (`ReturnData`) and `{Request, Session}`
+    /// (`ReturnAuthData`), kept for the context's life. QuickJS frees a
+    /// shape with its last object and shares a live one: without these,
+    /// every call's answer literal made its shapes again (a clone, a hash
+    /// insert and a free each).
+    shapes: [JSValue; 3],
+    /// The last call's `SetHeaders` container, kept until the next call
+    /// has made its own, for the same reason: its keys' shapes (the same
+    /// headers, call after call) stay alive to be shared.
+    kept: std::cell::Cell<JSValue>,
 }
 
 /// The methods whose strings are made once per context.
@@ -148,15 +169,15 @@ fn undefined() -> JSValue {
 
 impl Table {
     /// Registers the class in `ctx`'s runtime and gathers the rest; `make`
-    /// is `host.js`'s container maker, `dispatch` its entries, `spec` the
-    /// API's spec object.
+    /// is `host.js`'s container maker, `dispatch` its entries and their
+    /// objects, `spec` the API's spec object.
     ///
     /// # Safety
     /// `ctx` is a live context and the values are its own.
     pub(crate) unsafe fn new(
         ctx: *mut qjs::JSContext,
         make: JSValue,
-        dispatch: &[JSValue],
+        (dispatch, objects): (&[JSValue], &[JSValue]),
         spec: JSValue,
     ) -> Result<Box<Table>, ()> {
         // SAFETY: as the caller promised; everything made here is owned by
@@ -182,10 +203,14 @@ impl Table {
                 proto: undefined(),
                 make: qjs::JS_DupValue(ctx, make),
                 dispatch: dispatch.iter().map(|&f| qjs::JS_DupValue(ctx, f)).collect(),
+                objects: objects.iter().map(|&o| qjs::JS_DupValue(ctx, o)).collect(),
+                process: qjs::JS_NewAtomLen(ctx, c"ProcessRequest".as_ptr(), 14),
                 spec: qjs::JS_DupValue(ctx, spec),
                 scheme: undefined(),
                 methods: METHODS.map(|m| (m, undefined())),
                 empty: undefined(),
+                shapes: [undefined(); 3],
+                kept: std::cell::Cell::new(undefined()),
             });
             let string = |s: &str| qjs::JS_NewStringLen(ctx, s.as_ptr().cast(), s.len() as _);
             for (name, value) in table.methods.iter_mut() {
@@ -193,6 +218,9 @@ impl Table {
                 if qjs::JS_IsException(*value) {
                     return Err(());
                 }
+            }
+            if table.process == qjs::JS_ATOM_NULL {
+                return Err(());
             }
             table.empty = string("");
             if qjs::JS_IsException(table.empty) {
@@ -213,6 +241,29 @@ impl Table {
             table.scheme = qjs::JS_NewStringLen(ctx, c"http".as_ptr(), 4);
             if qjs::JS_IsException(table.proto) || qjs::JS_IsException(table.scheme) {
                 return Err(());
+            }
+            let shapes: [&[&std::ffi::CStr]; 3] = [
+                &[c"Request"],
+                &[c"Request", c"SessionMeta"],
+                &[c"Request", c"Session"],
+            ];
+            for (shape, names) in table.shapes.iter_mut().zip(shapes) {
+                // As an object literal defines its fields. One object per
+                // shape: an object alone on its shape grows it in place, so
+                // `{Request}` needs one of its own to stay alive.
+                let obj = qjs::JS_NewObject(ctx);
+                *shape = obj;
+                if qjs::JS_IsException(obj) {
+                    return Err(());
+                }
+                let flags = qjs::JS_PROP_C_W_E as i32;
+                for name in names {
+                    if qjs::JS_DefinePropertyValueStr(ctx, obj, name.as_ptr(), undefined(), flags)
+                        < 0
+                    {
+                        return Err(());
+                    }
+                }
             }
             Ok(table)
         }
@@ -277,29 +328,40 @@ impl Table {
         }
     }
 
-    /// The answer's fields of `obj` when it is one of this table's request
-    /// objects still in slots and without accessors: each field's value
-    /// (a new reference), or null for a container never made (so empty);
-    /// undefined when deleted. `None`: read it as any object.
+    /// Fields `which` of `obj` when it is one of this table's request
+    /// objects still in slots and none of them is an accessor (whose
+    /// getter reading must run): each field's value (a new reference), or
+    /// null for a container never made (so empty); undefined when deleted.
+    /// `None`: read it as any object.
     ///
     /// # Safety
     /// `obj` is a value of the table's live context.
-    pub(crate) unsafe fn fields(&self, obj: JSValue) -> Option<[JSValue; FIELDS.len()]> {
+    pub(crate) unsafe fn fields<const N: usize>(
+        &self,
+        obj: JSValue,
+        which: [Field; N],
+    ) -> Option<[JSValue; N]> {
         // SAFETY: the opaque of this class is always a `Slots`.
         unsafe {
             let s = qjs::JS_GetOpaque(obj, self.class).cast::<Slots>();
             let s = s.as_ref()?;
-            if s.plain || s.slots.iter().any(|s| matches!(s, Slot::Accessor { .. })) {
+            if s.plain {
                 return None;
             }
-            let mut out = [undefined(); FIELDS.len()];
-            for (o, slot) in out.iter_mut().zip(&s.slots) {
-                *o = match slot {
+            let mut out = [undefined(); N];
+            for (o, &f) in out.iter_mut().zip(&which) {
+                *o = match s.slots[f as usize] {
                     Slot::Absent => undefined(),
                     Slot::Lazy(_) | Slot::Pending => qjs::JS_NULL,
-                    Slot::Data { value, .. } => qjs::JS_DupValueRT(self.rt, *value),
-                    Slot::Accessor { .. } => unreachable!("checked above"),
+                    Slot::Data { value, .. } => value,
+                    Slot::Accessor { .. } => return None,
                 };
+            }
+            // Every field is settled: now each reference is taken.
+            for &v in &out {
+                if qjs::JS_VALUE_GET_TAG(v) < 0 {
+                    qjs::JS_DupValueRT(self.rt, v);
+                }
             }
             Some(out)
         }
@@ -321,9 +383,32 @@ impl Table {
             unsafe { qjs::JS_ThrowTypeError(ctx, c"no such entry".as_ptr()) };
             return qjs::JS_EXCEPTION;
         };
-        let mut args = [request, self.spec];
-        // SAFETY: as the caller promised; the arguments are borrowed.
-        unsafe { qjs::JS_Call(ctx, f, qjs::JS_UNDEFINED, 2, args.as_mut_ptr()) }
+        // SAFETY: as the caller promised; the arguments are borrowed, the
+        // method and the session are this call's references, freed once.
+        unsafe {
+            match self.objects.get(index) {
+                Some(&obj) if qjs::JS_IsObject(obj) => {
+                    let method = qjs::JS_GetProperty(ctx, obj, self.process);
+                    if qjs::JS_IsException(method) {
+                        return method;
+                    }
+                    let session = qjs::JS_NewObject(ctx);
+                    if qjs::JS_IsException(session) {
+                        qjs::JS_FreeValue(ctx, method);
+                        return session;
+                    }
+                    let mut args = [request, session, self.spec];
+                    let ret = qjs::JS_Call(ctx, method, obj, 3, args.as_mut_ptr());
+                    qjs::JS_FreeValue(ctx, session);
+                    qjs::JS_FreeValue(ctx, method);
+                    ret
+                }
+                _ => {
+                    let mut args = [request, self.spec];
+                    qjs::JS_Call(ctx, f, qjs::JS_UNDEFINED, 2, args.as_mut_ptr())
+                }
+            }
+        }
     }
 
     /// `method` as a JS string (a new reference), made once for the usual
@@ -375,6 +460,12 @@ impl Table {
                 return;
             }
             (*s).headers = std::ptr::null();
+            if let Slot::Data { value, .. } = (*s).slots[Field::SetHeaders as usize] {
+                if qjs::JS_IsObject(value) {
+                    let old = self.kept.replace(qjs::JS_DupValue(ctx, value));
+                    qjs::JS_FreeValue(ctx, old);
+                }
+            }
             if !matches!((*s).slots[Field::Headers as usize], Slot::Pending) {
                 qjs::JS_FreeValue(ctx, obj);
                 return;
@@ -410,8 +501,11 @@ impl Drop for Table {
             }
             qjs::JS_FreeValueRT(self.rt, self.proto);
             qjs::JS_FreeValueRT(self.rt, self.make);
-            for &f in &self.dispatch {
+            for &f in self.dispatch.iter().chain(&self.objects) {
                 qjs::JS_FreeValueRT(self.rt, f);
+            }
+            if self.process != qjs::JS_ATOM_NULL {
+                qjs::JS_FreeAtomRT(self.rt, self.process);
             }
             qjs::JS_FreeValueRT(self.rt, self.spec);
             for &(_, m) in &self.methods {
@@ -419,6 +513,10 @@ impl Drop for Table {
             }
             qjs::JS_FreeValueRT(self.rt, self.empty);
             qjs::JS_FreeValueRT(self.rt, self.scheme);
+            for &shape in &self.shapes {
+                qjs::JS_FreeValueRT(self.rt, shape);
+            }
+            qjs::JS_FreeValueRT(self.rt, self.kept.get());
         }
     }
 }
@@ -441,11 +539,26 @@ unsafe fn free_slot(rt: *mut qjs::JSRuntime, slot: &Slot) {
     unsafe {
         match *slot {
             Slot::Absent | Slot::Pending => {}
-            Slot::Lazy(v) | Slot::Data { value: v, .. } => qjs::JS_FreeValueRT(rt, v),
+            Slot::Lazy(v) | Slot::Data { value: v, .. } => free_rt(rt, v),
             Slot::Accessor { get, set, .. } => {
-                qjs::JS_FreeValueRT(rt, get);
-                qjs::JS_FreeValueRT(rt, set);
+                free_rt(rt, get);
+                free_rt(rt, set);
             }
+        }
+    }
+}
+
+/// `JS_FreeValueRT`, skipped for a value without a reference count (most
+/// slots: null, a boolean, undefined): the call is not inlined.
+///
+/// # Safety
+/// `v` belongs to `rt` and its reference is given up.
+unsafe fn free_rt(rt: *mut qjs::JSRuntime, v: JSValue) {
+    // QuickJS's `JS_VALUE_HAS_REF_COUNT`: the tags below zero.
+    // SAFETY: as the caller promised.
+    unsafe {
+        if qjs::JS_VALUE_GET_TAG(v) < 0 {
+            qjs::JS_FreeValueRT(rt, v);
         }
     }
 }
@@ -459,6 +572,33 @@ unsafe fn slots_of(obj: JSValue) -> *mut Slots {
     // SAFETY: as the caller promised; only this class's objects reach the
     // handlers below, and their opaque is a `Slots`.
     unsafe { qjs::JS_GetAnyOpaque(obj, &mut class).cast() }
+}
+
+/// The slots and table of a request object whose fields are still in
+/// slots: what every exotic handler starts from. `None` when the object is
+/// ordinary now (`plain`: the handler steps aside) or has no opaque.
+///
+/// A raw pointer, not `&mut Slots`: a handler may call into QuickJS while
+/// it works on the slots (making a container runs `host.js`'s `make`, any
+/// allocation may run the cycle collector, whose [`mark`] reads the same
+/// slots), and a `&mut` held across that would alias those reads. Each
+/// handler reads and writes through the pointer, slot by slot.
+///
+/// # Safety
+/// `obj` is a live object of the class (QuickJS calls the handlers only
+/// with those). Its table is then alive: the table is owned by the
+/// context's `Keys`, dropped only after every script of the context has
+/// run, and handlers run only inside a script or a host call.
+unsafe fn in_slots<'a>(obj: JSValue) -> Option<(*mut Slots, &'a Table)> {
+    // SAFETY: as the caller promised: the opaque is a `Slots` or null, and
+    // its table outlives every handler call.
+    unsafe {
+        let s = slots_of(obj);
+        if s.is_null() || (*s).plain {
+            return None;
+        }
+        Some((s, &*(*s).table))
+    }
 }
 
 thread_local! {
@@ -560,13 +700,13 @@ unsafe extern "C" fn get_own_property(
     obj: JSValue,
     prop: qjs::JSAtom,
 ) -> i32 {
-    // SAFETY: QuickJS calls this with a live object of the class.
+    // SAFETY: QuickJS calls this with a live object of the class
+    // (`in_slots`); `desc`, when not null, is QuickJS's to fill.
     unsafe {
-        let s = slots_of(obj);
-        if s.is_null() || (*s).plain {
+        let Some((s, table)) = in_slots(obj) else {
             return 0;
-        }
-        let Some(i) = (*(*s).table).field(prop) else {
+        };
+        let Some(i) = table.field(prop) else {
             return 0;
         };
         if matches!((*s).slots[i], Slot::Absent) {
@@ -610,11 +750,9 @@ unsafe extern "C" fn get_own_property_names(
     unsafe {
         *ptab = std::ptr::null_mut();
         *plen = 0;
-        let s = slots_of(obj);
-        if s.is_null() || (*s).plain {
+        let Some((s, table)) = in_slots(obj) else {
             return 0;
-        }
-        let table = &*(*s).table;
+        };
         let size = std::mem::size_of::<qjs::JSPropertyEnum>() * FIELDS.len();
         let tab = qjs::js_malloc(ctx, size as _).cast::<qjs::JSPropertyEnum>();
         if tab.is_null() {
@@ -641,13 +779,11 @@ unsafe extern "C" fn delete_property(
     obj: JSValue,
     prop: qjs::JSAtom,
 ) -> i32 {
-    // SAFETY: QuickJS calls this with a live object of the class.
+    // SAFETY: QuickJS calls this with a live object of the class (`in_slots`).
     unsafe {
-        let s = slots_of(obj);
-        if s.is_null() || (*s).plain {
+        let Some((s, table)) = in_slots(obj) else {
             return 1;
-        }
-        let table = &*(*s).table;
+        };
         let Some(i) = table.field(prop) else {
             return 1;
         };
@@ -871,9 +1007,8 @@ unsafe extern "C" fn define_own_property(
     flags: i32,
 ) -> i32 {
     let flags = flags as u32;
-    // SAFETY: QuickJS calls this with a live object of the class.
+    // SAFETY: QuickJS calls this with a live object of the class (`in_slots`).
     unsafe {
-        let s = slots_of(obj);
         let ordinary = || {
             qjs::JS_DefineProperty(
                 ctx,
@@ -885,11 +1020,10 @@ unsafe extern "C" fn define_own_property(
                 (flags | qjs::JS_PROP_NO_EXOTIC) as i32,
             )
         };
-        if s.is_null() || (*s).plain {
+        let Some((s, table)) = in_slots(obj) else {
             return ordinary();
-        }
-        let field = (*(*s).table).field(prop);
-        match field {
+        };
+        match table.field(prop) {
             Some(i) if !matches!((*s).slots[i], Slot::Absent) => {
                 let wanted = Wanted {
                     value,

@@ -117,16 +117,22 @@ pub(crate) fn header(
     value: &str,
     field: &str,
 ) -> Result<(HeaderName, HeaderValue), MwError> {
-    let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-        MwError::bad_answer(format!("{field}: {name:?} is not a valid header name"))
-    })?;
+    let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad_header_name(field, name))?;
     // HeaderValue refuses CR, LF and NUL: a script cannot split the request.
-    let v = HeaderValue::from_str(value).map_err(|_| {
-        MwError::bad_answer(format!(
-            "{field}[{name:?}]: value contains a character not allowed in a header (CR, LF or control)"
-        ))
-    })?;
+    let v = HeaderValue::from_str(value).map_err(|_| bad_header_value(field, name))?;
     Ok((n, v))
+}
+
+/// [`header`]'s error for a name that is not a header name.
+pub(crate) fn bad_header_name(field: &str, name: &str) -> MwError {
+    MwError::bad_answer(format!("{field}: {name:?} is not a valid header name"))
+}
+
+/// [`header`]'s error for a value a header cannot carry.
+pub(crate) fn bad_header_value(field: &str, name: &str) -> MwError {
+    MwError::bad_answer(format!(
+        "{field}[{name:?}]: value contains a character not allowed in a header (CR, LF or control)"
+    ))
 }
 
 pub(crate) fn string_map(
