@@ -17,21 +17,21 @@
 //! the same name: a buffer that size written between calls (untimed), the
 //! recorded p50 and mean printed.
 
-use std::future::Future;
 use std::hint::black_box;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::pin;
 use std::process::Command;
-use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use bytes::Bytes;
 use gateway::config::{load_dir, Hook};
-use gateway::middleware::{ApiChain, HostOptions, MwRequest};
+use gateway::middleware::{ApiChain, HostOptions};
 use gateway::stats::Stats;
-use http::{HeaderMap, HeaderValue, Method};
 
+#[path = "common/mw.rs"]
+mod common;
+use common::{poll_once, request};
+
+/// The path the benches' requests ask for.
+const PATH: &str = "/gopl/hello/";
 const BATCHES: usize = 21;
 const CALLS: usize = 20_000;
 
@@ -55,36 +55,6 @@ fn build_plugins(ws: &Path) -> PathBuf {
         .expect("run cargo");
     assert!(status.success(), "building the plugins failed");
     target.join("release")
-}
-
-/// A request like ab's: a handful of headers, no body.
-fn request() -> MwRequest {
-    // Sized as the gateway sizes it: hyper's map for the client's headers,
-    // plus the room the proxy makes before a chain.
-    let mut headers = HeaderMap::with_capacity(3 + gateway::middleware::CHAIN_HEADER_ROOM);
-    for (n, v) in [
-        ("host", "127.0.0.1:8091"),
-        ("user-agent", "ApacheBench/2.3"),
-        ("accept", "*/*"),
-    ] {
-        headers.insert(n, HeaderValue::from_static(v));
-    }
-    MwRequest {
-        method: Method::GET,
-        path: "/gopl/hello/".into(),
-        query: None,
-        headers,
-        body: Bytes::new(),
-        remote_addr: SocketAddr::from(([127, 0, 0, 1], 1)),
-        request_uri: http::Uri::from_static("/gopl/hello/"),
-    }
-}
-
-/// Polls a future once: native calls are ready at once, and a runtime's
-/// `block_on` would cost more than the call being measured.
-fn poll_once<F: Future>(f: F) -> Poll<F::Output> {
-    let mut f = pin!(f);
-    f.as_mut().poll(&mut Context::from_waker(Waker::noop()))
 }
 
 /// The seed's main.go as a Go adapter library, or why there is none.
@@ -192,40 +162,20 @@ fn main() {
         // Each call gets a request built as the gateway builds one (a clone
         // would leave its header list full, so the plugin's header would grow
         // it); building it is measured separately and subtracted.
-        let build = median_ns(|| drop(black_box(request())));
+        let build = median_ns(|| drop(black_box(request(PATH))));
         let bare = spread_ns(|| {
-            let mut req = request();
+            let mut req = request(PATH);
             let _ = black_box(poll_once(mw.call(&mut req)));
         });
         let stats = Stats::default();
         let api = ApiChain::new(&spec, factory.instantiate().unwrap(), &stats);
         let run = median_ns(|| {
-            let mut req = request();
+            let mut req = request(PATH);
             let _ = black_box(poll_once(api.run(Hook::Pre, &mut req)));
         });
         let p50 = stats.summaries()[0].p50_us * 1000.0;
-        let cold = std::env::var("EVICT_KB")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok());
-        if let Some(kb) = cold {
-            let stats = Stats::default();
-            let api = ApiChain::new(&spec, factory.instantiate().unwrap(), &stats);
-            let mut junk = vec![0u8; kb * 1024];
-            for i in 0..5_000usize {
-                for b in junk.iter_mut().step_by(64) {
-                    *b = b.wrapping_add(i as u8);
-                }
-                black_box(&junk);
-                let mut req = request();
-                let _ = black_box(poll_once(api.run(Hook::Pre, &mut req)));
-            }
-            let s = &stats.summaries()[0];
-            println!(
-                "{label:>12}: {kb} KiB evicted between calls: recorded p50 {:.0} ns, mean {:.0} ns, p99 {:.0} ns (5000 calls)",
-                s.p50_us * 1000.0,
-                s.mean_us * 1000.0,
-                s.p99_us * 1000.0
-            );
+        if let Some(kb) = common::evict_kb() {
+            common::cold_calls(&label, &spec, &*factory, PATH, kb, 5_000);
         }
         println!(
             "{label:>12}: call {:7.1} ns (p10 {:.1}, p90 {:.1})  ApiChain::run {:7.1} ns  (building the request {build:.1} ns subtracted; recorded p50 {p50:.0} ns)",

@@ -20,55 +20,28 @@
 //! the call through `ApiChain::run` and prints the recorded p50 and mean.
 //! `native_call` has the same switch, for the native plugin beside it.
 
-use std::future::Future;
 use std::hint::black_box;
-use std::net::SocketAddr;
 use std::path::Path;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Instant;
 
-use bytes::Bytes;
 use gateway::config::{load_dir, Hook};
-use gateway::middleware::{ApiChain, ChainFactory, MwRequest};
+use gateway::middleware::{ApiChain, ChainFactory};
 use gateway::stats::Stats;
 use gateway::wasm::WasmLimits;
-use http::{HeaderMap, HeaderValue, Method};
+
+#[path = "common/mw.rs"]
+mod common;
+use common::{poll_once, request};
+
+/// The path the benches' requests ask for.
+const PATH: &str = "/wasm/hello/";
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// A request like ab's: a handful of headers, no body.
-fn request() -> MwRequest {
-    // Sized as the gateway sizes it: hyper's map for the client's headers,
-    // plus the room the proxy makes before a chain.
-    let mut headers = HeaderMap::with_capacity(3 + gateway::middleware::CHAIN_HEADER_ROOM);
-    for (n, v) in [
-        ("host", "127.0.0.1:8091"),
-        ("user-agent", "ApacheBench/2.3"),
-        ("accept", "*/*"),
-    ] {
-        headers.insert(n, HeaderValue::from_static(v));
-    }
-    MwRequest {
-        method: Method::GET,
-        path: "/wasm/hello/".into(),
-        query: None,
-        headers,
-        body: Bytes::new(),
-        remote_addr: SocketAddr::from(([127, 0, 0, 1], 1)),
-        request_uri: http::Uri::from_static("/wasm/hello/"),
-    }
-}
-
-/// Polls a future once: wasm calls are ready at once.
-fn poll_once<F: Future>(f: F) -> Poll<F::Output> {
-    let mut f = pin!(f);
-    f.as_mut().poll(&mut Context::from_waker(Waker::noop()))
 }
 
 /// (median, min, max) ns per call over the batches.
@@ -115,9 +88,9 @@ fn main() {
     // Each call gets a request built as the gateway builds one (a clone
     // would leave its header list full, so the plugin's header would grow
     // it); building it is measured separately and subtracted.
-    let (build, ..) = per_call_ns(batches, calls, || drop(black_box(request())));
+    let (build, ..) = per_call_ns(batches, calls, || drop(black_box(request(PATH))));
     let (bare, lo, hi) = per_call_ns(batches, calls, || {
-        let mut req = request();
+        let mut req = request(PATH);
         let out = poll_once(mw.call(&mut req));
         assert!(matches!(out, Poll::Ready(Ok(_))));
         black_box(req);
@@ -125,7 +98,7 @@ fn main() {
     let stats = Stats::default();
     let api = ApiChain::new(&spec, factory.instantiate().unwrap(), &stats);
     let (run, ..) = per_call_ns(batches, calls, || {
-        let mut req = request();
+        let mut req = request(PATH);
         let _ = black_box(poll_once(api.run(Hook::Pre, &mut req)));
     });
     let p50 = stats.summaries()[0].p50_us * 1000.0;
@@ -137,8 +110,15 @@ fn main() {
         hi - build,
         run - build,
     );
-    if let Some(kb) = std::env::var("EVICT_KB").ok().and_then(|v| v.parse().ok()) {
-        cold_calls(&spec, &*factory, kb, calls);
+    if let Some(kb) = common::evict_kb() {
+        common::cold_calls(
+            "AddHeader (wasm)",
+            &spec,
+            &*factory,
+            PATH,
+            kb,
+            (calls / 4).max(1),
+        );
     }
     let starts = (calls / 100).max(1);
     let (start, lo, hi) = per_call_ns(batches.min(5), starts, || {
@@ -151,33 +131,4 @@ fn main() {
         hi / 1e3
     );
     black_box(factory as std::sync::Arc<dyn ChainFactory>);
-}
-
-/// Calls with `kb` KiB written between them (untimed), recorded as the
-/// gateway records them; prints the recorded p50 and mean.
-fn cold_calls(
-    spec: &gateway::config::ApiSpec,
-    factory: &dyn ChainFactory,
-    kb: usize,
-    calls: usize,
-) {
-    let stats = Stats::default();
-    let api = ApiChain::new(spec, factory.instantiate().unwrap(), &stats);
-    let mut junk = vec![0u8; kb * 1024];
-    let calls = (calls / 4).max(1);
-    for i in 0..calls {
-        for b in junk.iter_mut().step_by(64) {
-            *b = b.wrapping_add(i as u8);
-        }
-        black_box(&junk);
-        let mut req = request();
-        let _ = black_box(poll_once(api.run(Hook::Pre, &mut req)));
-    }
-    let s = &stats.summaries()[0];
-    println!(
-        "AddHeader (wasm), {kb} KiB evicted between calls: recorded p50 {:.0} ns, mean {:.0} ns, p99 {:.0} ns ({calls} calls)",
-        s.p50_us * 1000.0,
-        s.mean_us * 1000.0,
-        s.p99_us * 1000.0
-    );
 }

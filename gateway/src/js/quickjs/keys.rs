@@ -178,14 +178,7 @@ impl Keys {
         // `drop`.
         unsafe {
             let s = qjs::JS_AtomToCStringLen(raw, &mut len, atom);
-            if s.is_null() {
-                let _ = ctx.catch();
-                return None;
-            }
-            let bytes = std::slice::from_raw_parts(s.cast::<u8>(), len as usize);
-            let name = HeaderName::from_bytes(bytes).ok();
-            qjs::JS_FreeCString(raw, s);
-            let name = name?;
+            let name = c_string_bytes(ctx, s, len as usize, |b| HeaderName::from_bytes(b).ok())??;
             if names.len() < NAMES_KEPT {
                 names.push((qjs::JS_DupAtom(raw, atom), name.clone()));
             }
@@ -223,15 +216,11 @@ impl Keys {
         // `drop`.
         unsafe {
             let p = qjs::JS_ToCStringLen(raw, &mut len, v);
-            if p.is_null() {
-                let _ = ctx.catch();
-                return None;
-            }
-            let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len);
-            let parsed = std::str::from_utf8(bytes)
-                .ok()
-                .map(|t| HeaderValue::from_str(t).map_err(drop));
-            qjs::JS_FreeCString(raw, p);
+            let parsed = c_string_bytes(ctx, p, len, |b| {
+                std::str::from_utf8(b)
+                    .ok()
+                    .map(|t| HeaderValue::from_str(t).map_err(drop))
+            })?;
             if let Some(Ok(hv)) = &parsed {
                 if values.len() < VALUES_KEPT && len <= VALUE_KEPT_LEN {
                     values.push((qjs::JS_DupValue(raw, v), hv.clone()));
@@ -239,6 +228,31 @@ impl Keys {
             }
             parsed
         }
+    }
+}
+
+/// `f` of the bytes of the C string quickjs just made of a string or an
+/// atom (`p`, `len` bytes), the string freed after; `None` when quickjs
+/// could not make it (its exception taken).
+///
+/// # Safety
+/// `p` and `len` come from `JS_ToCStringLen` or `JS_AtomToCStringLen` on
+/// the live context `ctx`, and `p` is not used after.
+unsafe fn c_string_bytes<R>(
+    ctx: &Ctx<'_>,
+    p: *const std::ffi::c_char,
+    len: usize,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Option<R> {
+    if p.is_null() {
+        let _ = ctx.catch();
+        return None;
+    }
+    // SAFETY: per the contract, `len` bytes at `p`, freed once here.
+    unsafe {
+        let out = f(std::slice::from_raw_parts(p.cast::<u8>(), len));
+        qjs::JS_FreeCString(ctx.as_raw().as_ptr(), p);
+        Some(out)
     }
 }
 
