@@ -1,5 +1,6 @@
 """CPU time of running processes, read from /proc, and the loopback port
-helpers, for the bench scripts beside this file (wasm_cpu.py, proxy_cost.py).
+helpers and the paired-difference interval, for the bench scripts beside
+this file (wasm_cpu.py, proxy_cost.py).
 
 /proc/<pid>/task/<tid>/schedstat's first field is the nanoseconds the thread
 has spent on a CPU (user and system together), where /proc/<pid>/stat counts
@@ -11,6 +12,7 @@ thread that exits takes its figure with it, so measure long-lived servers
 
 import os
 import socket
+import statistics
 import time
 
 
@@ -52,3 +54,17 @@ def wait_port(port, limit=10.0):
         except OSError:
             time.sleep(0.05)
     raise SystemExit(f"nothing listens on {port}")
+
+
+def interval(d):
+    """Mean of paired differences with a 95% t interval (half-width)."""
+    if len(d) < 2:
+        return f"mean {statistics.mean(d):.2f}"
+    # Two-sided 95% Student t quantiles for small samples; 1.96 beyond.
+    t = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31,
+         9: 2.26, 10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}
+    df = len(d) - 1
+    q = t.get(df) or next((v for k, v in sorted(t.items()) if k >= df), 1.96)
+    half = q * statistics.stdev(d) / len(d) ** 0.5
+    m = statistics.mean(d)
+    return f"mean {m:.2f} (95% {m - half:.2f} to {m + half:.2f})"

@@ -36,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proc_cpu import cpu_ns, free_port, wait_port  # noqa: E402  (the module beside this script)
+from proc_cpu import cpu_ns, free_port, interval, wait_port  # noqa: E402  (the module beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REL = os.path.join(ROOT, "target", "release")
@@ -210,6 +210,18 @@ def main():
         for load in loads:
             for name in proxies:
                 print(f"  {load:18} {name:20} {spread(results[(name, load)])}")
+        # The machine drifts from round to round (the two cores are shared
+        # with the load generator and the upstream): a difference taken
+        # inside each round cancels most of it.
+        print("paired difference per round, gateway minus nginx with as many workers, µs per request:")
+        for load in loads:
+            for t in (1, 2):
+                for who in ("gateway", "baseline"):
+                    ours = results.get((f"{who} --threads {t}", load))
+                    theirs = results.get((f"nginx {t} worker(s)", load))
+                    if ours and theirs:
+                        d = [a - b for a, b in zip(ours, theirs)]
+                        print(f"  {load:18} {who} - nginx, {t} worker(s): {interval(d)}")
         time.sleep(2)
         print("VmRSS after the rounds:")
         for name, (port, pids) in proxies.items():

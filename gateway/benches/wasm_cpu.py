@@ -50,7 +50,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proc_cpu import cpu_ns, free_port, wait_port  # noqa: E402  (the module beside this script)
+from proc_cpu import cpu_ns, free_port, interval, wait_port  # noqa: E402  (the module beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # BIN_DIR measures another profile's build (e.g. target/debug); the
@@ -155,20 +155,6 @@ def measure(apis, rounds, n, threads):
     finally:
         gw.send_signal(signal.SIGTERM)
         gw.wait(timeout=30)
-
-
-def interval(d):
-    """Mean of paired differences with a 95% t interval (half-width)."""
-    if len(d) < 2:
-        return f"mean {statistics.mean(d):.2f}"
-    # Two-sided 95% Student t quantiles for small samples; 1.96 beyond.
-    t = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31,
-         9: 2.26, 10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}
-    df = len(d) - 1
-    q = t.get(df) or next((v for k, v in sorted(t.items()) if k >= df), 1.96)
-    half = q * statistics.stdev(d) / len(d) ** 0.5
-    m = statistics.mean(d)
-    return f"mean {m:.2f} (95% {m - half:.2f} to {m + half:.2f})"
 
 
 def report(cpu, calls, rounds, n, threads):

@@ -22,8 +22,29 @@
 //! abandoned (a script stuck in a native step past its deadline) gets the
 //! process's whole mask back, so it burns an idle core rather than its
 //! worker's. `--cpu-affinity off` leaves placement to the kernel.
+//!
+//! Only a worker with VM threads gains from it. Without one, a pinned
+//! worker is just a thread the scheduler cannot move off a core the load
+//! generator and the upstream need: measured on that VM (release, `--threads
+//! 2`, /plain/, `ab -n 10000 -c 10`, 15 alternated rounds, CPU per request
+//! minus nginx's with 2 workers, `gateway/benches/proxy_cost.py`), pinned
+//! +5.14 µs (95% 4.45 to 5.82), unpinned +2.23 (0.20 to 4.26). So `auto`
+//! pins only when some API runs JS on VM threads ([`worth_pinning`]).
 
 use std::sync::OnceLock;
+
+use crate::config::{ApiSpec, Driver};
+
+/// Whether pinning pays for these APIs: some run JS (middleware or virtual
+/// endpoints) and scripts run on VM threads (`--jsvm-threads` above 0).
+/// QuickJS APIs start inline but may move to a VM thread at run time, so
+/// they count too.
+pub fn worth_pinning<'a>(jsvm_threads: usize, apis: impl IntoIterator<Item = &'a ApiSpec>) -> bool {
+    jsvm_threads > 0
+        && apis
+            .into_iter()
+            .any(|a| a.driver == Some(Driver::Js) || !a.virtual_endpoints.is_empty())
+}
 
 /// The CPUs the process was allowed to run on at start (its affinity mask,
 /// as `taskset` or a cgroup cpuset left it), in ascending order.

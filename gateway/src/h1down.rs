@@ -34,6 +34,7 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::pin::Pin;
 use std::task::Poll;
+use std::thread::LocalKey;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
@@ -380,7 +381,11 @@ fn parse(buf: &[u8], spans: &mut [MaybeUninit<Span>; MAX_HEADERS]) -> Step0 {
 /// `None` for a target or header hyper would not take as is.
 fn request(bytes: &Bytes, head: &Head, spans: &[Span]) -> Option<Request<()>> {
     let uri = Uri::from_maybe_shared(bytes.slice(head.target.clone())).ok()?;
-    let mut headers = http::HeaderMap::with_capacity(spans.len());
+    // Room for the headers a middleware chain sets, made now: a map sized
+    // to the client's headers alone would be grown (rehashed, reallocated)
+    // by the chain's first insert, and the room costs nothing without one.
+    let mut headers =
+        http::HeaderMap::with_capacity(spans.len() + crate::middleware::CHAIN_HEADER_ROOM);
     for span in spans {
         let (n, nl) = span.name;
         let (v, vl) = span.value;
@@ -749,23 +754,39 @@ fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
 /// workload) then costs no allocation for it.
 struct WriteBuf(Vec<u8>);
 
+/// A connection's read buffer, from the worker's spares and back (the
+/// request heads it held are gone by then, so its room is whole again).
+struct ReadBuf(BytesMut);
+
 /// Spare buffers kept per worker: enough for a busy worker's connections
 /// at once, few enough that a burst of thousands leaves no more behind.
 const SPARE_BUFS: usize = 64;
 
 thread_local! {
-    static SPARES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static SPARE_WRITES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     static SPARE_READS: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A connection's read buffer, from the worker's spares and back (the
-/// request heads it held are gone by then, so its room is whole again).
-struct ReadBuf(BytesMut);
+/// A spare from `list`, or a new one from `make`.
+fn take_spare<T: 'static>(list: &'static LocalKey<RefCell<Vec<T>>>, make: fn() -> T) -> T {
+    list.with(|s| s.borrow_mut().pop()).unwrap_or_else(make)
+}
+
+/// Gives `buf` back to `list`, unless the list is full.
+fn give_back<T: 'static>(list: &'static LocalKey<RefCell<Vec<T>>>, buf: T) {
+    list.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARE_BUFS {
+            s.push(buf);
+        }
+    });
+}
 
 impl ReadBuf {
     fn take() -> ReadBuf {
-        let spare = SPARE_READS.with(|s| s.borrow_mut().pop());
-        ReadBuf(spare.unwrap_or_else(|| BytesMut::with_capacity(READ_ROOM)))
+        ReadBuf(take_spare(&SPARE_READS, || {
+            BytesMut::with_capacity(READ_ROOM)
+        }))
     }
 }
 
@@ -775,20 +796,14 @@ impl Drop for ReadBuf {
         buf.clear();
         // Only a buffer no request value still shares gets its room back.
         if buf.try_reclaim(READ_ROOM) {
-            SPARE_READS.with(|s| {
-                let mut s = s.borrow_mut();
-                if s.len() < SPARE_BUFS {
-                    s.push(buf);
-                }
-            });
+            give_back(&SPARE_READS, buf);
         }
     }
 }
 
 impl WriteBuf {
     fn take() -> WriteBuf {
-        let spare = SPARES.with(|s| s.borrow_mut().pop());
-        WriteBuf(spare.unwrap_or_else(|| Vec::with_capacity(WRITE_ROOM)))
+        WriteBuf(take_spare(&SPARE_WRITES, || Vec::with_capacity(WRITE_ROOM)))
     }
 }
 
@@ -798,12 +813,7 @@ impl Drop for WriteBuf {
         // A head larger than the room grew it: not kept.
         if buf.capacity() == WRITE_ROOM {
             buf.clear();
-            SPARES.with(|s| {
-                let mut s = s.borrow_mut();
-                if s.len() < SPARE_BUFS {
-                    s.push(buf);
-                }
-            });
+            give_back(&SPARE_WRITES, buf);
         }
     }
 }

@@ -26,7 +26,7 @@ struct Args {
     /// Worker threads, each with its own listener, upstream pool and JS contexts [default: one per core]
     #[arg(long)]
     threads: Option<usize>,
-    /// Pin worker i to the i-th CPU the process may use, with its JS VM threads (auto), or leave placement to the kernel (off)
+    /// Pin worker i to the i-th CPU the process may use, with its JS VM threads, when an API runs JS on VM threads (auto), or leave placement to the kernel (off)
     #[arg(long, default_value = "auto", value_parser = ["auto", "off"])]
     cpu_affinity: String,
     /// Longest a JS middleware call may run before the request gets 500 (Tyk's jsvm_timeout)

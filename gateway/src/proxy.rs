@@ -240,9 +240,9 @@ impl Proxy {
             mut headers,
             ..
         } = parts;
-        // The map is sized to the headers the client sent, so the first
-        // header a middleware sets would grow it: room now, outside the
-        // middleware's timed call.
+        // Room for the headers a middleware sets, outside its timed call:
+        // our own parser made it already (a check, then); hyper's map, of a
+        // connection handed to it, is sized to the client's headers.
         headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
         let mut mw = MwRequest {
             method,
@@ -359,11 +359,11 @@ async fn run_hook(
         // Tyk's forceResponse from a post hook runs the response chain.
         Ok(Flow::Forced(r)) if hook == Hook::Post && chain.has(Hook::Response) => {
             let head = crate::response::head_of(req);
-            Box::pin(crate::response::forced_answer(chain, &head, r))
+            Box::pin(crate::response::forced_answer(chain, &head, *r))
                 .await
                 .map(Some)
         }
-        Ok(Flow::Respond(r) | Flow::Forced(r)) => Ok(Some(middleware_response(r))),
+        Ok(Flow::Respond(r) | Flow::Forced(r)) => Ok(Some(middleware_response(*r))),
         Err(e) => Err(ProxyError::reported(
             Kind::MiddlewareFailed,
             Origin::Middleware,

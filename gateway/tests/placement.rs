@@ -2,8 +2,8 @@
 //! real gateway serving real requests:
 //! - `--cpu-affinity` (`affinity.rs`): each worker on a core of its own, and
 //!   the VM threads of its JS APIs on that same core, so a script call's
-//!   hand-off never crosses cores; with `cpu_affinity` off, the kernel
-//!   places them.
+//!   hand-off never crosses cores; with `cpu_affinity` off, or with no VM
+//!   thread to keep beside a worker, the kernel places them.
 //! - QuickJS's placement (`js/quickjs/mod.rs`): an API starts inline (no VM
 //!   thread), and the first call that overruns the inline budget moves it to
 //!   a VM thread and is answered from there, its globals started over.
@@ -104,7 +104,7 @@ fn serve_both(gw: &common::TestGateway, suffix: &str) {
 }
 
 #[test]
-fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off() {
+fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     let process = parse_list(
         std::fs::read_to_string("/proc/self/status")
             .unwrap()
@@ -218,5 +218,36 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off() {
             assert_eq!(mask, &process, "{vm}: {m:?}");
         }
     }
+    gw.stop();
+
+    // Auto with no VM thread to keep beside a worker (no JS API, or
+    // scripts inline): nothing is pinned, a pinned worker would only
+    // crowd its core.
+    let dir = tempfile::tempdir().unwrap();
+    let up = format!("http://{}", common::mock());
+    let v = common::api_json("plain", "/plain/", &up, true, serde_json::Value::Null);
+    common::write_api(dir.path(), "plain", &v);
+    let gw = common::start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 1,
+        ..GatewayConfig::default()
+    });
+    let got = common::send(gw.addr, "GET", "/plain/hello", &[], b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    let m = masks();
+    assert_eq!(m["gw-worker-0"], vec![process.clone()], "no JS API: {m:?}");
+    gw.stop();
+    let dir = tempfile::tempdir().unwrap();
+    write_js_apis(dir.path(), "inl");
+    let gw = common::start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 1,
+        jsvm_threads: 0,
+        ..GatewayConfig::default()
+    });
+    assert_eq!(calls(&gw, "inlb", 0), "1");
+    let m = masks();
+    assert_eq!(m["gw-worker-0"], vec![process.clone()], "JS inline: {m:?}");
+    assert!(!m.contains_key("gw-js-inlb"), "no VM thread inline: {m:?}");
     gw.stop();
 }

@@ -66,13 +66,17 @@ impl Overrides {
                     headers.append(name, value.clone());
                 }
             }
-            return Ok(Flow::Respond(MwResponse {
+            return Ok(Flow::Respond(Box::new(MwResponse {
                 status,
                 headers,
                 body,
-            }));
+            })));
         }
-        Ok(Flow::Forced(forced(status, headers, Bytes::from(message))))
+        Ok(Flow::Forced(Box::new(forced(
+            status,
+            headers,
+            Bytes::from(message),
+        ))))
     }
 }
 
@@ -117,7 +121,7 @@ mod tests {
     impl Answer for Result<Flow, MwError> {
         fn answer(self) -> MwResponse {
             match self {
-                Ok(Flow::Respond(r) | Flow::Forced(r)) => r,
+                Ok(Flow::Respond(r) | Flow::Forced(r)) => *r,
                 other => panic!("not an answer: {other:?}"),
             }
         }

@@ -169,7 +169,7 @@ impl NativeMiddleware {
             )));
         }
         Ok(match ctx.response {
-            Some(resp) => Flow::Respond(resp),
+            Some(resp) => Flow::Respond(Box::new(resp)),
             None => Flow::Continue,
         })
     }

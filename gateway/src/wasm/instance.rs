@@ -253,7 +253,7 @@ impl Instance {
         let response = st.response.take();
         match result {
             Err(e) => Err(Fault(describe(&e, timeout))),
-            Ok(_) if response.is_some() => Ok(Flow::Respond(response.expect("checked"))),
+            Ok(_) if response.is_some() => Ok(Flow::Respond(Box::new(response.expect("checked")))),
             Ok(abi::ACTION_CONTINUE) => Ok(Flow::Continue),
             Ok(_) => Err(Fault(
                 "the module paused the request without answering it (asynchronous calls are not supported)".into(),

@@ -162,7 +162,7 @@ pub fn return_overrides_answer_without_proxying(mode: Mode) {
     );
     let h = host(&s);
     let respond = |m: &str| match h.run(&mut get("/ro/", &[("x-mode", m)])) {
-        Ok(Flow::Respond(r) | Flow::Forced(r)) => r,
+        Ok(Flow::Respond(r) | Flow::Forced(r)) => *r,
         other => panic!("{m}: expected an answer, got {other:?}"),
     };
     let r = respond("error");
