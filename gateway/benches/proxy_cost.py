@@ -15,7 +15,8 @@ is shared and noisy, so alternation and CPU time beat req/s):
     master and its workers), from /proc/<pid>/task/*/schedstat (ns on CPU),
     under `ab -n N -c 10` (a new connection per request, the seed's
     workload) and, if wrk is installed, `wrk -t1 -c10` keep-alive.
-  - with --c1000: loadgen -n N -c 1000 (new connections) as a third load.
+  - with --c1000: loadgen -n N -c 1000 (new connections) as a third load,
+    and its p99 latency per proxy (both listen with a backlog of 4096).
   - VmRSS of each proxy after all rounds (for nginx, master and workers).
   - with --callgrind: user instructions per request of the gateway with one
     worker and of nginx with one process (`master_process off`), under the
@@ -64,7 +65,7 @@ http {{
     fastcgi_temp_path {dir}/fcgi; uwsgi_temp_path {dir}/uwsgi; scgi_temp_path {dir}/scgi;
     upstream backend {{ server 127.0.0.1:{up}; keepalive 64; keepalive_requests 1000000; }}
     server {{
-        listen 127.0.0.1:{port} reuseport;
+        listen 127.0.0.1:{port} reuseport backlog=4096;
         proxy_http_version 1.1;
         proxy_set_header Connection "";
         location /plain/ {{ proxy_pass http://backend/; }}
@@ -99,9 +100,10 @@ def run_load(kind, port, n):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
     if kind in ("ab-c10", "loadgen-c1000"):
         failed = int(re.search(r"Failed requests:\s+(\d+)", out).group(1))
-        return n, failed
+        p99 = re.search(r"^\s*99%\s+([\d.]+)", out, re.M)
+        return n, failed, float(p99.group(1)) if p99 else None
     m = re.search(r"(\d+) requests in", out)
-    return int(m.group(1)), 0
+    return int(m.group(1)), 0, None
 
 
 def rss_kib(pids):
@@ -196,12 +198,15 @@ def main():
         if args.c1000:
             loads.append("loadgen-c1000")
         results = {(name, load): [] for name in proxies for load in loads}
+        tails = {(name, load): [] for name in proxies for load in loads}  # p99, ms
         for r in range(args.rounds):
             for load in loads:
                 for name, (port, pids) in proxies.items():
                     before = cpu_ns(pids())
-                    done, failed = run_load(load, port, args.n)
+                    done, failed, p99 = run_load(load, port, args.n)
                     used = cpu_ns(pids()) - before
+                    if p99 is not None:
+                        tails[(name, load)].append(p99)
                     if failed:
                         print(f"  {name} {load}: {failed} failed requests", file=sys.stderr)
                     results[(name, load)].append(used / 1000 / done)
@@ -222,6 +227,13 @@ def main():
                     if ours and theirs:
                         d = [a - b for a, b in zip(ours, theirs)]
                         print(f"  {load:18} {who} - nginx, {t} worker(s): {interval(d)}")
+        if "loadgen-c1000" in loads:
+            # Both listen with a backlog of 4096 (the gateway's, and nginx's
+            # `backlog=4096` above), so the queue in front is the same.
+            print("loadgen -c 1000 p99 latency, ms, median (min-max) of the rounds:")
+            for name in proxies:
+                if tails[(name, "loadgen-c1000")]:
+                    print(f"  {name:20} {spread(tails[(name, 'loadgen-c1000')])}")
         time.sleep(2)
         print("VmRSS after the rounds:")
         for name, (port, pids) in proxies.items():
