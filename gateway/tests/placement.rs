@@ -75,6 +75,16 @@ fn write_js_apis(dir: &Path, suffix: &str) {
     }
 }
 
+/// A gateway with `threads` workers serving the definitions in `dir`, the
+/// rest of `config` as given.
+fn start(dir: &Path, threads: usize, config: GatewayConfig) -> common::TestGateway {
+    common::start_gateway_with(GatewayConfig {
+        apis_dir: dir.to_path_buf(),
+        threads,
+        ..config
+    })
+}
+
 /// The script's call count as the upstream saw it (`X-Calls`).
 fn calls(gw: &common::TestGateway, api: &str, spin_ms: u32) -> String {
     let spin = spin_ms.to_string();
@@ -117,11 +127,7 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     // Pinned (the default): one worker, so every thread is known.
     let dir = tempfile::tempdir().unwrap();
     write_js_apis(dir.path(), "pin");
-    let gw = common::start_gateway_with(GatewayConfig {
-        apis_dir: dir.path().to_path_buf(),
-        threads: 1,
-        ..GatewayConfig::default()
-    });
+    let gw = start(dir.path(), 1, GatewayConfig::default());
     assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
     serve_both(&gw, "pin");
     let m = masks();
@@ -148,11 +154,7 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     // Two workers: each on its own CPU where there are two.
     let dir = tempfile::tempdir().unwrap();
     write_js_apis(dir.path(), "two");
-    let gw = common::start_gateway_with(GatewayConfig {
-        apis_dir: dir.path().to_path_buf(),
-        threads: 2,
-        ..GatewayConfig::default()
-    });
+    let gw = start(dir.path(), 2, GatewayConfig::default());
     serve_both(&gw, "two");
     let m = masks();
     let (w0, w1) = (&m["gw-worker-0"][0], &m["gw-worker-1"][0]);
@@ -172,11 +174,7 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     // budget; then one, and the API's state starts over there.
     let dir = tempfile::tempdir().unwrap();
     write_js_apis(dir.path(), "ad");
-    let gw = common::start_gateway_with(GatewayConfig {
-        apis_dir: dir.path().to_path_buf(),
-        threads: 1,
-        ..GatewayConfig::default()
-    });
+    let gw = start(dir.path(), 1, GatewayConfig::default());
     for n in 1..=3 {
         assert_eq!(calls(&gw, "adq", 0), n.to_string());
     }
@@ -204,12 +202,14 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     // Off: the kernel's placement, the process's whole mask.
     let dir = tempfile::tempdir().unwrap();
     write_js_apis(dir.path(), "off");
-    let gw = common::start_gateway_with(GatewayConfig {
-        apis_dir: dir.path().to_path_buf(),
-        threads: 1,
-        cpu_affinity: false,
-        ..GatewayConfig::default()
-    });
+    let gw = start(
+        dir.path(),
+        1,
+        GatewayConfig {
+            cpu_affinity: false,
+            ..GatewayConfig::default()
+        },
+    );
     serve_both(&gw, "off");
     let m = masks();
     assert_eq!(m["gw-worker-0"], vec![process.clone()], "{m:?}");
@@ -227,11 +227,7 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     let up = format!("http://{}", common::mock());
     let v = common::api_json("plain", "/plain/", &up, true, serde_json::Value::Null);
     common::write_api(dir.path(), "plain", &v);
-    let gw = common::start_gateway_with(GatewayConfig {
-        apis_dir: dir.path().to_path_buf(),
-        threads: 1,
-        ..GatewayConfig::default()
-    });
+    let gw = start(dir.path(), 1, GatewayConfig::default());
     let got = common::send(gw.addr, "GET", "/plain/hello", &[], b"");
     assert_eq!(got.status, 200, "{}", got.text());
     let m = masks();
@@ -239,12 +235,14 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     gw.stop();
     let dir = tempfile::tempdir().unwrap();
     write_js_apis(dir.path(), "inl");
-    let gw = common::start_gateway_with(GatewayConfig {
-        apis_dir: dir.path().to_path_buf(),
-        threads: 1,
-        jsvm_threads: 0,
-        ..GatewayConfig::default()
-    });
+    let gw = start(
+        dir.path(),
+        1,
+        GatewayConfig {
+            jsvm_threads: 0,
+            ..GatewayConfig::default()
+        },
+    );
     assert_eq!(calls(&gw, "inlb", 0), "1");
     let m = masks();
     assert_eq!(m["gw-worker-0"], vec![process.clone()], "JS inline: {m:?}");
