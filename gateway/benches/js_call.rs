@@ -127,15 +127,13 @@ fn ab_request() -> MwRequest {
     ] {
         headers.append(HeaderName::from_static(k), HeaderValue::from_static(v));
     }
-    MwRequest {
-        method: Method::GET,
-        path: "/jsvm/hello/".into(),
-        query: None,
+    MwRequest::new(
+        Method::GET,
+        http::Uri::from_static("/jsvm/hello/"),
         headers,
-        body: Bytes::new(),
-        remote_addr: "127.0.0.1:40000".parse().unwrap(),
-        request_uri: http::Uri::from_static("/jsvm/hello/"),
-    }
+        Bytes::new(),
+        "127.0.0.1:40000".parse().unwrap(),
+    )
 }
 
 /// CPU time of the whole process (every thread): with VM threads, the I/O

@@ -43,15 +43,16 @@ use crate::config::{ApiSpec, JsEngine};
 use crate::stats::{CallRecorder, ErrorCounter, Stats};
 
 /// The request as a middleware sees and edits it.
+///
+/// Its path and query are read through [`MwRequest::path`] and
+/// [`MwRequest::query`]: until a middleware writes one they are the
+/// client's, read from `request_uri` in place (no copy is made for the
+/// many requests whose middleware never rewrites the URL).
 #[derive(Debug, Clone)]
 pub struct MwRequest {
     /// The method as the client sent it; a middleware may change it, and
     /// the upstream request uses whatever it ends as.
     pub method: Method,
-    /// Path as received (still percent-encoded), always starting with `/`.
-    pub path: String,
-    /// Query string without the `?`; `None` when the URL has no `?`.
-    pub query: Option<String>,
     /// Request headers. Hop-by-hop headers are removed later, at the proxy.
     pub headers: HeaderMap,
     /// The whole request body, buffered before the chain runs (empty if none).
@@ -59,9 +60,95 @@ pub struct MwRequest {
     /// The client's address (for `X-Forwarded-For`).
     pub remote_addr: SocketAddr,
     /// The request target exactly as the client sent it. Read-only context:
-    /// `path`/`query` are what middleware edits (and what `post` sees
+    /// the path and query are what middleware edits (and what `post` sees
     /// stripped); this stays the original (Tyk's `RequestURI`).
     pub request_uri: http::Uri,
+    /// The path and query a middleware wrote, once one has; `None` while
+    /// they are `request_uri`'s.
+    rewritten: Option<Box<(String, Option<String>)>>,
+}
+
+impl MwRequest {
+    /// The request with the client's target `request_uri`, whose path and
+    /// query are the request's until a middleware writes others.
+    pub fn new(
+        method: Method,
+        request_uri: http::Uri,
+        headers: HeaderMap,
+        body: Bytes,
+        remote_addr: SocketAddr,
+    ) -> MwRequest {
+        MwRequest {
+            method,
+            headers,
+            body,
+            remote_addr,
+            request_uri,
+            rewritten: None,
+        }
+    }
+
+    /// Path (still percent-encoded), always starting with `/`: the client's,
+    /// or as a middleware last wrote it.
+    pub fn path(&self) -> &str {
+        match &self.rewritten {
+            Some(r) => &r.0,
+            None => self.request_uri.path(),
+        }
+    }
+
+    /// Query string without the `?`; `None` when the URL has no `?`.
+    pub fn query(&self) -> Option<&str> {
+        match &self.rewritten {
+            Some(r) => r.1.as_deref(),
+            None => self.request_uri.query(),
+        }
+    }
+
+    /// Writes path and query at once.
+    pub fn set_target(&mut self, path: String, query: Option<String>) {
+        self.rewritten = Some(Box::new((path, query)));
+    }
+
+    /// Writes the path; the query stays.
+    pub fn set_path(&mut self, path: String) {
+        match &mut self.rewritten {
+            Some(r) => r.0 = path,
+            None => {
+                let query = self.request_uri.query().map(str::to_string);
+                self.set_target(path, query);
+            }
+        }
+    }
+
+    /// Writes the query (`None`: no `?`); the path stays.
+    pub fn set_query(&mut self, query: Option<String>) {
+        match &mut self.rewritten {
+            Some(r) => r.1 = query,
+            None => {
+                let path = self.request_uri.path().to_string();
+                self.set_target(path, query);
+            }
+        }
+    }
+
+    /// A copy of everything but the body (which stays empty).
+    pub fn without_body(&self) -> MwRequest {
+        MwRequest {
+            method: self.method.clone(),
+            headers: self.headers.clone(),
+            body: Bytes::new(),
+            remote_addr: self.remote_addr,
+            request_uri: self.request_uri.clone(),
+            rewritten: self.rewritten.clone(),
+        }
+    }
+
+    /// True once a middleware has written the path or query (even if it
+    /// wrote them back as they were).
+    pub fn is_rewritten(&self) -> bool {
+        self.rewritten.is_some()
+    }
 }
 
 /// The room a middleware route's header map gets before its chain runs:
@@ -74,9 +161,9 @@ pub const CHAIN_HEADER_ROOM: usize = 2;
 impl MwRequest {
     /// `path?query`, as sent on a request line.
     pub fn path_and_query(&self) -> String {
-        match &self.query {
-            Some(q) => format!("{}?{}", self.path, q),
-            None => self.path.clone(),
+        match self.query() {
+            Some(q) => format!("{}?{}", self.path(), q),
+            None => self.path().to_string(),
         }
     }
 }
@@ -338,6 +425,16 @@ pub trait Middleware {
     /// Returns [`Flow::Continue`] to pass the request on, [`Flow::Respond`]
     /// to answer it; an [`MwError`] fails the request closed (500).
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a>;
+
+    /// True when every [`Middleware::call`] finishes before it returns
+    /// ([`MwFuture::Ready`]): native and wasm plugins. A chain made only of
+    /// such entries runs in place, inside the routing step, with no future
+    /// of its own ([`ApiChain::runs_in_place`]). The default, `false`, is
+    /// always correct; a driver that says `true` and then returns a call
+    /// in flight fails that request (500), it never waits.
+    fn never_waits(&self) -> bool {
+        false
+    }
 }
 
 /// The future of a response middleware or virtual endpoint call.
@@ -458,6 +555,9 @@ pub struct ApiChain {
     post: Vec<(Box<dyn Middleware>, CallRecorder)>,
     response: Vec<(Box<dyn ResponseMiddleware>, CallRecorder)>,
     endpoints: Vec<(Box<dyn Endpoint>, CallRecorder)>,
+    /// Only `pre`/`post` entries, none of which waits: see
+    /// [`ApiChain::runs_in_place`].
+    in_place: bool,
 }
 
 impl ApiChain {
@@ -471,7 +571,7 @@ impl ApiChain {
                 })
                 .collect()
         };
-        let response = chain
+        let response: Vec<_> = chain
             .response
             .into_iter()
             .map(|m| {
@@ -479,7 +579,7 @@ impl ApiChain {
                 (m, rec)
             })
             .collect();
-        let endpoints = chain
+        let endpoints: Vec<_> = chain
             .endpoints
             .into_iter()
             .map(|m| {
@@ -487,7 +587,11 @@ impl ApiChain {
                 (m, rec)
             })
             .collect();
+        let in_place = response.is_empty()
+            && endpoints.is_empty()
+            && chain.pre.iter().chain(&chain.post).all(|m| m.never_waits());
         ApiChain {
+            in_place,
             api_id: spec.api_id.as_str().into(),
             errors: stats.errors(&spec.api_id),
             pre: wrap(Hook::Pre, chain.pre),
@@ -556,29 +660,92 @@ impl ApiChain {
     ///
     /// Stops at the first [`Flow::Respond`] or error. An error is logged here,
     /// naming the API and the middleware, so every driver's failures read alike.
+    ///
+    /// [`ApiChain::run_now`] runs the same steps without a future.
     pub async fn run(&self, hook: Hook, req: &mut MwRequest) -> Result<Flow, MwError> {
-        for (mw, rec) in self.list(hook) {
-            let start = Instant::now();
-            let mut call = mw.call(req);
+        for index in 0..self.entries(hook) {
+            let (started, mut call) = self.call(hook, index, req);
             let result = match call.take_ready() {
                 Some(result) => result,
                 None => call.await,
             };
-            rec.record(start.elapsed());
-            match result {
-                Ok(Flow::Continue) => {}
-                Ok(flow) => return Ok(flow),
-                Err(e) => {
-                    let what = match hook {
-                        Hook::Pre => "pre middleware",
-                        _ => "post middleware",
-                    };
-                    self.failed(what, mw.name(), &e);
-                    return Err(e);
-                }
+            if let Some(end) = self.settle(hook, index, started, result) {
+                return end;
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// True when the chain is only `pre` and `post` middleware that never
+    /// waits ([`Middleware::never_waits`]): a request without a body to
+    /// read then runs it in place with [`ApiChain::run_now`], in the same
+    /// synchronous step that routes it, and goes upstream exactly as a
+    /// route without middleware does (no future of the chain's own to
+    /// build, move and poll).
+    pub fn runs_in_place(&self) -> bool {
+        self.in_place
+    }
+
+    /// [`ApiChain::run`] for a chain that [`ApiChain::runs_in_place`]: the
+    /// same steps, without awaiting. A call that is in flight all the same
+    /// (a driver that broke its word) is dropped and fails the request.
+    pub fn run_now(&self, hook: Hook, req: &mut MwRequest) -> Result<Flow, MwError> {
+        for index in 0..self.entries(hook) {
+            let (started, mut call) = self.call(hook, index, req);
+            let result = call.take_ready().unwrap_or_else(|| {
+                Err(MwError::internal(
+                    "the driver said its calls never wait, and this one is in flight",
+                ))
+            });
+            drop(call);
+            if let Some(end) = self.settle(hook, index, started, result) {
+                return end;
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// How many middleware `hook` runs (`pre` and `post`; 0 for the others).
+    pub fn entries(&self, hook: Hook) -> usize {
+        self.list(hook).len()
+    }
+
+    /// Starts entry `index` of `hook` (below [`ApiChain::entries`]) on
+    /// `req`: when the call started, for [`ApiChain::settle`], and the call.
+    pub fn call<'a>(
+        &'a self,
+        hook: Hook,
+        index: usize,
+        req: &'a mut MwRequest,
+    ) -> (Instant, MwFuture<'a>) {
+        let started = Instant::now();
+        (started, self.list(hook)[index].0.call(req))
+    }
+
+    /// Records the call of entry `index` that started at `started` and
+    /// ended with `result`: `None` when the phase goes on to the next
+    /// entry, else how the phase ends (an answer or an error, logged here).
+    pub fn settle(
+        &self,
+        hook: Hook,
+        index: usize,
+        started: Instant,
+        result: Result<Flow, MwError>,
+    ) -> Option<Result<Flow, MwError>> {
+        let (mw, rec) = &self.list(hook)[index];
+        rec.record(started.elapsed());
+        match result {
+            Ok(Flow::Continue) => None,
+            Ok(flow) => Some(Ok(flow)),
+            Err(e) => {
+                let what = match hook {
+                    Hook::Pre => "pre middleware",
+                    _ => "post middleware",
+                };
+                self.failed(what, mw.name(), &e);
+                Some(Err(e))
+            }
+        }
     }
 
     /// Counts and logs one failure: the one log line every driver's
@@ -597,5 +764,125 @@ impl ApiChain {
     /// outside a runner (a rewritten URL that is not valid).
     pub fn count(&self, kind: MwErrorKind) {
         self.errors.count(kind);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(uri: &str) -> MwRequest {
+        MwRequest::new(
+            Method::GET,
+            uri.parse().unwrap(),
+            HeaderMap::new(),
+            Bytes::new(),
+            "127.0.0.1:1".parse().unwrap(),
+        )
+    }
+
+    #[test]
+    fn path_and_query_are_the_clients_until_written() {
+        let mut r = request("/a/b?x=1");
+        assert_eq!((r.path(), r.query()), ("/a/b", Some("x=1")));
+        assert!(!r.is_rewritten());
+        r.set_path("/c".into());
+        assert_eq!(
+            (r.path(), r.query()),
+            ("/c", Some("x=1")),
+            "the query stays"
+        );
+        assert!(r.is_rewritten());
+        r.set_query(None);
+        assert_eq!(
+            (r.path(), r.query(), r.path_and_query().as_str()),
+            ("/c", None, "/c")
+        );
+        // The client's target is kept, for Tyk's RequestURI.
+        assert_eq!(r.request_uri, "/a/b?x=1");
+
+        let mut r = request("/p");
+        assert_eq!(r.query(), None);
+        r.set_query(Some("y=2".into()));
+        assert_eq!(r.path_and_query(), "/p?y=2", "the path stays");
+        let head = r.without_body();
+        assert_eq!((head.path(), head.query()), ("/p", Some("y=2")));
+        assert_eq!(
+            request("/e?").query(),
+            Some(""),
+            "a bare ? is an empty query"
+        );
+    }
+
+    /// Says it never waits, and then does: a driver breaking its word.
+    struct Liar;
+
+    impl Middleware for Liar {
+        fn name(&self) -> &str {
+            "Liar"
+        }
+        fn call<'a>(&'a self, _: &'a mut MwRequest) -> MwFuture<'a> {
+            MwFuture::pending(std::future::pending())
+        }
+        fn never_waits(&self) -> bool {
+            true
+        }
+    }
+
+    struct Honest;
+
+    impl Middleware for Honest {
+        fn name(&self) -> &str {
+            "Honest"
+        }
+        fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
+            req.headers.insert("x-honest", "1".parse().unwrap());
+            MwFuture::ready(Ok(Flow::Continue))
+        }
+    }
+
+    fn spec() -> ApiSpec {
+        let dir = tempfile::tempdir().unwrap();
+        let def = include_str!("../../apis/plain-hello.json").replace("plain-hello", "a");
+        std::fs::write(dir.path().join("a.json"), def).unwrap();
+        let loaded = crate::config::load_dir(dir.path()).unwrap();
+        assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+        loaded.apis.into_iter().next().expect("one API")
+    }
+
+    #[test]
+    fn a_chain_runs_in_place_only_when_every_entry_never_waits() {
+        let (spec, stats) = (spec(), Stats::default());
+        let of = |pre: Vec<Box<dyn Middleware>>| {
+            let chain = Chain {
+                pre,
+                ..Chain::default()
+            };
+            ApiChain::new(&spec, chain, &stats)
+        };
+        assert!(of(vec![Box::new(Liar)]).runs_in_place());
+        assert!(!of(vec![Box::new(Liar), Box::new(Honest)]).runs_in_place());
+
+        // The broken promise fails the request (500), it never waits or
+        // passes the request on; the failure is counted for the API.
+        let chain = of(vec![Box::new(Liar)]);
+        let mut req = request("/a/x");
+        let e = chain.run_now(Hook::Pre, &mut req).unwrap_err();
+        assert_eq!(e.kind(), MwErrorKind::Internal, "{e}");
+        assert!(e.message().contains("in flight"), "{e}");
+        let errors: Vec<_> = stats
+            .error_counts()
+            .into_iter()
+            .map(|c| (c.api_id, c.kind, c.count))
+            .collect();
+        assert_eq!(errors, [("a".to_string(), "internal".to_string(), 1)]);
+
+        // What the awaiting runner does for the same chain of honest calls.
+        let chain = of(vec![Box::new(Honest)]);
+        assert!(matches!(
+            chain.run_now(Hook::Pre, &mut req),
+            Ok(Flow::Continue)
+        ));
+        assert_eq!(req.headers["x-honest"], "1");
     }
 }

@@ -12,7 +12,10 @@
 //! the upstream's response body flow through without being buffered. Routes
 //! with request middleware or virtual endpoints buffer the request body
 //! first (a middleware may read or replace it), up to [`MAX_BUFFERED_BODY`];
-//! routes with response middleware only stream it.
+//! routes with response middleware only stream it. A chain of plugins
+//! that never wait (native, wasm) on a request without a body runs in
+//! place, inside the synchronous routing step ([`ApiChain::runs_in_place`]),
+//! and the request then goes upstream as a route without middleware does.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -57,6 +60,9 @@ enum Plan<'a> {
         RequestBody,
         SocketAddr,
     ),
+    /// Answered already: by a middleware run in place, which wrote its
+    /// own response.
+    Answer(Response<ClientBody>),
     /// An API with response middleware only: its whole run, boxed.
     Boxed(Pin<Box<dyn Future<Output = Result<Response<ClientBody>, ProxyError>> + 'a>>),
 }
@@ -114,6 +120,7 @@ impl Proxy {
             Ok(Plan::Chain(route, chain, parts, body, remote)) => {
                 self.through_chain(route, chain, parts, body, remote).await
             }
+            Ok(Plan::Answer(resp)) => Ok(resp),
             Ok(Plan::Boxed(work)) => work.await,
             Err(e) => Err(e),
         };
@@ -177,6 +184,11 @@ impl Proxy {
                     crate::response::upstream_answer(chain, &head, resp).await
                 })))
             }
+            // Native or wasm middleware and no body to read: the chain
+            // runs here and the request streams on like one without.
+            Some(Ok(chain)) if chain.runs_in_place() && http_body::Body::is_end_stream(&body) => {
+                self.in_place(route, chain, parts, remote)
+            }
             Some(Ok(chain)) => Ok(Plan::Chain(route, chain, parts, body, remote)),
             // Logged once at load (or when the worker built it), not per
             // request; counted per request.
@@ -230,29 +242,8 @@ impl Proxy {
         body: RequestBody,
         remote: SocketAddr,
     ) -> Result<Response<ClientBody>, ProxyError> {
-        let spec = &route.spec;
         let body = read_body(body).await?;
-        // Taken apart, not cloned: nothing of the client's head but these
-        // goes upstream (nor is held while the request is in flight).
-        let http::request::Parts {
-            method,
-            uri,
-            mut headers,
-            ..
-        } = parts;
-        // Room for the headers a middleware sets, outside its timed call:
-        // our own parser made it already (a check, then); hyper's map, of a
-        // connection handed to it, is sized to the client's headers.
-        headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
-        let mut mw = MwRequest {
-            method,
-            path: uri.path().to_string(),
-            query: uri.query().map(str::to_string),
-            headers,
-            body,
-            remote_addr: remote,
-            request_uri: uri,
-        };
+        let mut mw = chain_request(parts, body, remote);
         // A hook's future is built only if the chain has the hook.
         if chain.has(Hook::Pre) {
             if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
@@ -273,19 +264,67 @@ impl Proxy {
                 return Ok(resp);
             }
         }
-        // A script may have written a path with dot segments: they never
-        // reach the upstream (they could climb out of the target's base).
-        // The client's own path was cleaned at the front door (a redirect).
-        if mw.path != mw.request_uri.path() {
-            if let Some(clean) = crate::path::clean_rewritten(&mw.path) {
-                mw.path = clean;
-            }
-        }
+        clean_rewritten_path(&mut mw);
         // Response middleware sees the request as it went upstream, no body.
         let head = chain
             .has(Hook::Response)
             .then(|| crate::response::head_of(&mw));
-        let uri = upstream_uri(spec, &mw.path, mw.query.as_deref()).map_err(|e| {
+        let (up, added) = self.chain_upstream(route, chain, mw, remote)?;
+        let resp = self.forward(route, up, added).await?;
+        match head {
+            Some(head) => Box::pin(crate::response::upstream_answer(chain, &head, resp)).await,
+            None => Ok(resp),
+        }
+    }
+
+    /// An API whose chain [`ApiChain::runs_in_place`], for a request with
+    /// no body to read: `pre` and `post` run right here, and the request
+    /// goes on as [`Plan::Stream`] (or a middleware's answer as
+    /// [`Plan::Answer`]), with no future of the chain's own.
+    fn in_place<'a>(
+        &'a self,
+        route: &'a Route,
+        chain: &'a ApiChain,
+        parts: http::request::Parts,
+        remote: SocketAddr,
+    ) -> Result<Plan<'a>, ProxyError> {
+        let mut mw = chain_request(parts, Bytes::new(), remote);
+        for hook in [Hook::Pre, Hook::Post] {
+            if !chain.has(hook) {
+                continue;
+            }
+            match chain.run_now(hook, &mut mw) {
+                Ok(Flow::Continue) => {}
+                // No response chain here, so Tyk's forceResponse is a
+                // plain answer.
+                Ok(Flow::Respond(r) | Flow::Forced(r)) => {
+                    return Ok(Plan::Answer(middleware_response(*r)))
+                }
+                Err(e) => {
+                    return Err(ProxyError::reported(
+                        Kind::MiddlewareFailed,
+                        Origin::Middleware,
+                        e,
+                    ))
+                }
+            }
+        }
+        clean_rewritten_path(&mut mw);
+        let (up, added) = self.chain_upstream(route, chain, mw, remote)?;
+        Ok(Plan::Stream(route, up, added))
+    }
+
+    /// The upstream request for the request a chain has run on (its path
+    /// cleaned, [`clean_rewritten_path`]): the listen path stripped, the
+    /// proxy's headers, the (maybe replaced) body as one known length.
+    fn chain_upstream(
+        &self,
+        route: &Route,
+        chain: &ApiChain,
+        mw: MwRequest,
+        remote: SocketAddr,
+    ) -> Result<(Request<UpstreamBody>, upstream::Added), ProxyError> {
+        let uri = upstream_uri(&route.spec, mw.path(), mw.query()).map_err(|e| {
             // Middleware wrote this path or query.
             chain.count(MwErrorKind::BadAnswer);
             let e = MwError::bad_answer("the rewritten URL is not valid").with_source(e);
@@ -299,11 +338,7 @@ impl Proxy {
         *up.method_mut() = mw.method;
         *up.uri_mut() = uri;
         *up.headers_mut() = headers;
-        let resp = self.forward(route, up, added).await?;
-        match head {
-            Some(head) => Box::pin(crate::response::upstream_answer(chain, &head, resp)).await,
-            None => Ok(resp),
-        }
+        Ok((up, added))
     }
 
     /// Sends `req` upstream within the upstream timeout.
@@ -344,6 +379,34 @@ impl Proxy {
             preserve_host: route.spec.preserve_host_header,
         };
         upstream::prepare_deferred(headers, &out)
+    }
+}
+
+/// The middleware's view of the client's request, with its whole `body`.
+fn chain_request(parts: http::request::Parts, body: Bytes, remote: SocketAddr) -> MwRequest {
+    // Taken apart, not cloned: nothing of the client's head but these
+    // goes upstream (nor is held while the request is in flight).
+    let http::request::Parts {
+        method,
+        uri,
+        mut headers,
+        ..
+    } = parts;
+    // Room for the headers a middleware sets, outside its timed call:
+    // our own parser made it already (a check, then); hyper's map, of a
+    // connection handed to it, is sized to the client's headers.
+    headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
+    MwRequest::new(method, uri, headers, body, remote)
+}
+
+/// A middleware may have written a path with dot segments: they never
+/// reach the upstream (they could climb out of the target's base). The
+/// client's own path was cleaned at the front door (a redirect).
+fn clean_rewritten_path(mw: &mut MwRequest) {
+    if mw.is_rewritten() && mw.path() != mw.request_uri.path() {
+        if let Some(clean) = crate::path::clean_rewritten(mw.path()) {
+            mw.set_path(clean);
+        }
     }
 }
 

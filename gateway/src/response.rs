@@ -115,7 +115,7 @@ pub async fn virtual_endpoint(
     let found = spec
         .virtual_endpoints
         .iter()
-        .position(|v| v.matches(req.method.as_str(), &spec.listen_path, &req.path));
+        .position(|v| v.matches(req.method.as_str(), &spec.listen_path, req.path()));
     let Some(index) = found else {
         return Ok(None);
     };
@@ -150,26 +150,16 @@ pub fn only_response(chain: &ApiChain) -> bool {
 /// The request head the response phase gets when the request body
 /// streams (`only_response`): the client's request, no body.
 pub fn head_of_parts(parts: &http::request::Parts, remote: std::net::SocketAddr) -> MwRequest {
-    MwRequest {
-        method: parts.method.clone(),
-        path: parts.uri.path().to_string(),
-        query: parts.uri.query().map(str::to_string),
-        headers: parts.headers.clone(),
-        body: Bytes::new(),
-        remote_addr: remote,
-        request_uri: parts.uri.clone(),
-    }
+    MwRequest::new(
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+        Bytes::new(),
+        remote,
+    )
 }
 
 /// A request head for the response phase: what went upstream, no body.
 pub fn head_of(req: &MwRequest) -> MwRequest {
-    MwRequest {
-        method: req.method.clone(),
-        path: req.path.clone(),
-        query: req.query.clone(),
-        headers: req.headers.clone(),
-        body: Bytes::new(),
-        remote_addr: req.remote_addr,
-        request_uri: req.request_uri.clone(),
-    }
+    req.without_body()
 }

@@ -55,7 +55,7 @@ fn the_sdk_plugin_sets_the_seeds_header_replacing_a_client_value() {
         assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
         let values: Vec<_> = req.headers.get_all("x-custom-wasm").iter().collect();
         assert_eq!(values, ["hello-from-wasm"], "sent {sent:?}");
-        assert_eq!(req.path, "/wasm/hello/");
+        assert_eq!(req.path(), "/wasm/hello/");
     }
     // Every call is timed into the API's histogram, as for the other drivers.
     let summaries = w.stats.summaries();
@@ -93,8 +93,8 @@ fn pseudo_header_writes_change_the_path_query_and_method() {
     let w = probe_worker(json!(null), WasmLimits::default());
     let mut req = probe("rewrite");
     assert!(matches!(w.run(&mut req), Ok(Flow::Continue)));
-    assert_eq!(req.path, "/rewritten/");
-    assert_eq!(req.query.as_deref(), Some("by=wasm"));
+    assert_eq!(req.path(), "/rewritten/");
+    assert_eq!(req.query(), Some("by=wasm"));
     assert_eq!(req.method, Method::PUT);
 }
 

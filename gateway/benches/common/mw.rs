@@ -26,15 +26,13 @@ pub fn request(path: &'static str) -> MwRequest {
     ] {
         headers.insert(n, HeaderValue::from_static(v));
     }
-    MwRequest {
-        method: Method::GET,
-        path: path.into(),
-        query: None,
+    MwRequest::new(
+        Method::GET,
+        http::Uri::from_static(path),
         headers,
-        body: Bytes::new(),
-        remote_addr: SocketAddr::from(([127, 0, 0, 1], 1)),
-        request_uri: http::Uri::from_static(path),
-    }
+        Bytes::new(),
+        SocketAddr::from(([127, 0, 0, 1], 1)),
+    )
 }
 
 /// Polls a future once: native and wasm calls are ready at once, and a

@@ -445,15 +445,13 @@ pub(crate) fn take_request(req: &mut MwRequest) -> MwRequest {
 
 /// A request with nothing in it (no allocation).
 pub(crate) fn empty_request(remote_addr: std::net::SocketAddr) -> MwRequest {
-    MwRequest {
-        method: http::Method::GET,
-        path: String::new(),
-        query: None,
-        headers: http::HeaderMap::new(),
-        body: bytes::Bytes::new(),
+    MwRequest::new(
+        http::Method::GET,
+        http::Uri::default(),
+        http::HeaderMap::new(),
+        bytes::Bytes::new(),
         remote_addr,
-        request_uri: http::Uri::default(),
-    }
+    )
 }
 
 /// One middleware entry on one worker.

@@ -107,7 +107,7 @@ pub(crate) fn endpoint_request(req: &MwRequest) -> String {
     if form && matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
         add(super::goquery::parse(&req.body));
     }
-    if let Some(q) = &req.query {
+    if let Some(q) = req.query() {
         add(super::goquery::parse(q.as_bytes()));
     }
     serde_json::json!({
@@ -220,15 +220,13 @@ mod tests {
             "content-type",
             "application/x-www-form-urlencoded".parse().unwrap(),
         );
-        let req = MwRequest {
-            method: http::Method::POST,
-            path: "/v/x".into(),
-            query: Some("a=2&b=3".into()),
+        let req = MwRequest::new(
+            http::Method::POST,
+            "/v/x?a=2&b=3".parse().unwrap(),
             headers,
-            body: Bytes::from_static(b"a=1"),
-            remote_addr: "127.0.0.1:1".parse().unwrap(),
-            request_uri: "/v/x?a=2&b=3".parse().unwrap(),
-        };
+            Bytes::from_static(b"a=1"),
+            "127.0.0.1:1".parse().unwrap(),
+        );
         let v: Value = serde_json::from_str(&endpoint_request(&req)).unwrap();
         assert_eq!(v["URL"], "/v/x?a=2&b=3");
         assert_eq!(v["Headers"]["X-Api-Key"], serde_json::json!(["k"]));

@@ -163,7 +163,7 @@ pub(crate) fn request_json(req: &MwRequest) -> String {
         headers.insert(canonical(name.as_str()), values.collect());
     }
     let mut params: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    if let Some(q) = &req.query {
+    if let Some(q) = req.query() {
         for (k, v) in super::goquery::parse(q.as_bytes()) {
             params.entry(k).or_default().push(v);
         }
@@ -402,23 +402,17 @@ mod tests {
     use http::{HeaderMap, HeaderValue};
 
     fn req(uri: &str, body: &str) -> MwRequest {
-        let (path, query) = match uri.split_once('?') {
-            Some((p, q)) => (p.to_string(), Some(q.to_string())),
-            None => (uri.to_string(), None),
-        };
         let mut headers = HeaderMap::new();
         headers.append("x-b", HeaderValue::from_static("2"));
         headers.append("x-a", HeaderValue::from_static("1"));
         headers.append("x-a", HeaderValue::from_static("one"));
-        MwRequest {
-            method: http::Method::POST,
-            path,
-            query,
+        MwRequest::new(
+            http::Method::POST,
+            uri.parse().unwrap(),
             headers,
-            body: Bytes::from(body.to_string()),
-            remote_addr: "127.0.0.1:1".parse().unwrap(),
-            request_uri: uri.parse().unwrap(),
-        }
+            Bytes::from(body.to_string()),
+            "127.0.0.1:1".parse().unwrap(),
+        )
     }
 
     #[test]
@@ -459,8 +453,8 @@ mod tests {
             "DeleteHeaders":["X-B"],"AddParams":{"n":"1"}},"SessionMeta":{}}"#;
         assert!(matches!(apply(answer, &mut r), Ok(Flow::Continue)));
         assert_eq!(&r.body[..], b"bye");
-        assert_eq!(r.path, "/q");
-        assert_eq!(r.query.as_deref(), Some("a=1&n=1"));
+        assert_eq!(r.path(), "/q");
+        assert_eq!(r.query(), Some("a=1&n=1"));
         assert_eq!(r.headers.get("x-s").unwrap(), "v");
         assert!(r.headers.get("x-b").is_none());
 

@@ -134,11 +134,13 @@ unsafe extern "C" fn method(req: *const GwRequest) -> GwStr {
 }
 
 unsafe extern "C" fn path(req: *const GwRequest) -> GwStr {
-    guard(GwStr::EMPTY, || s(unsafe { ctx(req) }.req.path.as_bytes()))
+    guard(GwStr::EMPTY, || {
+        s(unsafe { ctx(req) }.req.path().as_bytes())
+    })
 }
 
 unsafe extern "C" fn query(req: *const GwRequest, out: *mut GwStr) -> i32 {
-    guard(GW_NOT_FOUND, || match &unsafe { ctx(req) }.req.query {
+    guard(GW_NOT_FOUND, || match unsafe { ctx(req) }.req.query() {
         Some(q) if !out.is_null() => {
             // SAFETY: non-null, and the plugin gave us a place to write.
             unsafe { out.write(s(q.as_bytes())) };
@@ -315,7 +317,7 @@ unsafe extern "C" fn set_path(req: *mut GwRequest, path: GwStr) -> i32 {
             return Err(bad());
         }
         PathAndQuery::try_from(text).map_err(|_| bad())?;
-        c.req.path = text.to_string();
+        c.req.set_path(text.to_string());
         Ok(())
     })
 }
@@ -323,7 +325,7 @@ unsafe extern "C" fn set_path(req: *mut GwRequest, path: GwStr) -> i32 {
 unsafe extern "C" fn set_query(req: *mut GwRequest, query: *const GwStr) -> i32 {
     edit(req, |c| {
         if query.is_null() {
-            c.req.query = None;
+            c.req.set_query(None);
             return Ok(());
         }
         // SAFETY: non-null pointer to the plugin's GwStr and buffer.
@@ -334,7 +336,7 @@ unsafe extern "C" fn set_query(req: *mut GwRequest, query: *const GwStr) -> i32 
             return Err(bad());
         }
         PathAndQuery::try_from(format!("/?{text}").as_str()).map_err(|_| bad())?;
-        c.req.query = Some(text.to_string());
+        c.req.set_query(Some(text.to_string()));
         Ok(())
     })
 }

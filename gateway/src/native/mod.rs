@@ -183,4 +183,8 @@ impl Middleware for NativeMiddleware {
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
         MwFuture::ready(self.call_sync(req))
     }
+
+    fn never_waits(&self) -> bool {
+        true
+    }
 }

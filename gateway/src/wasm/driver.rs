@@ -130,4 +130,8 @@ impl Middleware for WasmMiddleware {
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
         MwFuture::ready(self.call_sync(req))
     }
+
+    fn never_waits(&self) -> bool {
+        true
+    }
 }

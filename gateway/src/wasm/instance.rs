@@ -243,13 +243,13 @@ impl Instance {
         self.next_id = if id == u32::MAX { ROOT + 1 } else { id + 1 };
         let timeout = self.timeout;
         let st = self.store.data_mut();
-        st.req.swap(req);
+        st.req.take_from(req);
         st.remote = req.remote_addr;
         st.response = None;
         self.store.set_epoch_deadline(self.deadline_ticks);
         let result = self.lifecycle(id);
         let st = self.store.data_mut();
-        st.req.swap(req);
+        st.req.give_back(req);
         let response = st.response.take();
         match result {
             Err(e) => Err(Fault(describe(&e, timeout))),

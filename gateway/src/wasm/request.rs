@@ -14,7 +14,7 @@ use crate::intern::HeaderCache;
 use crate::middleware::MwRequest;
 
 /// The parts of a request a module can read and change. Moved into the
-/// store for the length of one call (see [`ReqParts::swap`]), so host
+/// store for the length of one call (see [`ReqParts::take_from`]), so host
 /// functions own what they edit: no pointer into the caller's stack.
 #[derive(Debug, Default)]
 pub struct ReqParts {
@@ -24,18 +24,32 @@ pub struct ReqParts {
     pub headers: HeaderMap,
     pub body: Bytes,
     /// The instance's parsed header names and values: stays in the store
-    /// across requests (it is not part of the request, `swap` leaves it).
+    /// across requests (it is not part of the request, `take_from` leaves it).
     pub cache: HeaderCache,
 }
 
 impl ReqParts {
-    /// Exchanges these parts with `req`'s: called once before a call (the
-    /// request moves in) and once after (the edited request moves back).
-    /// Field moves only; nothing is copied.
-    pub fn swap(&mut self, req: &mut MwRequest) {
+    /// Moves `req`'s parts in, before a call. Field moves, but for the
+    /// path and query: the module reads and writes them as strings here,
+    /// so they are copied out of the request's target.
+    pub fn take_from(&mut self, req: &mut MwRequest) {
+        self.swap_fields(req);
+        self.path.clear();
+        self.path.push_str(req.path());
+        self.query = req.query().map(str::to_string);
+    }
+
+    /// Moves the edited parts back into `req`, after a call; the path and
+    /// query are written only if the module changed them.
+    pub fn give_back(&mut self, req: &mut MwRequest) {
+        self.swap_fields(req);
+        if self.path != req.path() || self.query.as_deref() != req.query() {
+            req.set_target(mem::take(&mut self.path), self.query.take());
+        }
+    }
+
+    fn swap_fields(&mut self, req: &mut MwRequest) {
         mem::swap(&mut self.method, &mut req.method);
-        mem::swap(&mut self.path, &mut req.path);
-        mem::swap(&mut self.query, &mut req.query);
         mem::swap(&mut self.headers, &mut req.headers);
         mem::swap(&mut self.body, &mut req.body);
     }

@@ -108,10 +108,6 @@ pub fn spec(
 }
 
 pub fn request(method: Method, uri: &str, headers: &[(&str, &str)], body: &str) -> MwRequest {
-    let (path, query) = match uri.split_once('?') {
-        Some((p, q)) => (p.to_string(), Some(q.to_string())),
-        None => (uri.to_string(), None),
-    };
     let mut map = HeaderMap::new();
     for (k, v) in headers {
         map.append(
@@ -119,15 +115,13 @@ pub fn request(method: Method, uri: &str, headers: &[(&str, &str)], body: &str) 
             HeaderValue::from_str(v).unwrap(),
         );
     }
-    MwRequest {
+    MwRequest::new(
         method,
-        path,
-        query,
-        headers: map,
-        body: Bytes::from(body.to_string()),
-        remote_addr: "127.0.0.1:40000".parse().unwrap(),
-        request_uri: uri.parse().unwrap(),
-    }
+        uri.parse().unwrap(),
+        map,
+        Bytes::from(body.to_string()),
+        "127.0.0.1:40000".parse().unwrap(),
+    )
 }
 
 pub fn get(uri: &str, headers: &[(&str, &str)]) -> MwRequest {

@@ -70,9 +70,9 @@ pub fn url_and_params_follow_tyk_order(mode: Mode) {
         r#"{"z":["1","2"],"drop":["x"],"multi":["a"]}"#
     };
     assert_eq!(header(&req, "x-params"), want);
-    assert_eq!(req.path, "/q/a");
+    assert_eq!(req.path(), "/q/a");
     assert_eq!(
-        req.query.as_deref(),
+        req.query(),
         Some("added=x+y&multi=a&multi=b&multi=c&z=1&z=2")
     );
     // Params drop what Go's url.ParseQuery drops: a pair with ';' in its
@@ -80,15 +80,12 @@ pub fn url_and_params_follow_tyk_order(mode: Mode) {
     let mut req = get("/q/a?a=1;b=2&bad=%zz&z=%41+b", &[]);
     h.ok(&mut req);
     assert_eq!(header(&req, "x-params"), r#"{"z":["A b"]}"#);
-    assert_eq!(
-        req.query.as_deref(),
-        Some("added=x+y&multi=b&multi=c&z=A+b")
-    );
+    assert_eq!(req.query(), Some("added=x+y&multi=b&multi=c&z=A+b"));
     let mut req = get("/q/a?move=1", &[]);
     h.ok(&mut req);
-    assert_eq!(req.path, "/moved/here");
+    assert_eq!(req.path(), "/moved/here");
     assert_eq!(
-        req.query.as_deref(),
+        req.query(),
         Some("added=x+y&keep=1&multi=a&multi=b&multi=c")
     );
     // A parameter named __proto__ is a plain key, as JSON decoding makes it.

@@ -86,19 +86,13 @@ pub fn request(method: Method, path: &str, headers: &[(&str, &str)], body: &str)
             HeaderValue::from_str(v).unwrap(),
         );
     }
-    let (p, q) = match path.split_once('?') {
-        Some((p, q)) => (p.to_string(), Some(q.to_string())),
-        None => (path.to_string(), None),
-    };
-    MwRequest {
+    MwRequest::new(
         method,
-        path: p,
-        query: q,
-        headers: map,
-        body: Bytes::from(body.to_string()),
-        remote_addr: SocketAddr::from(([127, 0, 0, 1], 4242)),
-        request_uri: path.parse().unwrap(),
-    }
+        path.parse().unwrap(),
+        map,
+        Bytes::from(body.to_string()),
+        SocketAddr::from(([127, 0, 0, 1], 4242)),
+    )
 }
 
 /// A worker's view: the chain instantiated on this thread, run as a worker

@@ -28,6 +28,13 @@ fn rewrite(req: &mut Request<'_>) -> Result<(), PluginError> {
     req.set_body("rewritten body")
 }
 
+/// Writes a path that climbs out of the API with dot segments (and the
+/// query away): the gateway must clean it before it goes upstream.
+fn climb_out(req: &mut Request<'_>) -> Result<(), PluginError> {
+    req.set_path("/edit/a/../../../admin/./x")?;
+    req.set_query(None)
+}
+
 /// Removes the query string altogether.
 fn drop_query(req: &mut Request<'_>) -> Result<(), PluginError> {
     req.set_query(None)
@@ -208,6 +215,7 @@ export_plugin!(
     EditHeaders => edit_headers,
     Rewrite => rewrite,
     DropQuery => drop_query,
+    ClimbOut => climb_out,
     ReadAll => read_all,
     SeenPath => seen_path,
     Teapot => teapot,

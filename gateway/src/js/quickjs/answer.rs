@@ -156,8 +156,8 @@ fn request_values<'js>(
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
     // The path alone needs no joined copy (the usual request has no query).
     let joined;
-    let pq = match &req.query {
-        None => req.path.as_str(),
+    let pq = match req.query() {
+        None => req.path(),
         Some(_) => {
             joined = req.path_and_query();
             joined.as_str()
@@ -175,7 +175,7 @@ fn request_values<'js>(
     } else {
         Some(string(original)?)
     };
-    let params = match &req.query {
+    let params = match req.query() {
         None => None,
         Some(q) => Some(params(ctx, q)?.into_value()),
     };

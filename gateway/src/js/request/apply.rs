@@ -418,8 +418,7 @@ pub(crate) fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
             "Request.URL {url:?} has no absolute path"
         )));
     }
-    req.path = path.to_string();
-    req.query = uri.query().map(str::to_string);
+    req.set_target(path.to_string(), uri.query().map(str::to_string));
     Ok(())
 }
 
@@ -432,8 +431,7 @@ pub(crate) fn edit_query(
     extended: &[(String, Vec<String>)],
 ) {
     let mut values: Vec<(String, String)> = req
-        .query
-        .as_deref()
+        .query()
         .map(|q| crate::js::goquery::parse(q.as_bytes()))
         .unwrap_or_default();
     values.retain(|(k, _)| !deletes.contains(k));
@@ -449,5 +447,5 @@ pub(crate) fn edit_query(
     let encoded = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(values)
         .finish();
-    req.query = (!encoded.is_empty()).then_some(encoded);
+    req.set_query((!encoded.is_empty()).then_some(encoded));
 }

@@ -423,14 +423,14 @@ pub(crate) fn build(req: &MwRequest, acc: &mut Accessors, ctx: &mut Context) -> 
     } else {
         JsString::from(String::from_utf8_lossy(&req.body).as_ref())
     };
-    let url = match &req.query {
-        None => JsString::from(req.path.as_str()),
+    let url = match req.query() {
+        None => JsString::from(req.path()),
         Some(_) => JsString::from(req.path_and_query()),
     };
     let object = acc.spare(ctx);
     if let Some(mut p) = object.downcast_mut::<Pending>() {
         p.headers = req.headers.clone();
-        p.query = req.query.clone();
+        p.query = req.query().map(str::to_string);
     }
     // Each key exists with these attributes: a value write, no new shape.
     let write = |key: JsString, value: JsString| {
@@ -485,7 +485,7 @@ fn request_uri(req: &MwRequest, url: &JsString) -> JsString {
         .map_or("/", |pq| pq.as_str());
     let current_path = original.split('?').next().unwrap_or(original);
     let current_query = original.split_once('?').map(|(_, q)| q);
-    if current_path == req.path && current_query == req.query.as_deref() {
+    if current_path == req.path() && current_query == req.query() {
         url.clone()
     } else {
         JsString::from(original)
