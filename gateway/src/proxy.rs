@@ -289,24 +289,10 @@ impl Proxy {
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
         let mut mw = chain_request(parts, Bytes::new(), remote);
+        // No response chain here, so Tyk's forceResponse is a plain answer.
         for hook in [Hook::Pre, Hook::Post] {
-            if !chain.has(hook) {
-                continue;
-            }
-            match chain.run_now(hook, &mut mw) {
-                Ok(Flow::Continue) => {}
-                // No response chain here, so Tyk's forceResponse is a
-                // plain answer.
-                Ok(Flow::Respond(r) | Flow::Forced(r)) => {
-                    return Ok(Plan::Answer(middleware_response(*r)))
-                }
-                Err(e) => {
-                    return Err(ProxyError::reported(
-                        Kind::MiddlewareFailed,
-                        Origin::Middleware,
-                        e,
-                    ))
-                }
+            if let Some(resp) = phase_answer(chain.run_now(hook, &mut mw))? {
+                return Ok(Plan::Answer(resp));
             }
         }
         clean_rewritten_path(&mut mw);
@@ -418,7 +404,6 @@ async fn run_hook(
     req: &mut MwRequest,
 ) -> Result<Option<Response<ClientBody>>, ProxyError> {
     match chain.run(hook, req).await {
-        Ok(Flow::Continue) => Ok(None),
         // Tyk's forceResponse from a post hook runs the response chain.
         Ok(Flow::Forced(r)) if hook == Hook::Post && chain.has(Hook::Response) => {
             let head = crate::response::head_of(req);
@@ -426,6 +411,15 @@ async fn run_hook(
                 .await
                 .map(Some)
         }
+        end => phase_answer(end),
+    }
+}
+
+/// How a request phase ended, as the client's answer: `None` when the
+/// request goes on, a middleware's answer, or Tyk's 500 for a failure.
+fn phase_answer(end: Result<Flow, MwError>) -> Result<Option<Response<ClientBody>>, ProxyError> {
+    match end {
+        Ok(Flow::Continue) => Ok(None),
         Ok(Flow::Respond(r) | Flow::Forced(r)) => Ok(Some(middleware_response(*r))),
         Err(e) => Err(ProxyError::reported(
             Kind::MiddlewareFailed,

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::native::{native_api, plugins, write_def};
-use common::{get, mock, recorder, send, start_gateway};
+use common::{get, mock, recorder, send, start_gateway, Recorder, TestGateway};
 use serde_json::json;
 
 const TYK_500: &str = "Internal Server Error";
@@ -18,6 +18,26 @@ fn values(h: &http::HeaderMap, name: &str) -> Vec<String> {
         .iter()
         .map(|v| v.to_str().unwrap().to_string())
         .collect()
+}
+
+/// A gateway serving one API, `/{name}/`, whose `pre` and `post` entries
+/// are the test plugin's symbols, in front of a recorder; the temp dir
+/// holds its definition.
+fn serve_test_plugin(
+    name: &str,
+    pre: &[&str],
+    post: &[&str],
+) -> (tempfile::TempDir, TestGateway, Recorder) {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let t = plugins().test.as_path();
+    let pre: Vec<_> = pre.iter().map(|s| (t, *s)).collect();
+    let post: Vec<_> = post.iter().map(|s| (t, *s)).collect();
+    let api = native_api(name, &format!("/{name}/"), &up.to_string(), &pre, &post);
+    write_def(dir.path(), name, &api);
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    (dir, gw, rec)
 }
 
 #[test]
@@ -52,22 +72,7 @@ fn the_seed_add_header_reaches_the_mock_upstream() {
 
 #[test]
 fn the_upstream_sees_header_path_query_and_body_edits() {
-    let dir = tempfile::tempdir().unwrap();
-    let (up, rec) = recorder();
-    let t = &plugins().test;
-    write_def(
-        dir.path(),
-        "edit",
-        &native_api(
-            "edit",
-            "/edit/",
-            &up.to_string(),
-            &[(t, "EditHeaders")],
-            &[(t, "Rewrite")],
-        ),
-    );
-    let gw = start_gateway(dir.path());
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let (_dir, gw, rec) = serve_test_plugin("edit", &["EditHeaders"], &["Rewrite"]);
     let got = send(
         gw.addr,
         "POST",
@@ -105,16 +110,7 @@ fn the_upstream_sees_header_path_query_and_body_edits() {
 
 #[test]
 fn a_rewritten_path_loses_its_dot_segments_before_the_upstream() {
-    let dir = tempfile::tempdir().unwrap();
-    let (up, rec) = recorder();
-    let t = &plugins().test;
-    write_def(
-        dir.path(),
-        "climb",
-        &native_api("climb", "/edit/", &up.to_string(), &[(t, "ClimbOut")], &[]),
-    );
-    let gw = start_gateway(dir.path());
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let (_dir, gw, rec) = serve_test_plugin("edit", &["ClimbOut"], &[]);
     // Without a body the chain runs in place; with one, after the body is
     // read: both paths clean what the plugin wrote.
     for (method, body) in [("GET", &b""[..]), ("POST", &b"payload"[..])] {
@@ -202,16 +198,7 @@ fn a_plugin_answer_reaches_the_client_and_nothing_is_proxied() {
 
 #[test]
 fn errors_and_panics_answer_500_and_the_next_request_works() {
-    let dir = tempfile::tempdir().unwrap();
-    let (up, rec) = recorder();
-    let t = &plugins().test;
-    write_def(
-        dir.path(),
-        "moody",
-        &native_api("moody", "/m/", &up.to_string(), &[(t, "Moody")], &[]),
-    );
-    let gw = start_gateway(dir.path());
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let (_dir, gw, rec) = serve_test_plugin("m", &["Moody"], &[]);
     for trigger in ["fail", "panic", "panic", "fail"] {
         let got = send(gw.addr, "GET", "/m/x", &[("X-Trigger", trigger)], b"");
         assert_eq!(got.status, 500, "{trigger}");
