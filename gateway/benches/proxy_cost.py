@@ -16,7 +16,8 @@ is shared and noisy, so alternation and CPU time beat req/s):
     under `ab -n N -c 10` (a new connection per request, the seed's
     workload) and, if wrk is installed, `wrk -t1 -c10` keep-alive.
   - with --c1000: loadgen -n N -c 1000 (new connections) as a third load,
-    and its p99 latency per proxy (both listen with a backlog of 4096).
+    and its p99 latency per proxy (both listen with a backlog of 4096),
+    also as a paired difference per round against nginx.
   - VmRSS of each proxy after all rounds (for nginx, master and workers).
   - with --callgrind: user instructions per request of the gateway with one
     worker and of nginx with one process (`master_process off`), under the
@@ -234,6 +235,15 @@ def main():
             for name in proxies:
                 if tails[(name, "loadgen-c1000")]:
                     print(f"  {name:20} {spread(tails[(name, 'loadgen-c1000')])}")
+            # p99 drifts with the machine as CPU does: paired by round too.
+            print("paired p99 difference per round, gateway minus nginx with as many workers, ms:")
+            for t in (1, 2):
+                for who in ("gateway", "baseline"):
+                    ours = tails.get((f"{who} --threads {t}", "loadgen-c1000"))
+                    theirs = tails.get((f"nginx {t} worker(s)", "loadgen-c1000"))
+                    if ours and theirs and len(ours) == len(theirs):
+                        d = [a - b for a, b in zip(ours, theirs)]
+                        print(f"  {who} - nginx, {t} worker(s): {interval(d)}")
         time.sleep(2)
         print("VmRSS after the rounds:")
         for name, (port, pids) in proxies.items():

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Where a route's instructions go, function by function, against another.
+
+A benchmark, not a test: it prints figures and asserts nothing. It is the
+accounting behind the instruction figures quoted in the README and in the
+notes of issues 12 and 16 (what `/jsvm/` adds over `/gopl/`, what `/gopl/`
+adds over `/plain/`).
+
+To try this:
+  1. cargo build --release -p gateway -p loadgen -p add-header
+  2. apt-get install -y apache2-utils valgrind
+  3. python3 gateway/benches/cg_routes.py --routes plain,gopl
+     python3 gateway/benches/cg_routes.py --routes gopl,jsvm \\
+         --gateway-args '--jsvm-threads 0' --inclusive 'gateway::js|boa_gc::Collector'
+
+For each route, a one-worker gateway (the release build) runs under
+`valgrind --tool=callgrind` twice, serving N1 and then N2 requests of
+`ab -c 10` (a new connection per request, the seed's workload); every
+figure is (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up, the first requests
+and shutdown cancel out. Printed: user instructions per request of each
+route; then, for each later route, the functions whose own (self)
+instructions per request differ most from the first route's; with
+--inclusive REGEX, the inclusive instructions per request of the
+functions matching REGEX (what a call costs with everything it calls).
+The callgrind files stay in --keep DIR if given (read them with
+`callgrind_annotate`).
+"""
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wasm_cpu as w  # noqa: E402  (the script beside this one: definitions, gateway start)
+from proc_cpu import free_port, wait_port  # noqa: E402
+
+# "  1,234 (12.3%)  file:function [object]": the count, then the name.
+LINE = re.compile(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
+
+
+def annotate(path, inclusive):
+    """Program total and per-function counts of one callgrind file."""
+    cmd = ["callgrind_annotate", "--auto=no", "--threshold=100", "--show-percs=no",
+           f"--inclusive={'yes' if inclusive else 'no'}", path]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    total, per_fn = None, collections.Counter()
+    for line in out.splitlines():
+        m = LINE.match(line)
+        if not m:
+            continue
+        count, name = int(m.group(1).replace(",", "")), m.group(2)
+        if "PROGRAM TOTALS" in name:
+            total = count
+        elif total is not None:
+            per_fn[name] += count
+    return total, per_fn
+
+
+def run(apis, route, n, keep):
+    """Serves `n` requests of `route` under callgrind; the output file."""
+    out = os.path.join(keep, f"{route}-{n}.callgrind")
+    port, p = w.start_gateway(apis, 1, ["valgrind", "--tool=callgrind",
+                                        f"--callgrind-out-file={out}"])
+    try:
+        w.check_route(port, route)
+        subprocess.run(["ab", "-q", "-n", str(n), "-c", "10",
+                        f"http://127.0.0.1:{port}/{route}/hello/"],
+                       capture_output=True, timeout=900, check=True)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=300)
+    return out
+
+
+def per_request(a, b, n):
+    return collections.Counter({k: (b[k] - a.get(k, 0)) / n for k in b})
+
+
+def short(name, width=140):
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--routes", default="plain,gopl",
+                    help=f"comma-separated, the first is the base; of {', '.join(w.DEFINITIONS)}")
+    ap.add_argument("--n1", type=int, default=300)
+    ap.add_argument("--n2", type=int, default=1500)
+    ap.add_argument("--gateway-args", default="", help="more gateway flags, e.g. '--jsvm-threads 0'")
+    ap.add_argument("--inclusive", metavar="REGEX", help="also print inclusive costs of these functions")
+    ap.add_argument("--top", type=int, default=40, help="functions listed per comparison")
+    ap.add_argument("--keep", metavar="DIR", help="keep the callgrind files here")
+    args = ap.parse_args()
+    routes = args.routes.split(",")
+    unknown = [r for r in routes if r not in w.DEFINITIONS]
+    if unknown:
+        raise SystemExit(f"unknown route(s) {unknown}: known are {list(w.DEFINITIONS)}")
+    for tool in ("ab", "valgrind", "callgrind_annotate"):
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} is needed (apt-get install -y apache2-utils valgrind)")
+    w.ROUTES[:] = routes
+    w.GATEWAY_ARGS[:] = args.gateway_args.split()
+    keep = args.keep or tempfile.mkdtemp(prefix="cg-routes-")
+    os.makedirs(keep, exist_ok=True)
+    up_port = free_port()
+    mock = subprocess.Popen([os.path.join(w.REL, "mock-upstream"), "--listen",
+                             f"127.0.0.1:{up_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    apis = w.write_apis(up_port)
+    n = args.n2 - args.n1
+    selves, totals, inclusive = {}, {}, {}
+    try:
+        wait_port(up_port)
+        for route in routes:
+            f1, f2 = run(apis, route, args.n1, keep), run(apis, route, args.n2, keep)
+            (t1, s1), (t2, s2) = annotate(f1, False), annotate(f2, False)
+            totals[route], selves[route] = (t2 - t1) / n, per_request(s1, s2, n)
+            if args.inclusive:
+                inclusive[route] = per_request(annotate(f1, True)[1], annotate(f2, True)[1], n)
+            print(f"/{route}/: {totals[route]:,.0f} user instructions per request", flush=True)
+    finally:
+        mock.send_signal(signal.SIGTERM)
+        mock.wait(timeout=30)
+        shutil.rmtree(apis, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(keep, ignore_errors=True)
+    base = routes[0]
+    for route in routes[1:]:
+        names = set(selves[route]) | set(selves[base])
+        diff = {k: selves[route].get(k, 0) - selves[base].get(k, 0) for k in names}
+        print(f"\n/{route}/ - /{base}/: {totals[route] - totals[base]:+,.0f} per request; "
+              f"the functions whose own instructions differ most:")
+        for k, v in sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:args.top]:
+            print(f"  {v:+9,.0f}  {short(k)}")
+    if args.inclusive:
+        pattern = re.compile(args.inclusive)
+        for route in routes:
+            rows = [(v, k) for k, v in inclusive[route].items() if pattern.search(k) and v >= 50]
+            print(f"\n/{route}/: inclusive instructions per request of functions matching "
+                  f"{args.inclusive!r}:")
+            for v, k in sorted(rows, reverse=True)[:args.top]:
+                print(f"  {v:9,.0f}  {short(k)}")
+
+
+if __name__ == "__main__":
+    main()
