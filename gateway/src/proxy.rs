@@ -243,7 +243,15 @@ impl Proxy {
         remote: SocketAddr,
     ) -> Result<Response<ClientBody>, ProxyError> {
         let body = read_body(body).await?;
-        let mut mw = chain_request(parts, body, remote);
+        // Taken apart, not cloned: nothing of the client's head but these
+        // goes upstream (nor is held while the request is in flight).
+        let http::request::Parts {
+            method,
+            uri,
+            headers,
+            ..
+        } = parts;
+        let mut mw = chain_request(method, uri, headers, body, remote);
         // A hook's future is built only if the chain has the hook.
         if chain.has(Hook::Pre) {
             if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
@@ -285,10 +293,19 @@ impl Proxy {
         &'a self,
         route: &'a Route,
         chain: &'a ApiChain,
-        parts: http::request::Parts,
+        mut parts: http::request::Parts,
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
-        let mut mw = chain_request(parts, Bytes::new(), remote);
+        // The chain gets the head's fields and what it leaves goes back
+        // into the same `Parts`: the head is not moved whole, nor a new
+        // request made, on the way through.
+        let mut mw = chain_request(
+            std::mem::take(&mut parts.method),
+            std::mem::take(&mut parts.uri),
+            std::mem::take(&mut parts.headers),
+            Bytes::new(),
+            remote,
+        );
         // No response chain here, so Tyk's forceResponse is a plain answer.
         for hook in [Hook::Pre, Hook::Post] {
             if let Some(resp) = phase_answer(chain.run_now(hook, &mut mw))? {
@@ -296,7 +313,20 @@ impl Proxy {
             }
         }
         clean_rewritten_path(&mut mw);
-        let (up, added) = self.chain_upstream(route, chain, mw, remote)?;
+        parts.uri = chain_uri(route, chain, &mw)?;
+        let MwRequest {
+            method,
+            mut headers,
+            body,
+            ..
+        } = mw;
+        let added = self.prepare_headers(route, &mut headers, remote);
+        // The body may have been replaced: it goes as one known length.
+        crate::body::reframe(&mut headers, &method, body.len());
+        parts.method = method;
+        parts.headers = headers;
+        parts.version = http::Version::HTTP_11;
+        let up = Request::from_parts(parts, Either::Right(Full::new(body)));
         Ok(Plan::Stream(route, up, added))
     }
 
@@ -310,12 +340,7 @@ impl Proxy {
         mw: MwRequest,
         remote: SocketAddr,
     ) -> Result<(Request<UpstreamBody>, upstream::Added), ProxyError> {
-        let uri = upstream_uri(&route.spec, mw.path(), mw.query()).map_err(|e| {
-            // Middleware wrote this path or query.
-            chain.count(MwErrorKind::BadAnswer);
-            let e = MwError::bad_answer("the rewritten URL is not valid").with_source(e);
-            ProxyError::with_cause(Kind::MiddlewareFailed, Origin::Middleware, e)
-        })?;
+        let uri = chain_uri(route, chain, &mw)?;
         let mut headers = mw.headers;
         let added = self.prepare_headers(route, &mut headers, remote);
         // The body may have been replaced: it goes as one known length.
@@ -369,20 +394,29 @@ impl Proxy {
 }
 
 /// The middleware's view of the client's request, with its whole `body`.
-fn chain_request(parts: http::request::Parts, body: Bytes, remote: SocketAddr) -> MwRequest {
-    // Taken apart, not cloned: nothing of the client's head but these
-    // goes upstream (nor is held while the request is in flight).
-    let http::request::Parts {
-        method,
-        uri,
-        mut headers,
-        ..
-    } = parts;
+fn chain_request(
+    method: http::Method,
+    uri: Uri,
+    mut headers: http::HeaderMap,
+    body: Bytes,
+    remote: SocketAddr,
+) -> MwRequest {
     // Room for the headers a middleware sets, outside its timed call:
     // our own parser made it already (a check, then); hyper's map, of a
     // connection handed to it, is sized to the client's headers.
     headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
     MwRequest::new(method, uri, headers, body, remote)
+}
+
+/// The upstream target of a request a chain has run on: the listen path
+/// stripped from the path and query as the chain left them.
+fn chain_uri(route: &Route, chain: &ApiChain, mw: &MwRequest) -> Result<Uri, ProxyError> {
+    upstream_uri(&route.spec, mw.path(), mw.query()).map_err(|e| {
+        // Middleware wrote this path or query.
+        chain.count(MwErrorKind::BadAnswer);
+        let e = MwError::bad_answer("the rewritten URL is not valid").with_source(e);
+        ProxyError::with_cause(Kind::MiddlewareFailed, Origin::Middleware, e)
+    })
 }
 
 /// A middleware may have written a path with dot segments: they never

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::native::{native_api, plugins, write_def};
-use common::{get, mock, recorder, send, start_gateway, Recorder, TestGateway};
+use common::{get, mock, raw, recorder, send, start_gateway, Recorder, TestGateway};
 use serde_json::json;
 
 const TYK_500: &str = "Internal Server Error";
@@ -67,6 +67,50 @@ fn the_seed_add_header_reaches_the_mock_upstream() {
         ("pre", "AddHeader")
     );
     assert_eq!(mine[0].count, 3);
+    gw.stop();
+}
+
+#[test]
+fn http10_clients_through_a_plugin_go_upstream_as_http11_on_pooled_connections() {
+    // ab's request through the seed's plugin: the chain runs in place and
+    // the client's head, lent to it, goes on upstream as 1.1, keep-alive.
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let lib = &plugins().add_header;
+    write_def(
+        dir.path(),
+        "gopl",
+        &native_api(
+            "gopl-hello",
+            "/gopl/",
+            &up.to_string(),
+            &[(lib, "AddHeader")],
+            &[],
+        ),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for i in 0..20 {
+        let resp = raw(gw.addr, &format!("GET /gopl/n{i}?k={i} HTTP/1.0\r\nHost: x\r\nUser-Agent: ApacheBench/2.3\r\nAccept: */*\r\n\r\n"));
+        assert!(resp.starts_with("HTTP/1.0 200"), "{resp}");
+    }
+    let seen = rec.requests();
+    assert_eq!(seen.len(), 20);
+    for (i, s) in seen.iter().enumerate() {
+        assert_eq!(s.version, http::Version::HTTP_11, "request {i}");
+        assert_eq!(s.uri, format!("/n{i}?k={i}"));
+        assert_eq!(
+            values(&s.headers, "x-custom-goplugin"),
+            ["hello-from-go-plugin"]
+        );
+        assert_eq!(values(&s.headers, "user-agent"), ["ApacheBench/2.3"]);
+    }
+    // Two workers, each with its own pool, sequential requests: at most two.
+    assert!(
+        rec.connections() <= 2,
+        "{} upstream connections for 20 requests",
+        rec.connections()
+    );
     gw.stop();
 }
 
