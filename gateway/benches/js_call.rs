@@ -33,7 +33,12 @@
 //! 6. `JSVM_THREADS=0` runs the call inline (`--jsvm-threads 0`); the
 //!    default hands it to a VM thread, so the difference is what isolating
 //!    scripts from the I/O thread costs (wall time includes the two thread
-//!    wake-ups, `cpu` the work of both threads).
+//!    wake-ups, `cpu` the work of both threads). With VM threads the bench
+//!    pins itself and them to one core, as the gateway's default
+//!    `--cpu-affinity auto` pins a worker and its VM threads;
+//!    `CPU_AFFINITY=off` leaves them to the kernel, and a hand-off across
+//!    cores costs far more (on the 2-core test VM, boa 5 -> ~60 µs CPU per
+//!    call).
 //!
 //! 7. `JSVM_WAIT_US=0` makes the I/O side await every answer
 //!    asynchronously (`--jsvm-wait 0`) instead of first waiting in place
@@ -156,6 +161,16 @@ fn main() {
     // hands each call to a VM thread, as the gateway does by default.
     let jsvm_threads = env_count("JSVM_THREADS", 1);
     println!("jsvm_threads = {jsvm_threads}");
+    // As the gateway's `--cpu-affinity auto`: with VM threads, the calling
+    // (I/O) thread is pinned to a core before any VM thread exists, and
+    // its VM threads inherit it. `CPU_AFFINITY=off` leaves both to the
+    // kernel (the hand-off then often crosses cores).
+    let pin = std::env::var("CPU_AFFINITY").map_or(true, |v| v != "off");
+    if pin && jsvm_threads > 0 {
+        let cpu = gateway::affinity::worker_cpu(0).expect("the process may run on some CPU");
+        gateway::affinity::pin_current(cpu).expect("sched_setaffinity");
+        println!("pinned to CPU {cpu} with its VM threads (CPU_AFFINITY=off: unpinned)");
+    }
     let hello = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().expect("a temporary directory");
     let with_underscore = dir.path().join("jsvm_hello_underscore.js");
