@@ -238,20 +238,12 @@ impl Proxy {
         &self,
         route: &Route,
         chain: &ApiChain,
-        parts: http::request::Parts,
+        mut parts: http::request::Parts,
         body: RequestBody,
         remote: SocketAddr,
     ) -> Result<Response<ClientBody>, ProxyError> {
         let body = read_body(body).await?;
-        // Taken apart, not cloned: nothing of the client's head but these
-        // goes upstream (nor is held while the request is in flight).
-        let http::request::Parts {
-            method,
-            uri,
-            headers,
-            ..
-        } = parts;
-        let mut mw = chain_request(method, uri, headers, body, remote);
+        let mut mw = chain_request(&mut parts, body, remote);
         // A hook's future is built only if the chain has the hook.
         if chain.has(Hook::Pre) {
             if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
@@ -277,7 +269,8 @@ impl Proxy {
         let head = chain
             .has(Hook::Response)
             .then(|| crate::response::head_of(&mw));
-        let (up, added) = self.chain_upstream(route, chain, mw, remote)?;
+        let (body, added) = self.chain_upstream(route, chain, &mut parts, mw, remote)?;
+        let up = Request::from_parts(parts, body);
         let resp = self.forward(route, up, added).await?;
         match head {
             Some(head) => Box::pin(crate::response::upstream_answer(chain, &head, resp)).await,
@@ -296,16 +289,7 @@ impl Proxy {
         mut parts: http::request::Parts,
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
-        // The chain gets the head's fields and what it leaves goes back
-        // into the same `Parts`: the head is not moved whole, nor a new
-        // request made, on the way through.
-        let mut mw = chain_request(
-            std::mem::take(&mut parts.method),
-            std::mem::take(&mut parts.uri),
-            std::mem::take(&mut parts.headers),
-            Bytes::new(),
-            remote,
-        );
+        let mut mw = chain_request(&mut parts, Bytes::new(), remote);
         // No response chain here, so Tyk's forceResponse is a plain answer.
         for hook in [Hook::Pre, Hook::Post] {
             if let Some(resp) = phase_answer(chain.run_now(hook, &mut mw))? {
@@ -313,6 +297,25 @@ impl Proxy {
             }
         }
         clean_rewritten_path(&mut mw);
+        let (body, added) = self.chain_upstream(route, chain, &mut parts, mw, remote)?;
+        Ok(Plan::Stream(route, Request::from_parts(parts, body), added))
+    }
+
+    /// Puts what the chain left of the request (its path cleaned,
+    /// [`clean_rewritten_path`]) back into the client's `parts` it was lent
+    /// from ([`chain_request`]), as the upstream's head: the listen path
+    /// stripped, the proxy's headers, framing for the (maybe replaced) body,
+    /// which it returns. `parts` is borrowed and the request made by the
+    /// caller: passed and returned by value, the head and the request were
+    /// moved through memory (~200 more instructions per request on `/gopl/`).
+    fn chain_upstream(
+        &self,
+        route: &Route,
+        chain: &ApiChain,
+        parts: &mut http::request::Parts,
+        mw: MwRequest,
+        remote: SocketAddr,
+    ) -> Result<(UpstreamBody, upstream::Added), ProxyError> {
         parts.uri = chain_uri(route, chain, &mw)?;
         let MwRequest {
             method,
@@ -321,35 +324,11 @@ impl Proxy {
             ..
         } = mw;
         let added = self.prepare_headers(route, &mut headers, remote);
-        // The body may have been replaced: it goes as one known length.
         crate::body::reframe(&mut headers, &method, body.len());
         parts.method = method;
         parts.headers = headers;
         parts.version = http::Version::HTTP_11;
-        let up = Request::from_parts(parts, Either::Right(Full::new(body)));
-        Ok(Plan::Stream(route, up, added))
-    }
-
-    /// The upstream request for the request a chain has run on (its path
-    /// cleaned, [`clean_rewritten_path`]): the listen path stripped, the
-    /// proxy's headers, the (maybe replaced) body as one known length.
-    fn chain_upstream(
-        &self,
-        route: &Route,
-        chain: &ApiChain,
-        mw: MwRequest,
-        remote: SocketAddr,
-    ) -> Result<(Request<UpstreamBody>, upstream::Added), ProxyError> {
-        let uri = chain_uri(route, chain, &mw)?;
-        let mut headers = mw.headers;
-        let added = self.prepare_headers(route, &mut headers, remote);
-        // The body may have been replaced: it goes as one known length.
-        crate::body::reframe(&mut headers, &mw.method, mw.body.len());
-        let mut up = Request::new(Either::Right(Full::new(mw.body)));
-        *up.method_mut() = mw.method;
-        *up.uri_mut() = uri;
-        *up.headers_mut() = headers;
-        Ok((up, added))
+        Ok((Either::Right(Full::new(body)), added))
     }
 
     /// Sends `req` upstream within the upstream timeout.
@@ -394,18 +373,22 @@ impl Proxy {
 }
 
 /// The middleware's view of the client's request, with its whole `body`.
-fn chain_request(
-    method: http::Method,
-    uri: Uri,
-    mut headers: http::HeaderMap,
-    body: Bytes,
-    remote: SocketAddr,
-) -> MwRequest {
+fn chain_request(parts: &mut http::request::Parts, body: Bytes, remote: SocketAddr) -> MwRequest {
+    // Lent, not cloned: the chain edits the client's method, target and
+    // headers, and [`Proxy::chain_upstream`] puts what it leaves back into
+    // the same `parts`, so the head is neither copied nor moved whole.
+    let mut headers = std::mem::take(&mut parts.headers);
     // Room for the headers a middleware sets, outside its timed call:
     // our own parser made it already (a check, then); hyper's map, of a
     // connection handed to it, is sized to the client's headers.
     headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
-    MwRequest::new(method, uri, headers, body, remote)
+    MwRequest::new(
+        std::mem::take(&mut parts.method),
+        std::mem::take(&mut parts.uri),
+        headers,
+        body,
+        remote,
+    )
 }
 
 /// The upstream target of a request a chain has run on: the listen path
