@@ -64,18 +64,7 @@ def annotate(path, inclusive):
 
 def run(apis, route, n, keep):
     """Serves `n` requests of `route` under callgrind; the output file."""
-    out = os.path.join(keep, f"{route}-{n}.callgrind")
-    port, p = w.start_gateway(apis, 1, ["valgrind", "--tool=callgrind",
-                                        f"--callgrind-out-file={out}"])
-    try:
-        w.check_route(port, route)
-        subprocess.run(["ab", "-q", "-n", str(n), "-c", "10",
-                        f"http://127.0.0.1:{port}/{route}/hello/"],
-                       capture_output=True, timeout=900, check=True)
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=300)
-    return out
+    return w.callgrind_run(apis, route, n, os.path.join(keep, f"{route}-{n}.callgrind"))
 
 
 def per_request(a, b, n):

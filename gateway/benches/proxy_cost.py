@@ -155,6 +155,17 @@ def spread(xs):
     return f"{statistics.median(xs):7.1f} ({min(xs):.1f}-{max(xs):.1f})"
 
 
+def paired(series, load):
+    """Per round, gateway (and baseline) minus nginx with as many workers:
+    (label, differences) for each pair measured in every round."""
+    for t in (1, 2):
+        for who in ("gateway", "baseline"):
+            ours = series.get((f"{who} --threads {t}", load))
+            theirs = series.get((f"nginx {t} worker(s)", load))
+            if ours and theirs and len(ours) == len(theirs):
+                yield f"{who} - nginx, {t} worker(s)", [a - b for a, b in zip(ours, theirs)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -221,13 +232,8 @@ def main():
         # inside each round cancels most of it.
         print("paired difference per round, gateway minus nginx with as many workers, µs per request:")
         for load in loads:
-            for t in (1, 2):
-                for who in ("gateway", "baseline"):
-                    ours = results.get((f"{who} --threads {t}", load))
-                    theirs = results.get((f"nginx {t} worker(s)", load))
-                    if ours and theirs:
-                        d = [a - b for a, b in zip(ours, theirs)]
-                        print(f"  {load:18} {who} - nginx, {t} worker(s): {interval(d)}")
+            for label, d in paired(results, load):
+                print(f"  {load:18} {label}: {interval(d)}")
         if "loadgen-c1000" in loads:
             # Both listen with a backlog of 4096 (the gateway's, and nginx's
             # `backlog=4096` above), so the queue in front is the same.
@@ -237,13 +243,8 @@ def main():
                     print(f"  {name:20} {spread(tails[(name, 'loadgen-c1000')])}")
             # p99 drifts with the machine as CPU does: paired by round too.
             print("paired p99 difference per round, gateway minus nginx with as many workers, ms:")
-            for t in (1, 2):
-                for who in ("gateway", "baseline"):
-                    ours = tails.get((f"{who} --threads {t}", "loadgen-c1000"))
-                    theirs = tails.get((f"nginx {t} worker(s)", "loadgen-c1000"))
-                    if ours and theirs and len(ours) == len(theirs):
-                        d = [a - b for a, b in zip(ours, theirs)]
-                        print(f"  {who} - nginx, {t} worker(s): {interval(d)}")
+            for label, d in paired(tails, "loadgen-c1000"):
+                print(f"  {label}: {interval(d)}")
         time.sleep(2)
         print("VmRSS after the rounds:")
         for name, (port, pids) in proxies.items():

@@ -177,19 +177,25 @@ def report(cpu, calls, rounds, n, threads):
             print(f"  /{route}/: p50 {spread(p50)}  mean {spread(mean)}")
 
 
-def callgrind_ir(apis, route, n):
-    """Total user instructions of a one-worker gateway serving `n` requests."""
-    out = tempfile.mktemp(suffix=".callgrind")
+def callgrind_run(apis, route, n, out):
+    """Runs a one-worker gateway under callgrind while it serves `n`
+    requests of `route` (`ab -c 10`), its profile written to `out`."""
     port, p = start_gateway(apis, 1, ["valgrind", "--tool=callgrind",
                                       f"--callgrind-out-file={out}"])
     try:
         check_route(port, route)
         subprocess.run(["ab", "-q", "-n", str(n), "-c", "10",
                         f"http://127.0.0.1:{port}/{route}/hello/"],
-                       capture_output=True, timeout=900)
+                       capture_output=True, timeout=900, check=True)
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=300)
+    return out
+
+
+def callgrind_ir(apis, route, n):
+    """Total user instructions of a one-worker gateway serving `n` requests."""
+    out = callgrind_run(apis, route, n, tempfile.mktemp(suffix=".callgrind"))
     with open(out) as f:
         total = next(int(l.split()[1]) for l in f
                      if l.startswith("summary:") or l.startswith("totals:"))

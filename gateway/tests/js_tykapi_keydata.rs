@@ -65,31 +65,67 @@ fn a_malformed_session_in_the_answer_is_a_500_as_in_tyk() {
             200,
         ),
         ("goodmeta", "mw.ReturnData(request, {user: \"moe\"})", 200),
+        // Tyk decodes the answer's JSON text: inherited and non-enumerable
+        // fields are not in it, so these malformed sessions are not seen.
+        (
+            "inherited",
+            "Object.assign(Object.create({Session: \"x\", AuthValue: 5, SessionMeta: {count: 5}}), {Request: request})",
+            200,
+        ),
+        (
+            "hidden",
+            "Object.defineProperty(mw.ReturnData(request, {}), \"Session\", {value: \"x\"})",
+            200,
+        ),
+        (
+            "getter",
+            "Object.defineProperty(mw.ReturnData(request, {}), \"Session\", {get: function () { return \"x\"; }, enumerable: true})",
+            500,
+        ),
+        (
+            "proxied",
+            "new Proxy(mw.ReturnData(request, {}), {get: function (t, k) { return k === \"Session\" ? \"x\" : t[k]; }})",
+            200,
+        ),
     ];
+    // Every strategy decodes the answer by the same rules: the native
+    // reads of `persistent` and `fresh`, and `tyk-json`'s JSON text.
     for engine in ENGINES {
         let (up, _rec) = recorder();
         let dir = tempfile::tempdir().unwrap();
-        for (id, ret, _) in cases {
-            js_api(
-                dir.path(),
-                id,
-                &format!("/{id}/"),
-                up,
-                engine,
-                &script(ret),
-                Value::Null,
-            );
+        for strategy in STRATEGIES {
+            for (id, ret, _) in cases {
+                let id = format!("{id}-{strategy}");
+                js_api(
+                    dir.path(),
+                    &id,
+                    &format!("/{id}/"),
+                    up,
+                    engine,
+                    &script(ret),
+                    Value::Null,
+                );
+                let file = dir.path().join(format!("{id}.json"));
+                let mut api: Value =
+                    serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+                api["custom_middleware"]["strategy"] = json!(strategy);
+                write_api(dir.path(), &id, &api);
+            }
         }
         let gw = gateway(dir.path(), 1, 1);
-        for (id, ret, status) in cases {
-            let got = get(gw.addr, &format!("/{id}/"));
-            assert_eq!(
-                got.status.as_u16(),
-                status,
-                "{engine}: {ret}: {}",
-                got.text()
-            );
+        for strategy in STRATEGIES {
+            for (id, ret, status) in cases {
+                let got = get(gw.addr, &format!("/{id}-{strategy}/"));
+                assert_eq!(
+                    got.status.as_u16(),
+                    status,
+                    "{engine} {strategy}: {ret}: {}",
+                    got.text()
+                );
+            }
         }
         gw.stop();
     }
 }
+
+const STRATEGIES: [&str; 3] = ["persistent", "tyk-json", "fresh"];

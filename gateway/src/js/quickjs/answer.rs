@@ -638,8 +638,11 @@ fn check_session<'js>(
     keys: &Keys,
     ret: &Value<'js>,
 ) -> Result<Result<(), MwError>, Fail> {
-    // Undefined (the usual `Session` and `AuthValue`) makes no `Value`.
-    let get = |key: Key| keys.get_defined(ctx, ret, key).map_err(|e| failure(ctx, e));
+    // Absent (the usual `Session` and `AuthValue`) makes no `Value`.
+    let get = |key: Key| {
+        keys.get_json_field(ctx, ret, key)
+            .map_err(|e| failure(ctx, e))
+    };
     let (meta, session, auth) = (
         get(Key::SessionMeta)?,
         get(Key::Session)?,

@@ -282,6 +282,55 @@ impl Keys {
     }
 }
 
+impl Keys {
+    /// What Tyk's JSON encoding of an answer carries of `obj`'s field
+    /// `key`: the value of an own enumerable property (a getter runs), else
+    /// `None` (`JSON.stringify` drops inherited and non-enumerable ones,
+    /// and undefined ones, so Tyk's decoder never sees them). A Proxy's
+    /// traps run. `obj` is an object.
+    pub(crate) fn get_json_field<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        obj: &Value<'js>,
+        key: Key,
+    ) -> rquickjs::Result<Option<Value<'js>>> {
+        let raw = ctx.as_raw().as_ptr();
+        let atom = self.atoms[key as usize];
+        let mut desc = std::mem::MaybeUninit::<qjs::JSPropertyDescriptor>::uninit();
+        // SAFETY: `obj` is a value of this context and `atom` an atom of its
+        // runtime; on 1 the descriptor is filled with new references (value,
+        // getter, setter; undefined for those it lacks), each freed or
+        // handed over once below.
+        unsafe {
+            let found = qjs::JS_GetOwnProperty(raw, desc.as_mut_ptr(), obj.as_raw(), atom);
+            if found < 0 {
+                return Err(rquickjs::Error::Exception);
+            }
+            if found == 0 {
+                return Ok(None);
+            }
+            let desc = desc.assume_init();
+            let enumerable = desc.flags & qjs::JS_PROP_ENUMERABLE as std::ffi::c_int != 0;
+            let accessor = desc.flags & qjs::JS_PROP_GETSET as std::ffi::c_int != 0;
+            qjs::JS_FreeValue(raw, desc.getter);
+            qjs::JS_FreeValue(raw, desc.setter);
+            if !enumerable || accessor {
+                qjs::JS_FreeValue(raw, desc.value);
+            }
+            if !enumerable {
+                return Ok(None);
+            }
+            if accessor {
+                return self.get_defined(ctx, obj, key);
+            }
+            if qjs::JS_VALUE_GET_TAG(desc.value) == qjs::JS_TAG_UNDEFINED {
+                return Ok(None);
+            }
+            Ok(Some(Value::from_raw(ctx.clone(), desc.value)))
+        }
+    }
+}
+
 impl Drop for Keys {
     fn drop(&mut self) {
         for (atom, _) in self.names.take() {

@@ -313,7 +313,7 @@ fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError
         ),
     ];
     for (key, check) in fields {
-        let v = get(ret, key.clone(), ctx)?;
+        let v = json_field(ret, key.clone(), ctx)?;
         if v.is_undefined() || v.as_object().is_some_and(|o| is_empty_plain(&o)) {
             continue;
         }
@@ -328,6 +328,39 @@ fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError
         }
     }
     Ok(())
+}
+
+/// Field `key` of the answer as Tyk's JSON encoding of it carries it: the
+/// value of an own enumerable property, else `undefined` (`JSON.stringify`
+/// drops inherited and non-enumerable ones, so Tyk's decoder never sees
+/// them). On an ordinary object (what `ReturnData` makes) the property
+/// table answers, sparing the prototype walk an absent `Session` and
+/// `AuthValue` would take; any other object is asked through its internal
+/// methods (a Proxy's traps run).
+fn json_field(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwError> {
+    let key = PropertyKey::from(key);
+    if obj.is_ordinary() {
+        let data = {
+            let o = obj.borrow();
+            match o.properties().get(&key) {
+                None => return Ok(JsValue::undefined()),
+                Some(d) if d.enumerable() != Some(true) => return Ok(JsValue::undefined()),
+                Some(d) => d.is_data_descriptor().then(|| d.expect_value().clone()),
+            }
+        };
+        if let Some(v) = data {
+            return Ok(v);
+        }
+    } else {
+        let own = obj
+            .has_own_property(key.clone(), ctx)
+            .map_err(|e| MwError::threw(format!("reading {key}: {e}")))?;
+        if !own {
+            return Ok(JsValue::undefined());
+        }
+    }
+    obj.get(key.clone(), ctx)
+        .map_err(|e| MwError::threw(format!("reading {key}: {e}")))
 }
 
 /// An ordinary object without own properties (`{}`).
