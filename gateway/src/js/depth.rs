@@ -17,9 +17,9 @@
 //! | prototype chain lookup           |         225 |
 //! | bound function chain             | (iterative) |
 //!
-//! `JSON.parse` is bounded already: boa validates the text with serde_json
-//! first, whose recursion limit (128) refuses deeper text with a
-//! `SyntaxError`.
+//! `JSON.parse` is bounded already: the host's (`json.rs`) reads the text
+//! with serde_json, whose recursion limit (128) refuses deeper text with a
+//! `SyntaxError`, as boa's own did.
 //!
 //! Two defences, together:
 //!
@@ -140,7 +140,7 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
     replace(&json, "stringify", 3, stringify, ctx)
 }
 
-fn method(obj: &JsObject, name: &str, ctx: &mut Context) -> JsResult<JsObject> {
+pub(super) fn method(obj: &JsObject, name: &str, ctx: &mut Context) -> JsResult<JsObject> {
     obj.get(JsString::from(name), ctx)?
         .as_object()
         .ok_or_else(|| {
@@ -151,7 +151,7 @@ fn method(obj: &JsObject, name: &str, ctx: &mut Context) -> JsResult<JsObject> {
 }
 
 /// Installs `f` as `obj[name]` with a builtin's attributes, name and length.
-fn replace(
+pub(super) fn replace(
     obj: &JsObject,
     name: &str,
     length: usize,

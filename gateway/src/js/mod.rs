@@ -99,6 +99,7 @@ mod depth;
 mod forced;
 pub(crate) mod goquery;
 mod jobs;
+mod json;
 mod phase;
 mod prelude;
 pub mod quickjs;

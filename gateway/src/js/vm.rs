@@ -127,6 +127,7 @@ fn new_context(src: &Sources) -> Result<Context, BuildError> {
     limits.set_loop_iteration_limit(LOOP_ITERATION_LIMIT);
     ctx.set_runtime_limits(limits);
     depth::install(&mut ctx).map_err(internal)?;
+    super::json::install(&mut ctx).map_err(internal)?;
     prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
     if src.strategy == Strategy::TykJson {
         ctx.eval(Source::from_bytes(tykjson::HELPER))
