@@ -36,13 +36,9 @@
 //!      passes through these (an element's `ToString` calls its `toString`,
 //!      which calls `join`), so a per-thread depth counter around them sees
 //!      every level.
-//!    - `JSON.stringify`: its recursion is internal, so the wrapper passes a
-//!      replacer function that records each object's depth (its holder's
-//!      plus one) before the builtin descends into it. The replacer sees
-//!      values after `toJSON` and getters ran, so neither can smuggle in a
-//!      deeper value. A user's replacer function is called first, as the
-//!      builtin would; an array replacer becomes a key filter, so keys come
-//!      in the object's order rather than the list's (the one difference).
+//!    - `JSON.stringify` is the host's (`json.rs`), which counts its own
+//!      levels. (Before it, a wrapper passed boa's a replacer function
+//!      that recorded each object's depth: a native call per value.)
 //!    - `Array.prototype.flat`: the depth argument is capped.
 //!
 //! Prototype and Proxy chains are not wrapped: overflowing the stack with
@@ -52,16 +48,11 @@
 //!
 //! [`SCRIPT_STACK_SIZE`]: super::vmthread::SCRIPT_STACK_SIZE
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::rc::Rc;
+use std::cell::Cell;
 
-use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::property::PropertyDescriptor;
-use boa_engine::{
-    js_string, Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
-};
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction};
 
 /// Deepest nesting a wrapped builtin may reach.
 pub(crate) const MAX_NESTING: u32 = 10_000;
@@ -71,7 +62,7 @@ thread_local! {
     static ARRAY_DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
-fn too_deep(what: &str) -> boa_engine::JsError {
+pub(super) fn too_deep(what: &str) -> boa_engine::JsError {
     JsNativeError::range()
         .with_message(format!(
             "{what}: value nested deeper than {MAX_NESTING} levels"
@@ -130,14 +121,7 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
         original,
     );
     replace(&array_proto, "flat", 0, flat, ctx)?;
-
-    let json = ctx.intrinsics().objects().json();
-    let original = method(&json, "stringify", ctx)?;
-    let stringify = NativeFunction::from_copy_closure_with_captures(
-        |_, args, orig: &JsObject, ctx| stringify(orig, args, ctx),
-        original,
-    );
-    replace(&json, "stringify", 3, stringify, ctx)
+    Ok(())
 }
 
 pub(super) fn method(obj: &JsObject, name: &str, ctx: &mut Context) -> JsResult<JsObject> {
@@ -173,101 +157,4 @@ pub(super) fn replace(
         ctx,
     )?;
     Ok(())
-}
-
-/// What the depth-recording replacer of one `JSON.stringify` call holds.
-struct Tracker {
-    /// The script's replacer function, called first.
-    user: Option<JsObject>,
-    /// An array replacer's keys, applied as a filter.
-    keys: Option<Vec<JsString>>,
-    /// Depth of each object seen as a value, by address. An address reused
-    /// by a new object is overwritten before that object is descended into,
-    /// since the replacer always sees a value before it becomes a holder.
-    depths: Rc<RefCell<HashMap<usize, u32>>>,
-}
-
-impl Finalize for Tracker {}
-
-// SAFETY: `user` holds the only GC pointer; the keys are reference-counted
-// strings and the depth map holds plain addresses.
-unsafe impl Trace for Tracker {
-    boa_engine::gc::custom_trace!(this, mark, mark(&this.user));
-}
-
-fn addr(o: &JsObject) -> usize {
-    std::ptr::from_ref(o.as_ref()) as *const u8 as usize
-}
-
-/// `JSON.stringify(value, replacer, space)` with every level counted.
-fn stringify(orig: &JsObject, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
-    let (value, replacer, space) = (arg(0), arg(1), arg(2));
-    let replacer_obj = replacer.as_object();
-    let user = replacer_obj.clone().filter(JsObject::is_callable);
-    let keys = match &replacer_obj {
-        Some(o) if o.is_array() => Some(property_list(o, ctx)?),
-        _ => None,
-    };
-    let tracker = Tracker {
-        user,
-        keys,
-        depths: Rc::default(),
-    };
-    let record = NativeFunction::from_copy_closure_with_captures(
-        |this, args, t: &Tracker, ctx| {
-            let key = args.first().cloned().unwrap_or_default();
-            let mut value = args.get(1).cloned().unwrap_or_default();
-            if let Some(user) = &t.user {
-                value = user.call(this, &[key.clone(), value], ctx)?;
-            }
-            let holder = this.as_object();
-            let depth = holder
-                .as_ref()
-                .map_or(0, |h| t.depths.borrow().get(&addr(h)).copied().unwrap_or(0));
-            if let (Some(keys), Some(h)) = (&t.keys, &holder) {
-                // The root's wrapper (depth 0) is not filtered, as in the spec.
-                if depth > 0 && !h.is_array() {
-                    let k = key.to_string(ctx)?;
-                    if !keys.contains(&k) {
-                        return Ok(JsValue::undefined());
-                    }
-                }
-            }
-            if let Some(o) = value.as_object() {
-                if depth >= MAX_NESTING {
-                    return Err(too_deep("JSON.stringify"));
-                }
-                t.depths.borrow_mut().insert(addr(&o), depth + 1);
-            }
-            Ok(value)
-        },
-        tracker,
-    )
-    .to_js_function(ctx.realm());
-    orig.call(&JsValue::undefined(), &[value, record.into(), space], ctx)
-}
-
-/// An array replacer's property list, as the spec builds it: strings,
-/// numbers, and String/Number objects, each once, in order.
-fn property_list(list: &JsObject, ctx: &mut Context) -> JsResult<Vec<JsString>> {
-    let len = list.get(js_string!("length"), ctx)?.to_length(ctx)?;
-    let mut out: Vec<JsString> = Vec::new();
-    for i in 0..len {
-        let v = list.get(i, ctx)?;
-        let boxed = v
-            .as_object()
-            .is_some_and(|o| o.is::<JsString>() || o.is::<f64>());
-        let item = if v.is_string() || v.is_number() || boxed {
-            Some(v.to_string(ctx)?)
-        } else {
-            None
-        };
-        if let Some(s) = item {
-            if !out.contains(&s) {
-                out.push(s);
-            }
-        }
-    }
-    Ok(out)
 }

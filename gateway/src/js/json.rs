@@ -1,4 +1,6 @@
-//! `JSON.parse` for boa, built natively from serde_json's parser.
+//! `JSON.parse` and `JSON.stringify` for boa, the host's.
+//!
+//! # `JSON.parse`
 //!
 //! boa 0.22's `JSON.parse` validates the text with serde_json, then wraps it
 //! in parentheses and runs it as a script: lexed, parsed into an AST,
@@ -18,21 +20,60 @@
 //! key's last value at its first position, `__proto__` as an own data
 //! property, `-0` as minus zero. Numbers are read with serde_json's
 //! `float_roundtrip` (enabled in `Cargo.toml`), the correctly rounded
-//! parse a JS engine does. `cargo test -p gateway json::` compares it with
-//! boa's own on a corpus of texts.
+//! parse a JS engine does.
+//!
+//! # `JSON.stringify`
+//!
+//! boa's serializer allocates a vector and a string per member and joins
+//! them level by level; the host also had to pass it a replacer function
+//! that recorded each value's depth (`depth.rs`), a native call per value.
+//! On the response hook (`JSON.stringify` of the parsed echo) that was
+//! 111,000 instructions a call. The host's walks the value by the spec's
+//! `SerializeJSONProperty` steps (`toJSON`, the replacer function or key
+//! list, `space`, boxed primitives, `JSON.rawJSON` values, cycles as a
+//! `TypeError`, BigInt as a `TypeError`, getters and Proxy traps run in the
+//! spec's order) into one buffer, and bounds the nesting itself
+//! ([`super::depth::MAX_NESTING`], a `RangeError`). Ordinary objects and
+//! arrays are read from their property tables; any other object (a Proxy,
+//! a typed array, a host object) through its internal methods: the keys
+//! from `Object.keys` (the spec's `EnumerableOwnProperties`), the values
+//! by `[[Get]]`, arrays by `Array.isArray`. The one departure: a `toJSON`
+//! getter on `BigInt.prototype` sees a BigInt object as `this`, not the
+//! primitive.
+//!
+//! `cargo test -p gateway json::` compares both with boa's own on a corpus.
 
+use std::collections::HashSet;
 use std::fmt;
 
+use boa_engine::builtins::proxy::Proxy;
+use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::builtins::JsArray;
 use boa_engine::property::PropertyKey;
-use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue};
+use boa_engine::string::{CodePoint, JsStrVariant};
+use boa_engine::{
+    js_string, Context, JsBigInt, JsNativeError, JsObject, JsResult, JsString, JsValue,
+};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 use super::request::plain;
 
-/// Replaces `JSON.parse` in `ctx`'s realm (boa's own is kept for revivers).
+/// Replaces `JSON.parse` (boa's own is kept for revivers) and
+/// `JSON.stringify` in `ctx`'s realm.
 pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
     let json = ctx.intrinsics().objects().json();
+    let object = ctx.intrinsics().constructors().object().constructor();
+    let array = ctx.intrinsics().constructors().array().constructor();
+    let builtins = Builtins {
+        keys: super::depth::method(&object, "keys", ctx)?,
+        is_array: super::depth::method(&array, "isArray", ctx)?,
+        is_raw_json: super::depth::method(&json, "isRawJSON", ctx)?,
+    };
+    let stringify = boa_engine::NativeFunction::from_copy_closure_with_captures(
+        |_, args, b: &Builtins, ctx| stringify(b, args, ctx),
+        builtins,
+    );
+    super::depth::replace(&json, "stringify", 3, stringify, ctx)?;
     let original = super::depth::method(&json, "parse", ctx)?;
     let parse = boa_engine::NativeFunction::from_copy_closure_with_captures(
         |this, args, orig: &JsObject, ctx| {
@@ -86,7 +127,7 @@ impl Build<'_> {
 }
 
 /// A JSON number as boa holds a literal: an `i32` when it is one, else `f64`.
-fn number(n: f64) -> JsValue {
+fn literal(n: f64) -> JsValue {
     let i = n as i32;
     if f64::from(i) == n && !(n == 0.0 && n.is_sign_negative()) {
         JsValue::from(i)
@@ -127,7 +168,7 @@ impl<'de> Visitor<'de> for Build<'_> {
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<JsValue, E> {
-        Ok(number(v))
+        Ok(literal(v))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<JsValue, E> {
@@ -144,7 +185,7 @@ impl<'de> Visitor<'de> for Build<'_> {
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<JsValue, A::Error> {
         let object = plain(self.ctx);
-        while let Some(key) = map.next_key_seed(Key)? {
+        while let Some(key) = map.next_key_seed(Name)? {
             let value = map.next_value_seed(self.again())?;
             if let Err(e) = object.create_data_property_or_throw(key, value, self.ctx) {
                 *self.failure = Some(e);
@@ -156,9 +197,9 @@ impl<'de> Visitor<'de> for Build<'_> {
 }
 
 /// A member name, as the property key the object gets.
-struct Key;
+struct Name;
 
-impl<'de> DeserializeSeed<'de> for Key {
+impl<'de> DeserializeSeed<'de> for Name {
     type Value = PropertyKey;
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<PropertyKey, D::Error> {
@@ -166,7 +207,7 @@ impl<'de> DeserializeSeed<'de> for Key {
     }
 }
 
-impl<'de> Visitor<'de> for Key {
+impl<'de> Visitor<'de> for Name {
     type Value = PropertyKey;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -179,6 +220,443 @@ impl<'de> Visitor<'de> for Key {
     }
 }
 
+/// The realm's own functions `JSON.stringify` needs for exotic objects,
+/// taken at install (a script that replaces `Object.keys` does not change
+/// how its values are encoded).
+#[derive(Clone)]
+struct Builtins {
+    /// `Object.keys`: an object's own enumerable string keys, in order.
+    keys: JsObject,
+    /// `Array.isArray`: true for a Proxy of an array too.
+    is_array: JsObject,
+    /// `JSON.isRawJSON`.
+    is_raw_json: JsObject,
+}
+
+impl Finalize for Builtins {}
+
+// SAFETY: the three objects are the only GC pointers, all traced.
+unsafe impl Trace for Builtins {
+    boa_engine::gc::custom_trace!(this, mark, {
+        mark(&this.keys);
+        mark(&this.is_array);
+        mark(&this.is_raw_json);
+    });
+}
+
+/// `JSON.stringify(value, replacer, space)`.
+fn stringify(b: &Builtins, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let (value, replacer) = (arg(0), arg(1));
+    let mut w = Writer {
+        b,
+        out: String::new(),
+        replacer: None,
+        keys: None,
+        gap: String::new(),
+        indent: String::new(),
+        stack: HashSet::new(),
+        depth: 0,
+    };
+    if let Some(r) = replacer.as_object() {
+        if r.is_callable() {
+            w.replacer = Some(r.clone());
+        } else if is_array(b, &r, ctx)? {
+            w.keys = Some(property_list(&r, ctx)?);
+        }
+    }
+    w.gap = gap(arg(2), ctx)?;
+    // The spec's wrapper `{"": value}` is the root's holder: only a
+    // replacer function can see it.
+    let holder = match &w.replacer {
+        Some(_) => {
+            let wrapper = plain(ctx);
+            wrapper.create_data_property_or_throw(js_string!(), value.clone(), ctx)?;
+            Some(wrapper)
+        }
+        None => None,
+    };
+    let wrote = w.property(Key::Str(js_string!()), value, holder.as_ref(), ctx)?;
+    Ok(if wrote {
+        JsString::from(w.out.as_str()).into()
+    } else {
+        JsValue::undefined()
+    })
+}
+
+/// The indentation `space` asks for: up to 10 spaces, or the first 10
+/// code units of a string.
+fn gap(space: JsValue, ctx: &mut Context) -> JsResult<String> {
+    let space = match space.as_object() {
+        Some(o) if o.is::<f64>() => JsValue::from(space.to_number(ctx)?),
+        Some(o) if o.is::<JsString>() => JsValue::from(space.to_string(ctx)?),
+        _ => space,
+    };
+    if let Some(n) = space.as_number() {
+        let n = if n.is_nan() { 0.0 } else { n.trunc().min(10.0) };
+        return Ok(" ".repeat(if n < 1.0 { 0 } else { n as usize }));
+    }
+    Ok(match space.as_string() {
+        Some(s) => {
+            let s = s.get(..10).unwrap_or(s);
+            s.to_std_string_lossy()
+        }
+        None => String::new(),
+    })
+}
+
+/// An array replacer's keys: strings, numbers, and String and Number
+/// objects, each once, in order.
+fn property_list(list: &JsObject, ctx: &mut Context) -> JsResult<Vec<JsString>> {
+    let len = list.get(js_string!("length"), ctx)?.to_length(ctx)?;
+    let mut out: Vec<JsString> = Vec::new();
+    for i in 0..len {
+        let v = list.get(i, ctx)?;
+        let boxed = v
+            .as_object()
+            .is_some_and(|o| o.is::<JsString>() || o.is::<f64>());
+        if v.is_string() || v.is_number() || boxed {
+            let s = v.to_string(ctx)?;
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `IsArray(o)`: an Array, or a Proxy whose target is one.
+fn is_array(b: &Builtins, o: &JsObject, ctx: &mut Context) -> JsResult<bool> {
+    if o.is::<Proxy>() {
+        let v = b
+            .is_array
+            .call(&JsValue::undefined(), &[o.clone().into()], ctx)?;
+        return Ok(v.to_boolean());
+    }
+    Ok(o.is_array())
+}
+
+/// An object whose property table is all there is to it: no exotic
+/// internal methods, so its own data properties can be read directly.
+fn plain_table(o: &JsObject) -> bool {
+    o.is_ordinary() || o.is_array()
+}
+
+/// A property name as it is handed to `toJSON` and the replacer.
+enum Key {
+    Str(JsString),
+    Index(u32),
+}
+
+impl Key {
+    fn js(&self) -> JsString {
+        match self {
+            Key::Str(s) => s.clone(),
+            Key::Index(i) => JsString::from(*i),
+        }
+    }
+
+    fn property(&self) -> PropertyKey {
+        match self {
+            Key::Str(s) => s.clone().into(),
+            Key::Index(i) => (*i).into(),
+        }
+    }
+}
+
+/// One `JSON.stringify` call's state.
+struct Writer<'b> {
+    b: &'b Builtins,
+    out: String,
+    replacer: Option<JsObject>,
+    keys: Option<Vec<JsString>>,
+    gap: String,
+    indent: String,
+    /// The objects being written, by address (a cycle is a `TypeError`).
+    stack: HashSet<usize>,
+    depth: u32,
+}
+
+impl Writer<'_> {
+    /// `holder[key]`: straight from the table of a plain object or array.
+    fn get(&self, holder: &JsObject, key: &Key, ctx: &mut Context) -> JsResult<JsValue> {
+        let key = key.property();
+        if plain_table(holder) {
+            let o = holder.borrow();
+            if let Some(d) = o.properties().get(&key) {
+                if d.is_data_descriptor() {
+                    return Ok(d.expect_value().clone());
+                }
+            }
+        }
+        holder.get(key, ctx)
+    }
+
+    /// `SerializeJSONProperty`: writes the JSON of `value` (`holder[key]`,
+    /// already read) and says whether there was one (`undefined`, a
+    /// function or a symbol write nothing).
+    fn property(
+        &mut self,
+        key: Key,
+        mut value: JsValue,
+        holder: Option<&JsObject>,
+        ctx: &mut Context,
+    ) -> JsResult<bool> {
+        if value.is_object() || value.is_bigint() {
+            let target = match value.as_object() {
+                Some(o) => o,
+                None => value.to_object(ctx)?,
+            };
+            let to_json = target.get(js_string!("toJSON"), ctx)?;
+            if let Some(f) = to_json.as_callable() {
+                value = f.call(&value, &[key.js().into()], ctx)?;
+            }
+        }
+        if let Some(r) = &self.replacer {
+            let this = holder.map_or_else(JsValue::undefined, |h| h.clone().into());
+            value = r.call(&this, &[key.js().into(), value], ctx)?;
+        }
+        if let Some(o) = value.as_object() {
+            if o.is::<f64>() {
+                value = JsValue::from(value.to_number(ctx)?);
+            } else if o.is::<JsString>() {
+                value = JsValue::from(value.to_string(ctx)?);
+            } else if let Some(b) = o.downcast_ref::<bool>() {
+                value = JsValue::from(*b);
+            } else if let Some(n) = o.downcast_ref::<JsBigInt>() {
+                value = JsValue::from(n.clone());
+            } else if o.prototype().is_none() && self.raw_json(&o, ctx)? {
+                let raw = o.get(js_string!("rawJSON"), ctx)?;
+                if let Some(raw) = raw.as_string() {
+                    self.out.push_str(&raw.to_std_string_lossy());
+                    return Ok(true);
+                }
+                return Ok(false);
+            }
+        }
+        if value.is_null() {
+            self.out.push_str("null");
+        } else if let Some(b) = value.as_boolean() {
+            self.out.push_str(if b { "true" } else { "false" });
+        } else if let Some(s) = value.as_string() {
+            quote(&mut self.out, &s);
+        } else if let Some(n) = value.as_number() {
+            number(&mut self.out, n);
+        } else if value.is_bigint() {
+            return Err(JsNativeError::typ()
+                .with_message("cannot serialize bigint to JSON")
+                .into());
+        } else if let Some(o) = value.as_object().filter(|o| !o.is_callable()) {
+            self.enter(&o)?;
+            if is_array(self.b, &o, ctx)? {
+                self.array(&o, ctx)?;
+            } else {
+                self.object(&o, ctx)?;
+            }
+            self.leave(&o);
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn raw_json(&self, o: &JsObject, ctx: &mut Context) -> JsResult<bool> {
+        let v = self
+            .b
+            .is_raw_json
+            .call(&JsValue::undefined(), &[o.clone().into()], ctx)?;
+        Ok(v.to_boolean())
+    }
+
+    fn enter(&mut self, o: &JsObject) -> JsResult<()> {
+        if !self.stack.insert(address(o)) {
+            return Err(JsNativeError::typ()
+                .with_message("cyclic object value")
+                .into());
+        }
+        if self.depth >= super::depth::MAX_NESTING {
+            return Err(super::depth::too_deep("JSON.stringify"));
+        }
+        self.depth += 1;
+        self.indent.push_str(&self.gap);
+        Ok(())
+    }
+
+    fn leave(&mut self, o: &JsObject) {
+        self.stack.remove(&address(o));
+        self.depth -= 1;
+        self.indent.truncate(self.indent.len() - self.gap.len());
+    }
+
+    /// Before a member: the separator, and the line break and indent when
+    /// `space` asked for them.
+    fn separate(&mut self, first: bool) {
+        if !first {
+            self.out.push(',');
+        }
+        if !self.gap.is_empty() {
+            self.out.push('\n');
+            self.out.push_str(&self.indent);
+        }
+    }
+
+    /// After the last member (`any`: there was one): the closing line.
+    fn close(&mut self, any: bool, bracket: char) {
+        if any && !self.gap.is_empty() {
+            self.out.push('\n');
+            let stepback = self.indent.len() - self.gap.len();
+            self.out.push_str(&self.indent[..stepback]);
+        }
+        self.out.push(bracket);
+    }
+
+    /// `SerializeJSONArray`.
+    fn array(&mut self, a: &JsObject, ctx: &mut Context) -> JsResult<()> {
+        let len = a.get(js_string!("length"), ctx)?.to_length(ctx)?;
+        self.out.push('[');
+        for i in 0..len {
+            self.separate(i == 0);
+            let key = match u32::try_from(i) {
+                Ok(i) => Key::Index(i),
+                Err(_) => Key::Str(JsString::from(i)),
+            };
+            let value = self.get(a, &key, ctx)?;
+            if !self.property(key, value, Some(a), ctx)? {
+                self.out.push_str("null");
+            }
+        }
+        self.close(len > 0, ']');
+        Ok(())
+    }
+
+    /// `SerializeJSONObject`.
+    fn object(&mut self, o: &JsObject, ctx: &mut Context) -> JsResult<()> {
+        let keys = match &self.keys {
+            Some(list) => list.clone(),
+            None => self.own_keys(o, ctx)?,
+        };
+        self.out.push('{');
+        let mut any = false;
+        for k in keys {
+            let key = Key::Str(k);
+            let value = self.get(o, &key, ctx)?;
+            let mark = self.out.len();
+            self.separate(!any);
+            if let Key::Str(name) = &key {
+                quote(&mut self.out, name);
+            }
+            self.out.push(':');
+            if !self.gap.is_empty() {
+                self.out.push(' ');
+            }
+            if self.property(key, value, Some(o), ctx)? {
+                any = true;
+            } else {
+                self.out.truncate(mark);
+            }
+        }
+        self.close(any, '}');
+        Ok(())
+    }
+
+    /// `EnumerableOwnProperties(o, key)`: from the table of a plain object,
+    /// else through `Object.keys`.
+    fn own_keys(&self, o: &JsObject, ctx: &mut Context) -> JsResult<Vec<JsString>> {
+        if plain_table(o) {
+            let keys = o.own_property_keys(ctx)?;
+            let table = o.borrow();
+            let props = table.properties();
+            return Ok(keys
+                .into_iter()
+                .filter(|k| {
+                    !matches!(k, PropertyKey::Symbol(_))
+                        && props.get(k).is_some_and(|d| d.enumerable() == Some(true))
+                })
+                .map(|k| match k {
+                    PropertyKey::String(s) => s,
+                    PropertyKey::Index(i) => JsString::from(i.get()),
+                    PropertyKey::Symbol(_) => unreachable!("filtered out"),
+                })
+                .collect());
+        }
+        let keys = self
+            .b
+            .keys
+            .call(&JsValue::undefined(), &[o.clone().into()], ctx)?;
+        let keys = keys
+            .as_object()
+            .ok_or_else(|| JsNativeError::typ().with_message("Object.keys gave no array"))?;
+        let len = keys.get(js_string!("length"), ctx)?.to_length(ctx)?;
+        (0..len).map(|i| keys.get(i, ctx)?.to_string(ctx)).collect()
+    }
+}
+
+fn address(o: &JsObject) -> usize {
+    std::ptr::from_ref(o.as_ref()) as *const u8 as usize
+}
+
+/// `QuoteJSONString`, well-formed: a lone surrogate is escaped.
+fn quote(out: &mut String, s: &JsString) {
+    use std::fmt::Write as _;
+    out.push('"');
+    let one = |out: &mut String, c: char| match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\u{8}' => out.push_str("\\b"),
+        '\t' => out.push_str("\\t"),
+        '\n' => out.push_str("\\n"),
+        '\u{c}' => out.push_str("\\f"),
+        '\r' => out.push_str("\\r"),
+        c if c < ' ' => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => out.push(c),
+    };
+    match s.as_str().variant() {
+        JsStrVariant::Latin1(bytes) => {
+            // Runs of plain ASCII are copied whole.
+            let mut run = 0;
+            for (i, &b) in bytes.iter().enumerate() {
+                if b < 0x20 || b == b'"' || b == b'\\' || !b.is_ascii() {
+                    out.push_str(ascii(&bytes[run..i]));
+                    one(out, char::from(b));
+                    run = i + 1;
+                }
+            }
+            out.push_str(ascii(&bytes[run..]));
+        }
+        JsStrVariant::Utf16(_) => {
+            for cp in s.code_points() {
+                match cp {
+                    CodePoint::Unicode(c) => one(out, c),
+                    CodePoint::UnpairedSurrogate(u) => {
+                        let _ = write!(out, "\\u{u:04x}");
+                    }
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
+/// Bytes known to be ASCII, as text.
+fn ascii(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).expect("ASCII is UTF-8")
+}
+
+/// A finite number as JS writes it (`Number::toString`); not finite: `null`.
+fn number(out: &mut String, n: f64) {
+    use std::fmt::Write as _;
+    if !n.is_finite() {
+        out.push_str("null");
+    } else if n == n.trunc() && n.abs() < 1e15 {
+        // An integer: its digits (minus zero is "0").
+        let _ = write!(out, "{}", n as i64);
+    } else {
+        out.push_str(&JsString::from(n).to_std_string_lossy());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use boa_engine::{Context, Source};
@@ -186,17 +664,29 @@ mod tests {
     /// Runs `probe` (JS source whose value is a string) in a context with
     /// the native `JSON.parse` and in a stock boa context: the two must
     /// agree.
+    ///
+    /// On a script-sized stack, as the gateway runs scripts: boa's parser
+    /// in a debug build needs more than a test thread's 2 MiB for nested
+    /// function literals.
     fn both(probe: &str) -> (String, String) {
-        let run = |ctx: &mut Context| {
-            let v = ctx
-                .eval(Source::from_bytes(probe))
-                .unwrap_or_else(|e| panic!("{probe}: {e}"));
-            v.to_string(ctx).unwrap().to_std_string_lossy()
-        };
-        let mut ours = Context::default();
-        super::install(&mut ours).unwrap();
-        let mut stock = Context::default();
-        (run(&mut ours), run(&mut stock))
+        let probe = probe.to_string();
+        std::thread::Builder::new()
+            .stack_size(crate::js::SCRIPT_STACK_SIZE)
+            .spawn(move || {
+                let run = |ctx: &mut Context| {
+                    let v = ctx
+                        .eval(Source::from_bytes(&probe))
+                        .unwrap_or_else(|e| panic!("{probe}: {e}"));
+                    v.to_string(ctx).unwrap().to_std_string_lossy()
+                };
+                let mut ours = Context::default();
+                super::install(&mut ours).unwrap();
+                let mut stock = Context::default();
+                (run(&mut ours), run(&mut stock))
+            })
+            .unwrap()
+            .join()
+            .unwrap()
     }
 
     /// What a parse gives, written out so that any difference shows: the
@@ -318,5 +808,115 @@ mod tests {
         "#;
         let v = ctx.eval(Source::from_bytes(probe)).unwrap();
         assert_eq!(v.as_boolean(), Some(true));
+    }
+
+    /// `expr` evaluated as the value of a function (its own statements
+    /// first, `;`-separated), as a string, or its error's name and message.
+    fn guarded(expr: &str) -> String {
+        format!(
+            "(function () {{ try {{ return String((function () {{ {expr} }})()); }} catch (e) {{ return e.name + ': ' + e.message; }} }})()"
+        )
+    }
+
+    #[test]
+    fn stringify_agrees_with_boas_own() {
+        let bodies = [
+            r#"return JSON.stringify({b: 1, a: [true, false, null, undefined, function () {}, Symbol()], c: {d: "e"}})"#,
+            r#"return JSON.stringify({u: undefined, f: function () {}, s: Symbol("x"), n: null})"#,
+            r#"return JSON.stringify("\u2028\u2029\ud800\udc00 \ud800 \udfff \b\f\n\r\t\"\\ \x01\x1f\x7f é ÿ 😀 ☃")"#,
+            r#"return JSON.stringify([0, -0, 1.5, -7, 1e21, 1e-7, 123456789012345680000, 0.1 + 0.2, NaN, Infinity, -Infinity, 2 ** 53, 2 ** 53 + 2, 1e15, 999999999999999, 5e-324, 1.7976931348623157e308, -1e-300])"#,
+            r#"return JSON.stringify({2: "two", 1: "one", b: "x", 0: "zero", "-1": "neg", 4294967295: "big", 4294967294: "max"})"#,
+            r#"return JSON.stringify([new Date(0), new Date(NaN)])"#,
+            r#"return JSON.stringify({toJSON: function (k) { return "key:" + k; }})"#,
+            r#"return JSON.stringify({a: {toJSON: function (k) { return [k, this.x]; }, x: 5}, b: [{toJSON: function (k) { return typeof k + k; }}]})"#,
+            r#"return JSON.stringify([new Number(3), new String("s"), new Boolean(false), Object("x")])"#,
+            r#"return JSON.stringify(Object(1n))"#,
+            r#"return JSON.stringify({a: 1n})"#,
+            r#"BigInt.prototype.toJSON = function () { return this.toString() + "n"; }; try { return JSON.stringify([1n, {b: 2n}]); } finally { delete BigInt.prototype.toJSON; }"#,
+            r#"return JSON.stringify({a: 1, b: [1, 2], c: {d: 2}}, function (k, v) { return typeof v === "number" ? v * 2 : v; })"#,
+            r#"return JSON.stringify({a: 1}, function (k, v) { return k === "" ? {wrapped: Object.keys(this), key: k} : v; })"#,
+            r#"return JSON.stringify([1, 2], function (k, v) { return Array.isArray(this) ? typeof k + k : v; })"#,
+            r#"return JSON.stringify({b: 1, a: 2, c: {a: 3, b: 4, 1: 5}}, ["a", "b", 1, new String("c"), "a", {}, true])"#,
+            r#"return JSON.stringify([{b: 1, a: 2}], ["a"])"#,
+            r#"return JSON.stringify({a: [1, {b: 2}], c: [], d: {}, e: "x"}, null, 2)"#,
+            r#"return JSON.stringify({a: [1, {b: 2}], c: []}, null, "--")"#,
+            r#"return JSON.stringify({a: [1]}, null, 20)"#,
+            r#"return JSON.stringify({a: [1]}, null, new Number(3))"#,
+            r#"return JSON.stringify({a: [1]}, null, new String("ab"))"#,
+            r#"return JSON.stringify({a: [1]}, null, "abcdefghijklmnop")"#,
+            r#"return [0, -1, 3.7, NaN, Infinity, -Infinity, true, null].map(function (s) { return JSON.stringify({a: [1]}, null, s); }).join("|")"#,
+            r#"var o = {}; o.self = o; return JSON.stringify(o)"#,
+            r#"var a = []; a.push([a]); return JSON.stringify(a)"#,
+            r#"var x = {v: 1}; return JSON.stringify([x, x, {y: x}])"#,
+            r#"return JSON.stringify({get a() { return 1; }, b: 2})"#,
+            r#"var log = []; var o = {get a() { log.push("a"); delete this.b; this.d = 4; return 1; }, b: 2, get c() { log.push("c"); return 3; }}; return JSON.stringify(o) + log.join()"#,
+            r#"return JSON.stringify(Object.defineProperty({x: 1}, "h", {value: 1, enumerable: false}))"#,
+            r#"var o = {}; o[Symbol("s")] = 1; o.x = 2; return JSON.stringify(o)"#,
+            r#"return JSON.stringify(new Proxy({a: 1, b: 2}, {get: function (t, k) { return k === "a" ? 10 : t[k]; }}))"#,
+            r#"return JSON.stringify(new Proxy([1, 2, 3], {}))"#,
+            r#"var log = []; var p = new Proxy({}, {ownKeys: function () { log.push("keys"); return ["x", "y"]; }, getOwnPropertyDescriptor: function (t, k) { log.push("desc " + k); return {value: k, enumerable: k === "x", configurable: true}; }, get: function (t, k) { log.push("get " + String(k)); return String(k).toUpperCase(); }}); return JSON.stringify({p: p}) + log.join()"#,
+            r#"return JSON.stringify([new Uint8Array([1, 2, 3]), new Float64Array([0.5])])"#,
+            r#"return (function () { return JSON.stringify(arguments); })(1, "a")"#,
+            r#"return JSON.stringify(new String("abc")) + JSON.stringify(new Number(-0)) + JSON.stringify(new Boolean(true))"#,
+            r#"return typeof JSON.rawJSON === "function" ? JSON.stringify({a: JSON.rawJSON("1e1000"), b: [JSON.rawJSON("\"x\"")]}) : "no rawJSON""#,
+            r#"var n = Object.create(null); n.a = 1; n.toJSON = 5; return JSON.stringify([n])"#,
+            r#"function P() { this.own = 1; } P.prototype.inh = 2; return JSON.stringify(new P())"#,
+            r#"return JSON.stringify({a: {toJSON: function () { return undefined; }}, b: 1, c: [{toJSON: function () {}}]})"#,
+            r#"return String(JSON.stringify(undefined)) + String(JSON.stringify(function () {})) + String(JSON.stringify(Symbol())) + JSON.stringify(null)"#,
+            r#"return JSON.stringify([new Map([[1, 2]]), new Set([1]), new Error("x"), /re/g, Math])"#,
+            r#"var a = [1, , 3]; a.x = 5; return JSON.stringify([a, new Array(3), []]) + JSON.stringify([], null, 2) + JSON.stringify({}, null, 2)"#,
+            r#"return JSON.stringify({"\n": 1, "\"q\"": 2, "é": 3, "\ud800": 4, "": 5})"#,
+            r#"return JSON.stringify({toJSON: function () { throw new Error("boom"); }})"#,
+            r#"return JSON.stringify({get a() { throw new TypeError("getter"); }})"#,
+            r#"return JSON.stringify({a: 1}, function () { return function () {}; })"#,
+            r#"return JSON.stringify(1, function (k, v) { return k === "" ? [k, v, this[""]] : v; })"#,
+            r#"return JSON.stringify.name + "/" + JSON.stringify.length + "/" + Object.keys(JSON).length"#,
+            r#"return JSON.stringify("x".repeat(3000) + "é".repeat(2000) + "☃".repeat(1000)).length"#,
+            r#"return JSON.stringify({a: [{b: {c: [1, "two", {d: null}]}}]}, null, "\t")"#,
+            r#"var o = {a: 1}; Object.defineProperty(o, "b", {get: function () { return 2; }, enumerable: true}); Object.freeze(o); return JSON.stringify(o)"#,
+            r#"return JSON.stringify(JSON.parse('{"b":1,"a":{"c":[1,2,{"d":"e"}]},"__proto__":3}'))"#,
+        ];
+        for body in bodies {
+            let (ours, stock) = both(&guarded(body));
+            assert_eq!(ours, stock, "{body}");
+        }
+    }
+
+    #[test]
+    fn stringify_bounds_nesting_with_a_range_error() {
+        std::thread::Builder::new()
+            .stack_size(crate::js::SCRIPT_STACK_SIZE)
+            .spawn(|| {
+                let mut ctx = Context::default();
+                super::install(&mut ctx).unwrap();
+                let deep = |n: u32, open: &str, close: &str| {
+                    guarded(&format!(
+                        "var v = 1; for (var i = 0; i < {n}; i++) {{ v = {open}v{close}; }} return JSON.stringify(v).length"
+                    ))
+                };
+                let run = |ctx: &mut Context, src: String| {
+                    let v = ctx.eval(Source::from_bytes(&src)).unwrap();
+                    v.to_string(ctx).unwrap().to_std_string_lossy()
+                };
+                let max = super::super::depth::MAX_NESTING;
+                assert_eq!(run(&mut ctx, deep(max, "[", "]")), (2 * max + 1).to_string());
+                for (open, close) in [("[", "]"), ("{a: ", "}")] {
+                    assert_eq!(
+                        run(&mut ctx, deep(max + 1, open, close)),
+                        format!("RangeError: JSON.stringify: value nested deeper than {max} levels")
+                    );
+                }
+                // A replacer that nests deeper at every level is stopped too.
+                let src = guarded(
+                    "var n = 0; return JSON.stringify({}, function (k, v) { n++; return {a: n}; })",
+                );
+                assert_eq!(
+                    run(&mut ctx, src),
+                    format!("RangeError: JSON.stringify: value nested deeper than {max} levels")
+                );
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 }
