@@ -25,8 +25,19 @@ thread_local! {
 const LEVELS: usize = 2_000;
 
 /// `(name, setup building `deep` LEVELS deep with probe() innermost, the
-/// expression that walks it)`.
+/// expression that walks it)`. A name starting with "host " runs in a
+/// context with the gateway's own `JSON` functions (`js/json.rs`).
 const CASES: &[(&str, &str, &str)] = &[
+    (
+        "host JSON.stringify(object)",
+        "var deep = {toJSON: function () { probe(); return 1; }}; for (var i = 0; i < N; i++) deep = {a: deep};",
+        "JSON.stringify(deep)",
+    ),
+    (
+        "host JSON.stringify(array)",
+        "var deep = {toJSON: function () { probe(); return 1; }}; for (var i = 0; i < N; i++) deep = [deep];",
+        "JSON.stringify(deep)",
+    ),
     (
         "JSON.stringify(object)",
         "var deep = {toJSON: function () { probe(); return 1; }}; for (var i = 0; i < N; i++) deep = {a: deep};",
@@ -69,10 +80,13 @@ fn stack_addr() -> usize {
     std::hint::black_box(&x) as *const u8 as usize
 }
 
-fn measure(setup: &str, walk: &str) -> Result<f64, String> {
+fn measure(host: bool, setup: &str, walk: &str) -> Result<f64, String> {
     let base = stack_addr();
     LOWEST.with(|l| l.set(usize::MAX));
     let mut ctx = Context::default();
+    if host {
+        gateway::js::install_host_json(&mut ctx).map_err(|e| e.to_string())?;
+    }
     let probe = NativeFunction::from_fn_ptr(|_, _, _| {
         let sp = stack_addr();
         LOWEST.with(|l| l.set(l.get().min(sp)));
@@ -99,10 +113,11 @@ fn main() {
     println!("native stack per nesting level, {LEVELS} levels deep");
     for (name, setup, walk) in CASES {
         let (setup, walk) = (setup.to_string(), walk.to_string());
+        let host = name.starts_with("host ");
         // A large stack so every case reaches its innermost level.
         let got = std::thread::Builder::new()
             .stack_size(1 << 30)
-            .spawn(move || measure(&setup, &walk))
+            .spawn(move || measure(host, &setup, &walk))
             .unwrap()
             .join()
             .unwrap();

@@ -17,6 +17,10 @@
 //! | prototype chain lookup           |         225 |
 //! | bound function chain             | (iterative) |
 //!
+//! The host's own `JSON.stringify` (`json.rs`, which replaced boa's), in
+//! the release build the same bench runs by default: 707 bytes per level
+//! of objects and 515 of arrays, against boa's 1,250 and 1,218 there.
+//!
 //! `JSON.parse` is bounded already: the host's (`json.rs`) reads the text
 //! with serde_json, whose recursion limit (128) refuses deeper text with a
 //! `SyntaxError`, as boa's own did.

@@ -115,6 +115,14 @@ mod vmthread;
 
 pub use vmthread::{DEFAULT_WAIT, SCRIPT_STACK_SIZE};
 
+/// Installs the host's `JSON.parse` and `JSON.stringify` (`json.rs`) in a
+/// boa context: for `cargo bench -p gateway --bench js_stack_depth`, which
+/// measures them beside boa's own.
+#[doc(hidden)]
+pub fn install_host_json(ctx: &mut boa_engine::Context) -> boa_engine::JsResult<()> {
+    json::install(ctx)
+}
+
 /// How an API's scripts keep state across requests
 /// (`custom_middleware.strategy`, default `--jsvm-strategy`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
