@@ -49,7 +49,7 @@ use std::fmt;
 use boa_engine::builtins::proxy::Proxy;
 use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::builtins::JsArray;
-use boa_engine::property::PropertyKey;
+use boa_engine::property::{PropertyDescriptor, PropertyKey};
 use boa_engine::string::{CodePoint, JsStrVariant};
 use boa_engine::{
     js_string, Context, JsBigInt, JsNativeError, JsObject, JsResult, JsString, JsValue,
@@ -95,34 +95,20 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
 /// The value of JSON text `text`, or the `SyntaxError` boa would throw.
 pub(crate) fn parse(text: &str, ctx: &mut Context) -> JsResult<JsValue> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let mut failure = None;
-    let value = Build {
-        ctx,
-        failure: &mut failure,
-    }
-    .deserialize(&mut de)
-    .and_then(|v| de.end().map(|()| v));
-    match (value, failure) {
-        (_, Some(e)) => Err(e),
-        (Ok(v), None) => Ok(v),
-        (Err(e), None) => Err(JsNativeError::syntax().with_message(e.to_string()).into()),
-    }
+    Build { ctx }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| JsNativeError::syntax().with_message(e.to_string()).into())
 }
 
-/// Builds one JSON value (and, recursively, its members) in `ctx`. A JS
-/// error while building (none is expected: the objects are new and
-/// ordinary) is kept in `failure` and stops the parse.
+/// Builds one JSON value (and, recursively, its members) in `ctx`.
 struct Build<'a> {
     ctx: &'a mut Context,
-    failure: &'a mut Option<boa_engine::JsError>,
 }
 
 impl Build<'_> {
     fn again(&mut self) -> Build<'_> {
-        Build {
-            ctx: self.ctx,
-            failure: self.failure,
-        }
+        Build { ctx: self.ctx }
     }
 }
 
@@ -187,10 +173,17 @@ impl<'de> Visitor<'de> for Build<'_> {
         let object = plain(self.ctx);
         while let Some(key) = map.next_key_seed(Name)? {
             let value = map.next_value_seed(self.again())?;
-            if let Err(e) = object.create_data_property_or_throw(key, value, self.ctx) {
-                *self.failure = Some(e);
-                return Err(de::Error::custom("JSON.parse: cannot define a property"));
-            }
+            // CreateDataProperty on a new, extensible, ordinary object
+            // cannot fail or be refused, so the property goes straight
+            // into the table (a repeated key keeps its place, as there).
+            object.insert_property(
+                key,
+                PropertyDescriptor::builder()
+                    .value(value)
+                    .writable(true)
+                    .enumerable(true)
+                    .configurable(true),
+            );
         }
         Ok(object.into())
     }
