@@ -37,9 +37,11 @@
 //! arrays are read from their property tables; any other object (a Proxy,
 //! a typed array, a host object) through its internal methods: the keys
 //! from `Object.keys` (the spec's `EnumerableOwnProperties`), the values
-//! by `[[Get]]`, arrays by `Array.isArray`. The one departure: a `toJSON`
-//! getter on `BigInt.prototype` sees a BigInt object as `this`, not the
-//! primitive.
+//! by `[[Get]]`, arrays by `Array.isArray`. Two departures, both far from
+//! what a gateway script does: a `toJSON` getter on `BigInt.prototype`
+//! sees a BigInt object as `this`, not the primitive; and a `space` string
+//! holding a lone surrogate indents with U+FFFD (the output is built as
+//! UTF-8; every other lone surrogate is escaped, as the spec says).
 //!
 //! `cargo test -p gateway json::` compares both with boa's own on a corpus.
 
