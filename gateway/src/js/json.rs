@@ -51,14 +51,14 @@ use std::fmt;
 use boa_engine::builtins::proxy::Proxy;
 use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::builtins::JsArray;
-use boa_engine::property::{PropertyDescriptor, PropertyKey};
+use boa_engine::property::PropertyKey;
 use boa_engine::string::{CodePoint, JsStrVariant};
 use boa_engine::{
     js_string, Context, JsBigInt, JsNativeError, JsObject, JsResult, JsString, JsValue,
 };
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use super::request::plain;
+use super::request::{own_data, plain, put_data};
 
 /// Replaces `JSON.parse` (boa's own is kept for revivers) and
 /// `JSON.stringify` in `ctx`'s realm.
@@ -175,17 +175,9 @@ impl<'de> Visitor<'de> for Build<'_> {
         let object = plain(self.ctx);
         while let Some(key) = map.next_key_seed(Name)? {
             let value = map.next_value_seed(self.again())?;
-            // CreateDataProperty on a new, extensible, ordinary object
-            // cannot fail or be refused, so the property goes straight
-            // into the table (a repeated key keeps its place, as there).
-            object.insert_property(
-                key,
-                PropertyDescriptor::builder()
-                    .value(value)
-                    .writable(true)
-                    .enumerable(true)
-                    .configurable(true),
-            );
+            // The object is new and ordinary: CreateDataProperty cannot be
+            // refused (a repeated key keeps its place, as there).
+            put_data(&object, key, value);
         }
         Ok(object.into())
     }
@@ -377,11 +369,8 @@ impl Writer<'_> {
     fn get(&self, holder: &JsObject, key: &Key, ctx: &mut Context) -> JsResult<JsValue> {
         let key = key.property();
         if plain_table(holder) {
-            let o = holder.borrow();
-            if let Some(d) = o.properties().get(&key) {
-                if d.is_data_descriptor() {
-                    return Ok(d.expect_value().clone());
-                }
+            if let Some(v) = own_data(holder, &key) {
+                return Ok(v);
             }
         }
         holder.get(key, ctx)

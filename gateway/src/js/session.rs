@@ -80,6 +80,9 @@ const SESSION_FIELDS: &[(&str, Kind)] = &[
 /// One field's check.
 pub(crate) type Check = fn(&Value) -> Result<(), MwError>;
 
+/// The session fields of a script's answer, in the order of [`CHECKS`].
+pub(crate) const FIELDS: [&str; 3] = ["SessionMeta", "Session", "AuthValue"];
+
 /// The checks of `[SessionMeta, Session, AuthValue]`, in that order.
 pub(crate) const CHECKS: [Check; 3] = [check_session_meta, check_session, check_auth_value];
 

@@ -301,8 +301,8 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
     };
     // Go decodes the whole answer before using any of it: a session field
     // of the wrong type fails the request even when the rest would apply.
-    let session_fields = ["SessionMeta", "Session", "AuthValue"];
-    for (key, check) in session_fields.into_iter().zip(crate::js::session::CHECKS) {
+    use crate::js::session::{CHECKS, FIELDS};
+    for (key, check) in FIELDS.into_iter().zip(CHECKS) {
         if let Some(v) = ret.get(key) {
             check(v)?;
         }

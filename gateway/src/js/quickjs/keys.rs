@@ -280,9 +280,7 @@ impl Keys {
             Ok(Some(Value::from_raw(ctx.clone(), v)))
         }
     }
-}
 
-impl Keys {
     /// What Tyk's JSON encoding of an answer carries of `obj`'s field
     /// `key`: the value of an own enumerable property (a getter runs), else
     /// `None` (`JSON.stringify` drops inherited and non-enumerable ones,

@@ -42,7 +42,7 @@ pub(crate) fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<Js
 /// the internal-method dispatch. `None` for an accessor, an inherited or
 /// absent key, or an exotic object (a Proxy keeps no own table), which then
 /// take the full `[[Get]]`.
-fn own_data(obj: &JsObject, key: &PropertyKey) -> Option<JsValue> {
+pub(crate) fn own_data(obj: &JsObject, key: &PropertyKey) -> Option<JsValue> {
     let o = obj.borrow();
     let desc = o.properties().get(key)?;
     desc.is_data_descriptor()

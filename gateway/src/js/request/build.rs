@@ -18,7 +18,7 @@ use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::builtins::{JsArray, JsFunction};
 use boa_engine::object::shape::Shape;
 use boa_engine::object::ObjectInitializer;
-use boa_engine::property::{Attribute, PropertyDescriptor};
+use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{
     js_string, Context, JsData, JsObject, JsResult, JsString, JsValue, NativeFunction,
 };
@@ -433,16 +433,7 @@ pub(crate) fn build(req: &MwRequest, acc: &mut Accessors, ctx: &mut Context) -> 
         p.query = req.query().map(str::to_string);
     }
     // Each key exists with these attributes: a value write, no new shape.
-    let write = |key: JsString, value: JsString| {
-        object.insert_property(
-            key,
-            PropertyDescriptor::builder()
-                .value(value)
-                .writable(true)
-                .enumerable(true)
-                .configurable(true),
-        );
-    };
+    let write = |key: JsString, value: JsString| put_data(&object, key, value);
     // A blank object's Body is empty and its Method GET: a GET without a
     // body (most requests) writes only the two URL fields.
     if !body.is_empty() {
@@ -462,6 +453,21 @@ pub(crate) fn build(req: &MwRequest, acc: &mut Accessors, ctx: &mut Context) -> 
         url,
         shape,
     })
+}
+
+/// Puts a writable, enumerable, configurable data property into `object`'s
+/// table, as `CreateDataProperty` would on an object that cannot refuse it
+/// (an ordinary, extensible one), without its checks: a key it has keeps
+/// its place and gets the value.
+pub(crate) fn put_data(object: &JsObject, key: impl Into<PropertyKey>, value: impl Into<JsValue>) {
+    object.insert_property(
+        key,
+        PropertyDescriptor::builder()
+            .value(value)
+            .writable(true)
+            .enumerable(true)
+            .configurable(true),
+    );
 }
 
 /// A fresh request object: every field in Tyk's order ([`fields!`]), the
