@@ -61,12 +61,16 @@ GATEWAY_ARGS = []  # --gateway-args, split on spaces
 # Route (listen path without slashes) -> the definition in apis/ serving it.
 DEFINITIONS = {"plain": "plain-hello.json", "gopl": "gopl-hello.json", "wasm": "wasm-hello.json",
                "jsvm": "jsvm-hello.json", "jsvm-quickjs": "jsvm-quickjs.json",
-               "jsvm-response": "jsvm-response.json", "jsvm-virtual": "jsvm-virtual.json"}
+               "jsvm-response": "jsvm-response.json", "jsvm-virtual": "jsvm-virtual.json",
+               "jsvm-quickjs-response": "jsvm-quickjs-response.json",
+               "jsvm-quickjs-virtual": "jsvm-quickjs-virtual.json"}
 # What each route's middleware leaves in the body (checked before measuring).
 MARKS = {"gopl": "X-Custom-GoPlugin", "wasm": "X-Custom-Wasm",
          "jsvm": "X-Custom-JSVM", "jsvm-quickjs": "X-Custom-JSVM",
          "jsvm-response": "X-Custom-JSVM-Response",
-         "jsvm-virtual": "hello from a virtual endpoint"}
+         "jsvm-virtual": "hello from a virtual endpoint",
+         "jsvm-quickjs-response": "X-Custom-JSVM-Response",
+         "jsvm-quickjs-virtual": "hello from a virtual endpoint"}
 ROUTES = ["plain", "gopl", "wasm"]
 SECRET = "wasm-cpu-bench"
 

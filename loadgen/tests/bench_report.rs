@@ -241,21 +241,55 @@ fn check_design_choices(v: &Value, text: &str) {
         // Both routes ran their middleware: both means are known.
         assert!(c["other_mw_mean_us"].as_f64().unwrap() > 0.0, "{c}");
     }
-    // Every JS route that is not the seed's (another engine or strategy) is
-    // priced against the route it differs from by one choice.
-    for r in v["routes"]
+    // Every JS route on another engine or strategy than the defaults is
+    // priced against the route it differs from by one choice, within its
+    // role (a QuickJS response hook against boa's response hook); a route
+    // of another role on the defaults is the base of its role's rows.
+    let ours: Vec<&Value> = v["routes"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|r| r["target"] == "ours" && r["skipped"].is_null())
-    {
+        .collect();
+    let defaults = |k: &Value| k["engine"] == "boa" && k["strategy"] == "persistent";
+    for r in &ours {
         let kind = &r["route"]["kind"];
         let key = r["route"]["key"].as_str().unwrap();
-        if kind["family"] == "js" && key != "js" {
+        if kind["family"] != "js" || key == "js" {
+            continue;
+        }
+        let row = |side: &str| {
+            choices
+                .iter()
+                .filter(|c| c[side] == key)
+                .map(|c| c["within"].as_str().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        };
+        if !defaults(kind) {
             assert!(
-                choices.iter().any(|c| c["other"] == key),
+                !row("other").is_empty(),
                 "{key} ({kind}) has no design-choice row: {names:?}"
             );
+        } else if kind["role"] != "request" {
+            let partners = ours.iter().any(|o| {
+                let k = &o["route"]["kind"];
+                k["family"] == "js" && k["role"] == kind["role"] && !defaults(k)
+            });
+            assert_eq!(
+                !row("base").is_empty(),
+                partners,
+                "{key} ({kind}): {names:?}"
+            );
+        }
+        // Rows outside the seed's role say which role they hold equal.
+        if kind["role"] != "request" {
+            let words = match kind["role"].as_str().unwrap() {
+                "calls-service" => "calling a service".to_string(),
+                role => role.replace('-', " "),
+            };
+            for within in row("other").iter().chain(&row("base")) {
+                assert!(within.ends_with(&words), "{key}: {within:?}");
+            }
         }
     }
     assert!(

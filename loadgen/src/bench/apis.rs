@@ -35,8 +35,8 @@ pub struct Route {
     /// The header (Go-canonical, as the echo prints it) that proves the
     /// middleware ran; found by the bench's check before the runs.
     pub marker: Option<String>,
-    /// What the definition's middleware is (driver, JS engine, strategy):
-    /// the design-choice table pairs routes by it. `None` without a
+    /// What the definition's middleware is (driver, JS engine, strategy,
+    /// role): the design-choice table pairs routes by it. `None` without a
     /// definition (the upstream, peers) or without middleware.
     #[serde(default)]
     pub kind: Option<MiddlewareKind>,
@@ -59,17 +59,54 @@ pub struct MiddlewareKind {
     pub engine: Option<String>,
     /// JS only: `persistent` (the default), `tyk-json`, `fresh`, or as written.
     pub strategy: Option<String>,
+    /// What the middleware does: the seed's request-phase middleware, or a
+    /// capability with work of its own. Only routes of one role are compared.
+    #[serde(default)]
+    pub role: Role,
+}
+
+/// What a route's middleware does. The seed's middleware adds a header
+/// before the request goes upstream; the others do work of their own (a
+/// response hook parses and rewrites the upstream's JSON, a virtual
+/// endpoint answers without an upstream, a script that calls a service
+/// waits for it), so their costs are compared only with their own kind.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Request-phase middleware (`pre`/`post`), as the seed's.
+    #[default]
+    Request,
+    /// Only `custom_middleware.response` entries.
+    ResponseHook,
+    /// A virtual endpoint (`extended_paths.virtual`) answers the route.
+    VirtualEndpoint,
+    /// A request-phase script that calls a service (`config_data.upstream`).
+    CallsService,
+}
+
+impl Role {
+    /// The label's words for it ("response hook"); none for the seed's role.
+    pub fn words(self) -> Option<&'static str> {
+        match self {
+            Role::Request => None,
+            Role::ResponseHook => Some("response hook"),
+            Role::VirtualEndpoint => Some("virtual endpoint"),
+            Role::CallsService => Some("calling a service"),
+        }
+    }
 }
 
 impl MiddlewareKind {
     /// A JS route on the gateway's default engine with its default strategy.
     pub fn is_default_js(&self) -> bool {
         self.family == "js"
+            && self.role == Role::Request
             && self.engine.as_deref() == Some(DEFAULT_ENGINE)
             && self.strategy.as_deref() == Some(DEFAULT_STRATEGY)
     }
 
-    /// The column title: "native plugin", "JS (VM)", "JS QuickJS tyk-json", ...
+    /// The column title: "native plugin", "JS (VM)", "JS QuickJS tyk-json",
+    /// "JS QuickJS response hook", ...
     pub fn label(&self, api_id: &str) -> String {
         match self.family.as_str() {
             "native" => "native plugin".into(),
@@ -80,7 +117,12 @@ impl MiddlewareKind {
                 let engine = self.engine.as_deref().filter(|e| *e != DEFAULT_ENGINE);
                 let engine = engine.map(|e| if e == "quickjs" { "QuickJS" } else { e });
                 let strategy = self.strategy.as_deref().filter(|s| *s != DEFAULT_STRATEGY);
-                let parts: Vec<&str> = ["JS"].into_iter().chain(engine).chain(strategy).collect();
+                let parts: Vec<&str> = ["JS"]
+                    .into_iter()
+                    .chain(engine)
+                    .chain(strategy)
+                    .chain(self.role.words())
+                    .collect();
                 parts.join(" ")
             }
             _ => api_id.into(),
@@ -168,7 +210,8 @@ fn setting<'a>(def: &'a Value, name: &str) -> Option<&'a str> {
 
 /// What a definition's middleware is, or `None` when it runs none.
 pub fn kind_of(def: &Value) -> Option<MiddlewareKind> {
-    if entries(def).is_empty() {
+    let endpoint = has_virtual(def);
+    if entries(def).is_empty() && !endpoint {
         return None;
     }
     let id = def["api_id"].as_str().unwrap_or("");
@@ -179,16 +222,28 @@ pub fn kind_of(def: &Value) -> Option<MiddlewareKind> {
     // native code too, told apart by its definition.
     let go = id.starts_with("gopl-go") || listen.starts_with("/gopl-go/");
     let family = match DriverFamily::of(&driver) {
+        // A virtual endpoint is JavaScript whatever the driver says.
+        _ if endpoint => "js",
         Some(DriverFamily::Native) if go => "go",
         Some(f) => f.key(),
         None => driver.as_str(),
     };
     let js = family == "js";
+    let role = if endpoint {
+        Role::VirtualEndpoint
+    } else if response_only(def) {
+        Role::ResponseHook
+    } else if js && calls_out(def) {
+        Role::CallsService
+    } else {
+        Role::Request
+    };
     Some(MiddlewareKind {
         family: family.to_string(),
         engine: js.then(|| lower("engine").unwrap_or_else(|| DEFAULT_ENGINE.into())),
         strategy: js.then(|| lower("strategy").unwrap_or_else(|| DEFAULT_STRATEGY.into())),
         driver,
+        role,
     })
 }
 
@@ -196,24 +251,12 @@ pub fn kind_of(def: &Value) -> Option<MiddlewareKind> {
 /// the keys `native` and `js`; other kinds are keyed by their API id.
 pub fn classify(def: &Value) -> (String, String) {
     let id = def["api_id"].as_str().unwrap_or("unnamed").to_string();
-    if has_virtual(def) {
-        return (id, "JS virtual endpoint".into());
-    }
-    if response_only(def) {
-        return (id, "JS response hook".into());
-    }
-    let kind = kind_of(def);
-    if calls_out(def) && kind.as_ref().is_some_and(|k| k.family == "js") {
-        // Not the seed's JS route, though on the same engine and strategy:
-        // its cost is the service it calls.
-        return (id, "JS calling a service".into());
-    }
-    let Some(kind) = kind else {
+    let Some(kind) = kind_of(def) else {
         return ("plain".into(), "no middleware".into());
     };
     let label = kind.label(&id);
     match kind.family.as_str() {
-        "native" => ("native".into(), label),
+        "native" if kind.role == Role::Request => ("native".into(), label),
         "js" if kind.is_default_js() => ("js".into(), label),
         _ => (id, label),
     }
@@ -303,14 +346,7 @@ pub fn prepare(
                 source: Some(source),
                 has_middleware: !entries(&def).is_empty() || has_virtual(&def),
                 marker: None,
-                // Virtual endpoints, response hooks and scripts that call
-                // a service are capabilities, not designs of the seed's
-                // middleware: the design-choice table leaves them out.
-                kind: if has_virtual(&def) || response_only(&def) || calls_out(&def) {
-                    None
-                } else {
-                    kind_of(&def)
-                },
+                kind: kind_of(&def),
                 answers_itself: has_virtual(&def),
                 label,
             },
@@ -468,6 +504,35 @@ mod tests {
             label(pre(json!({"driver": "python"}))),
             ("x-hello".into(), "x-hello".into())
         );
+        // A response hook, a virtual endpoint: JS capabilities, named with
+        // their engine, never the seed's routes.
+        let hook = |extra: Value| {
+            let mut m = json!({"driver": "otto", "response": [{"name": "f", "path": "p"}]});
+            for (k, v) in extra.as_object().unwrap() {
+                m[k] = v.clone();
+            }
+            def(m)
+        };
+        assert_eq!(
+            label(hook(json!({}))),
+            ("x-hello".into(), "JS response hook".into())
+        );
+        assert_eq!(
+            label(hook(json!({"engine": "quickjs"}))).1,
+            "JS QuickJS response hook"
+        );
+        let mut endpoint = def(json!({"engine": "quickjs"}));
+        endpoint["version_data"] = json!({"versions": {"Default": {"extended_paths": {"virtual": [
+            {"response_function_name": "f", "function_source_type": "file", "function_source_uri": "v.js", "path": "/hello"}
+        ]}}}});
+        assert_eq!(
+            label(endpoint),
+            ("x-hello".into(), "JS QuickJS virtual endpoint".into())
+        );
+        // A native plugin in the response phase is not the seed's native route.
+        let native_hook =
+            def(json!({"driver": "goplugin", "response": [{"name": "f", "path": "p"}]}));
+        assert_eq!(label(native_hook).0, "x-hello");
         // A disabled entry is no middleware.
         let off = def(json!({"driver": "otto", "pre": [{"name": "f", "disabled": true}]}));
         assert_eq!(label(off).0, "plain");
@@ -499,6 +564,38 @@ mod tests {
             ("wasm", None, None)
         );
         assert!(kind_of(&def(json!({}))).is_none());
+        assert_eq!(k.role, Role::Request);
+        // The role: what the middleware does besides the seed's.
+        let role = |d: Value| kind_of(&d).unwrap().role;
+        assert_eq!(
+            role(def(
+                json!({"driver": "otto", "response": [{"name": "f", "path": "p"}]})
+            )),
+            Role::ResponseHook
+        );
+        let mut calling = def(json!({"driver": "otto", "pre": [{"name": "f", "path": "p"}]}));
+        calling["config_data"] = json!({"upstream": "http://localhost:8222/"});
+        assert_eq!(role(calling.clone()), Role::CallsService);
+        // Only a script calls a service; a native plugin's config is its own.
+        calling["custom_middleware"]["driver"] = json!("goplugin");
+        assert_eq!(role(calling), Role::Request);
+        let mut endpoint = def(json!({}));
+        endpoint["version_data"] = json!({"versions": {"Default": {"extended_paths": {"virtual": [
+            {"response_function_name": "f", "path": "/hello"}
+        ]}}}});
+        let k = kind_of(&endpoint).unwrap();
+        assert_eq!(
+            (k.family.as_str(), k.engine.as_deref(), k.role),
+            ("js", Some("boa"), Role::VirtualEndpoint)
+        );
+        // The role is part of the report: kebab-case, the seed's when absent
+        // (reports written before it was recorded).
+        let json = serde_json::to_value(&k).unwrap();
+        assert_eq!(json["role"], "virtual-endpoint");
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("role");
+        let back: MiddlewareKind = serde_json::from_value(old).unwrap();
+        assert_eq!(back.role, Role::Request);
     }
 
     #[test]

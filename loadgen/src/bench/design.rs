@@ -14,11 +14,13 @@
 //!
 //! Routes are paired by what their definitions say ([`MiddlewareKind`]), so
 //! a user's own definitions get rows too; a row exists only when both of its
-//! routes were measured.
+//! routes were measured. Routes are compared only within one [`Role`]: a
+//! response hook's engine comparison is a row of its own, never mistaken
+//! for the seed's middleware.
 
 use serde::{Deserialize, Serialize};
 
-use super::apis::{MiddlewareKind, DEFAULT_ENGINE, DEFAULT_STRATEGY};
+use super::apis::{MiddlewareKind, Role, DEFAULT_ENGINE, DEFAULT_STRATEGY};
 use super::model::{BenchReport, RouteResult, RunFigures};
 use super::stats::{paired_difference, paired_ratio, DiffCi, RatioCi};
 use super::tables::{ratio_cell, Table};
@@ -54,15 +56,26 @@ struct Pair {
     other: Box<dyn Fn(&MiddlewareKind) -> bool>,
 }
 
+/// Request-phase middleware of family `f` (as the seed's).
 fn family(f: &'static str) -> Box<dyn Fn(&MiddlewareKind) -> bool> {
-    Box::new(move |k| k.family == f)
+    Box::new(move |k| k.family == f && k.role == Role::Request)
 }
 
-fn js(engine: String, strategy: String) -> Box<dyn Fn(&MiddlewareKind) -> bool> {
+fn js(engine: String, strategy: String, role: Role) -> Box<dyn Fn(&MiddlewareKind) -> bool> {
     Box::new(move |k| {
         k.family == "js"
+            && k.role == role
             && k.engine.as_deref() == Some(engine.as_str())
             && k.strategy.as_deref() == Some(strategy.as_str())
+    })
+}
+
+/// What a pair holds equal: "boa", or "boa, response hook" outside the
+/// seed's role.
+fn within(held: &str, role: Role) -> Option<String> {
+    Some(match role.words() {
+        Some(w) => format!("{held}, {w}"),
+        None => held.to_string(),
     })
 }
 
@@ -75,35 +88,21 @@ fn strategy_choice(s: &str) -> String {
     }
 }
 
-/// Every pair worth a row, given the JS engines and strategies measured.
-fn pairs(engines: &[String], strategies: &[String]) -> Vec<Pair> {
-    let (boa, persistent) = (DEFAULT_ENGINE.to_string(), DEFAULT_STRATEGY.to_string());
+/// Every pair worth a row, given the JS engines, strategies and roles
+/// measured: the seed's role first, then the other kinds against native,
+/// then the JS choices of each other role.
+fn pairs(engines: &[String], strategies: &[String], roles: &[Role]) -> Vec<Pair> {
     let mut out = vec![Pair {
         choice: "VM vs native".into(),
         within: None,
         base: family("native"),
-        other: js(boa.clone(), persistent.clone()),
+        other: js(
+            DEFAULT_ENGINE.into(),
+            DEFAULT_STRATEGY.into(),
+            Role::Request,
+        ),
     }];
-    for e in engines {
-        for s in strategies.iter().filter(|s| **s != persistent) {
-            out.push(Pair {
-                choice: strategy_choice(s),
-                within: Some(e.clone()),
-                base: js(e.clone(), persistent.clone()),
-                other: js(e.clone(), s.clone()),
-            });
-        }
-    }
-    for s in strategies {
-        for e in engines.iter().filter(|e| **e != boa) {
-            out.push(Pair {
-                choice: format!("engine: {} vs {boa}", engine_name(e)),
-                within: Some(s.clone()),
-                base: js(boa.clone(), s.clone()),
-                other: js(e.clone(), s.clone()),
-            });
-        }
-    }
+    out.extend(js_pairs(engines, strategies, Role::Request));
     out.push(Pair {
         choice: "wasm vs native".into(),
         within: None,
@@ -116,6 +115,37 @@ fn pairs(engines: &[String], strategies: &[String]) -> Vec<Pair> {
         base: family("native"),
         other: family("go"),
     });
+    for &role in roles.iter().filter(|r| **r != Role::Request) {
+        out.extend(js_pairs(engines, strategies, role));
+    }
+    out
+}
+
+/// Within one role: each strategy against persistent on the same engine,
+/// then each engine against boa with the same strategy.
+fn js_pairs(engines: &[String], strategies: &[String], role: Role) -> Vec<Pair> {
+    let (boa, persistent) = (DEFAULT_ENGINE.to_string(), DEFAULT_STRATEGY.to_string());
+    let mut out = Vec::new();
+    for e in engines {
+        for s in strategies.iter().filter(|s| **s != persistent) {
+            out.push(Pair {
+                choice: strategy_choice(s),
+                within: within(e, role),
+                base: js(e.clone(), persistent.clone(), role),
+                other: js(e.clone(), s.clone(), role),
+            });
+        }
+    }
+    for s in strategies {
+        for e in engines.iter().filter(|e| **e != boa) {
+            out.push(Pair {
+                choice: format!("engine: {} vs {boa}", engine_name(e)),
+                within: within(s, role),
+                base: js(boa.clone(), s.clone(), role),
+                other: js(e.clone(), s.clone(), role),
+            });
+        }
+    }
     out
 }
 
@@ -158,12 +188,18 @@ pub fn design_choices(r: &BenchReport) -> Vec<DesignChoice> {
     let routes = measured(r);
     let engines = distinct(&routes, |k| k.engine.as_ref(), DEFAULT_ENGINE);
     let strategies = distinct(&routes, |k| k.strategy.as_ref(), DEFAULT_STRATEGY);
+    let mut roles = vec![Role::Request];
+    for (_, k) in &routes {
+        if !roles.contains(&k.role) {
+            roles.push(k.role);
+        }
+    }
     let find = |pred: &dyn Fn(&MiddlewareKind) -> bool| {
         routes.iter().find(|(_, k)| pred(k)).map(|(rr, _)| *rr)
     };
     let gateway = |f: &RunFigures| f.server_cpu_us_per_req;
     let mut out = Vec::new();
-    for p in pairs(&engines, &strategies) {
+    for p in pairs(&engines, &strategies, &roles) {
         let (Some(base), Some(other)) = (find(&*p.base), find(&*p.other)) else {
             continue;
         };
@@ -284,6 +320,7 @@ mod tests {
             driver: family.into(),
             engine: engine.map(str::to_string),
             strategy: strategy.map(str::to_string),
+            role: Role::Request,
         });
         let mut rr = RouteResult::new("ours", route);
         rr.runs = cpu
@@ -455,6 +492,74 @@ mod tests {
         r.routes.retain(|rr| rr.route.key != "plain-again");
         let t = design_table(&r).unwrap();
         assert!(!t.notes.iter().any(|n| n.starts_with("A/A control")));
+    }
+
+    /// `route`, with the middleware in `role`.
+    fn route_in(role: Role, key: &str, engine: &str, cpu: &[f64]) -> RouteResult {
+        let mut rr = route(key, "js", Some(engine), Some("persistent"), cpu);
+        rr.route.kind.as_mut().unwrap().role = role;
+        rr
+    }
+
+    #[test]
+    fn routes_of_other_roles_are_compared_only_among_themselves() {
+        // The QuickJS response hook comes first, as its file name sorts
+        // before the seed-like QuickJS route's: it must not become the
+        // seed's engine row, nor the boa response hook the VM row.
+        let r = report(vec![
+            route("native", "native", None, None, &[50.0, 50.0, 50.0]),
+            route_in(Role::ResponseHook, "rh", "boa", &[140.0, 141.0, 139.0]),
+            route_in(Role::ResponseHook, "qrh", "quickjs", &[80.0, 80.0, 80.0]),
+            route_in(Role::VirtualEndpoint, "ve", "boa", &[90.0, 90.0, 90.0]),
+            route_in(Role::CallsService, "mk", "quickjs", &[70.0, 70.0, 70.0]),
+            route(
+                "js",
+                "js",
+                Some("boa"),
+                Some("persistent"),
+                &[60.0, 60.0, 60.0],
+            ),
+            route(
+                "qj",
+                "js",
+                Some("quickjs"),
+                Some("persistent"),
+                &[55.0, 55.0, 55.0],
+            ),
+            route("wasm", "wasm", None, None, &[54.0, 54.0, 54.0]),
+        ]);
+        let rows: Vec<(&str, Option<&str>, &str, &str)> = r
+            .design_choices
+            .iter()
+            .map(|d| {
+                (
+                    d.choice.as_str(),
+                    d.within.as_deref(),
+                    d.other.as_str(),
+                    d.base.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("VM vs native", None, "js", "native"),
+                ("engine: QuickJS vs boa", Some("persistent"), "qj", "js"),
+                ("wasm vs native", None, "wasm", "native"),
+                (
+                    "engine: QuickJS vs boa",
+                    Some("persistent, response hook"),
+                    "qrh",
+                    "rh"
+                ),
+            ]
+        );
+        assert!((r.design_choices[3].gateway_cpu_us.diff + 60.0).abs() < 1e-9);
+        let t = design_table(&r).unwrap();
+        assert_eq!(
+            t.rows[3][0],
+            "engine: QuickJS vs boa (persistent, response hook)"
+        );
     }
 
     #[test]
