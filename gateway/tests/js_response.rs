@@ -305,3 +305,182 @@ stamp.NewProcessResponse(function (response, request, session, spec) {
     assert_eq!(rec.count(), 2, "only the unanswered requests were proxied");
     gw.stop();
 }
+
+/// `response.Headers` is built on first read on both engines: what a
+/// script sees must be what a plain data property holding Tyk's decoded
+/// headers would give, whatever it does to the field or the object.
+const HEADERS_JS: &str = r#"
+var kept = null;
+var hdrHook = new TykJS.TykMiddleware.NewMiddleware({});
+hdrHook.NewProcessResponse(function (response, request, session, spec) {
+    var mode = (request.Headers["X-Mode"] || ["none"])[0];
+    var out = {};
+    if (mode === "probe") {
+        out.keys = Object.keys(response);
+        out.has = "Headers" in response;
+        out.enumerated = [];
+        for (var k in response) { out.enumerated.push(k); }
+        out.multi = response.Headers["X-Multi"];
+        out.same = response.Headers === response.Headers;
+        response.Headers["X-Added"] = ["mine"];
+        out.added = response.Headers["X-Added"];
+        var child = Object.create(response);
+        out.inherited = child.Headers["X-Upstream"];
+        child.Headers = {"X-Child": ["c"]};
+        out.childOwn = Object.prototype.hasOwnProperty.call(child, "Headers");
+        out.childSees = child.Headers;
+        out.parentAfterChild = response.Headers["X-Upstream"];
+        var copy = JSON.parse(JSON.stringify(response));
+        out.jsonKeys = Object.keys(copy);
+        out.jsonHeaders = [copy.Headers["X-Upstream"], copy.Headers["X-Added"]];
+        out.spread = Object.assign({}, response).Headers["X-Mode-Seen"];
+        response.Headers = {"X-Replaced": ["r"]};
+        out.replaced = response.Headers;
+        delete response.Headers;
+        out.deleted = [response.Headers === undefined, "Headers" in response];
+        response.Headers = 7;
+        out.readded = [response.Headers, Object.keys(response).pop()];
+    } else if (mode === "unread") {
+        // Never read: the host must not need it.
+        response.SetHeaders["X-Unread"] = "yes";
+    } else if (mode === "keep") {
+        kept = response;
+    } else if (mode === "kept") {
+        // The kept response still shows its own call's headers.
+        out.kept = kept === null ? null : kept.Headers["X-Mode-Seen"];
+        out.now = response.Headers["X-Mode-Seen"];
+    } else if (mode === "frozen") {
+        Object.freeze(response);
+        out.frozen = response.Headers["X-Upstream"];
+        response.Headers = {"X-Ignored": ["i"]};
+        out.after = response.Headers["X-Upstream"];
+        return hdrHook.ReturnResponseData({
+            StatusCode: 200, Body: JSON.stringify(out), SetHeaders: {}, DeleteHeaders: []
+        }, {});
+    }
+    response.Body = JSON.stringify(out);
+    return hdrHook.ReturnResponseData(response, {});
+});
+"#;
+
+/// An upstream answering `ok` with `X-Upstream: hdr`, two `X-Multi`
+/// values and the request's `X-Mode` as `X-Mode-Seen`.
+fn upstream_with_headers() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).unwrap();
+            loop {
+                let (s, _) = l.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|req: Request<Incoming>| async move {
+                        let seen = req.headers().get("x-mode").cloned();
+                        let _ = req.into_body().collect().await;
+                        let mut resp = Response::new(Full::new(Bytes::from_static(b"ok")));
+                        let h = resp.headers_mut();
+                        h.insert("x-upstream", "hdr".parse().unwrap());
+                        h.append("x-multi", "a".parse().unwrap());
+                        h.append("x-multi", "b".parse().unwrap());
+                        if let Some(v) = seen {
+                            h.insert("x-mode-seen", v);
+                        }
+                        Ok::<_, std::convert::Infallible>(resp)
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
+                        .await;
+                });
+            }
+        });
+    });
+    addr
+}
+
+#[test]
+fn response_headers_built_on_first_read_behave_as_a_data_property() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = upstream_with_headers();
+    let js = script(dir.path(), "hdr.js", HEADERS_JS);
+    let strategies = ["persistent", "tyk-json", "fresh"];
+    for engine in ENGINES {
+        for strategy in strategies {
+            let mw = json!({"response": [{"name": "hdrHook", "path": js}], "strategy": strategy});
+            let id = format!("{engine}-{strategy}");
+            write_api(
+                dir.path(),
+                &id,
+                &js_api(&id, &format!("http://{up}"), engine, mw),
+            );
+        }
+    }
+    // One worker: the kept response below is in its one context.
+    let gw = start_gateway_with(gateway::server::GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 1,
+        ..Default::default()
+    });
+    let body = |path: &str, m: &str| -> serde_json::Value {
+        let r = mode(gw.addr, path, m);
+        assert_eq!(r.status, 200, "{path} {m}: {}", r.text());
+        serde_json::from_str(&r.text()).unwrap_or_else(|e| panic!("{path} {m}: {e}: {}", r.text()))
+    };
+    let fields = json!([
+        "StatusCode",
+        "Body",
+        "Headers",
+        "SetHeaders",
+        "DeleteHeaders"
+    ]);
+    for engine in ENGINES {
+        for strategy in strategies {
+            let path = format!("/{engine}-{strategy}/");
+            let what = format!("{engine} {strategy}");
+            // Twice: the second call's object must behave as the first's.
+            for _ in 0..2 {
+                let p = body(&path, "probe");
+                assert_eq!(p["keys"], fields, "{what}");
+                assert_eq!(p["enumerated"], fields, "{what}");
+                assert_eq!(p["has"], true, "{what}");
+                assert_eq!(p["multi"], json!(["a", "b"]), "{what}");
+                assert_eq!(p["same"], true, "{what}");
+                assert_eq!(p["added"], json!(["mine"]), "{what}");
+                assert_eq!(p["inherited"], json!(["hdr"]), "{what}");
+                assert_eq!(p["childOwn"], true, "{what}");
+                assert_eq!(p["childSees"], json!({"X-Child": ["c"]}), "{what}");
+                assert_eq!(p["parentAfterChild"], json!(["hdr"]), "{what}");
+                assert_eq!(p["jsonKeys"], fields, "{what}");
+                assert_eq!(p["jsonHeaders"], json!([["hdr"], ["mine"]]), "{what}");
+                assert_eq!(p["spread"], json!(["probe"]), "{what}");
+                assert_eq!(p["replaced"], json!({"X-Replaced": ["r"]}), "{what}");
+                assert_eq!(p["deleted"], json!([true, false]), "{what}");
+                assert_eq!(p["readded"], json!([7, "Headers"]), "{what}");
+            }
+            let r = mode(gw.addr, &path, "unread");
+            assert_eq!(
+                (r.status.as_u16(), r.headers["x-unread"].to_str().unwrap()),
+                (200, "yes"),
+                "{what}"
+            );
+            // Headers only SetHeaders/DeleteHeaders change: untouched.
+            assert_eq!(r.headers["x-upstream"], "hdr", "{what}");
+            let f = body(&path, "frozen");
+            assert_eq!(f, json!({"frozen": ["hdr"], "after": ["hdr"]}), "{what}");
+        }
+        // State persists only under `persistent`: a kept response is a
+        // snapshot of its own call.
+        let path = format!("/{engine}-persistent/");
+        body(&path, "keep");
+        assert_eq!(
+            body(&path, "kept"),
+            json!({"kept": ["keep"], "now": ["kept"]}),
+            "{engine}"
+        );
+    }
+    gw.stop();
+}

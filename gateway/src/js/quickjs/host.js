@@ -11,10 +11,10 @@
 // string and one split are cheaper than a property write per header from the
 // host.
 //
-// `request.Headers` is built from that string only when a script first
-// reads it (`lazyHeaders`): building it (a split, an array and a property
-// per header, each name made an atom) was a third of a call that never
-// reads it, as the seed's does not.
+// `request.Headers` (and a response entry's `response.Headers`) is built
+// from that string only when a script first reads it (`lazyHeaders`):
+// building it (a split, an array and a property per header, each name made
+// an atom) was a third of a call that never reads it, as the seed's does not.
 function own(obj, key, value) {
     // `obj[key] = value` would call Object.prototype's __proto__ setter.
     if (key === "__proto__") {
@@ -67,13 +67,17 @@ function call(i, method, url, uri, body, headers, params, extra) {
     Object.defineProperty(request, "Headers", lazyHeaders);
     if (extra !== undefined) {
         request.Body = null;
+        // `Headers` on first read, as the request's (most hooks never
+        // read the upstream's headers).
         var response = {
             StatusCode: extra[0],
             Body: extra[1],
-            Headers: lines(extra[2]),
+            Headers: null,
             SetHeaders: {},
-            DeleteHeaders: []
+            DeleteHeaders: [],
+            [PENDING]: extra[2]
         };
+        Object.defineProperty(response, "Headers", lazyHeaders);
         return answerResponse(dispatch[i](request, spec, response));
     }
     // The host reads the answer itself (`answer.rs`, with atoms made once).
@@ -123,7 +127,8 @@ var PENDING = Symbol("headers");
 // written value. So reads, writes, `delete`, `in`, `Object.keys`, spreading
 // and `JSON.stringify` see what they would on Tyk's JSON-decoded object.
 // What differs: `Object.getOwnPropertyDescriptor` shows the accessor until
-// the first read, and on a frozen request each read builds a new object.
+// the first read, and on a frozen request (or response) each read builds a
+// new object.
 // The descriptor's functions are made once per context, not per call.
 var lazyHeaders = {
     get: function () { return settle(this, "Headers", lines(this[PENDING])); },

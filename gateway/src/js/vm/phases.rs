@@ -5,14 +5,23 @@
 //! A response call hands the script two objects made natively for it: the
 //! `response` (Tyk's `MiniResponseObject`: `StatusCode`, `Body`, `Headers`,
 //! `SetHeaders`, `DeleteHeaders`) and the `request` the upstream got (the
-//! request phase's object, with `Body` null as Tyk sends it). A virtual
+//! request phase's object, with `Body` null as Tyk sends it). As the
+//! request's, the response's `Headers` is built on first read
+//! ([`LazyHeaders`]). A virtual
 //! endpoint's call hands its function the request as JSON and parses the
 //! JSON `TykJsResponse` returns (`phase.rs`): that is Tyk's own API.
 
 use std::time::Instant;
 
-use boa_engine::object::builtins::JsArray;
-use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source};
+use boa_engine::gc::{Finalize, Trace};
+use boa_engine::object::builtins::{JsArray, JsFunction};
+use boa_engine::object::ObjectInitializer;
+use boa_engine::property::Attribute;
+use boa_engine::{
+    js_string, Context, JsData, JsObject, JsResult, JsString, JsValue, NativeFunction, Script,
+    Source,
+};
+use http::HeaderMap;
 
 use super::super::budget::{self, Guard, SLICE_BUDGET};
 use super::super::phase::{endpoint_answer, endpoint_request, ResponseEdits};
@@ -27,6 +36,7 @@ use crate::middleware::{MwError, MwRequest, MwResponse};
 pub(crate) struct Phases {
     response: Vec<Script>,
     endpoints: Vec<Script>,
+    headers: LazyHeaders,
 }
 
 /// Compiles the dispatch of every response entry and virtual endpoint of
@@ -37,6 +47,7 @@ pub(super) fn compile(src: &Sources, ctx: &mut Context) -> Result<Phases, BuildE
     let mut phases = Phases {
         response: Vec::new(),
         endpoints: Vec::new(),
+        headers: LazyHeaders::new(ctx),
     };
     for (name, field) in &src.response {
         let check = format!(
@@ -124,7 +135,8 @@ impl Vm {
         let _ = built
             .object
             .set(js_string!("Body"), JsValue::null(), false, ctx);
-        let (object, body) = response_object(resp, ctx).map_err(|e| failed(e.to_string()))?;
+        let (object, body) =
+            response_object(resp, &self.phases.headers, ctx).map_err(|e| failed(e.to_string()))?;
         let set = |h: &JsObject, k: JsString, v: JsValue, ctx: &mut Context| {
             h.set(k, v, false, ctx).map_err(|e| failed(e.to_string()))
         };
@@ -202,22 +214,143 @@ impl Vm {
 }
 
 /// Tyk's `MiniResponseObject` for `resp`, and the body string it carries
-/// (to tell "unchanged" from a rewrite).
+/// (to tell "unchanged" from a rewrite). Every response object of a context
+/// has one shape: the same fields, in Tyk's order, with the same attributes.
 fn response_object(
     resp: &MwResponse,
+    lazy: &LazyHeaders,
     ctx: &mut Context,
-) -> boa_engine::JsResult<(JsObject, JsString)> {
-    let headers = request::header_object(&resp.headers, ctx)?;
+) -> JsResult<(JsObject, JsString)> {
     let body = JsString::from(String::from_utf8_lossy(&resp.body).as_ref());
-    let object = plain(ctx);
-    object.create_data_property_or_throw(js_string!("StatusCode"), resp.status.as_u16(), ctx)?;
-    object.create_data_property_or_throw(js_string!("Body"), body.clone(), ctx)?;
-    object.create_data_property_or_throw(js_string!("Headers"), headers, ctx)?;
     let sets = plain(ctx);
-    object.create_data_property_or_throw(js_string!("SetHeaders"), sets, ctx)?;
     let deletes = JsArray::new(ctx)?;
-    object.create_data_property_or_throw(js_string!("DeleteHeaders"), deletes, ctx)?;
+    let held = HeldHeaders {
+        headers: resp.headers.clone(),
+        value: None,
+    };
+    let object = ObjectInitializer::with_native_data(held, ctx)
+        .property(
+            js_string!("StatusCode"),
+            resp.status.as_u16(),
+            Attribute::all(),
+        )
+        .property(js_string!("Body"), body.clone(), Attribute::all())
+        .accessor(
+            js_string!("Headers"),
+            Some(lazy.get.clone()),
+            Some(lazy.set.clone()),
+            Attribute::ENUMERABLE | Attribute::CONFIGURABLE,
+        )
+        .property(js_string!("SetHeaders"), sets, Attribute::all())
+        .property(js_string!("DeleteHeaders"), deletes, Attribute::all())
+        .build();
     Ok((object, body))
+}
+
+/// `response.Headers`, built on first read.
+///
+/// Most response hooks never read the upstream's headers (they set or
+/// delete some, or rewrite the body), and building them (an object, and an
+/// array and a string per header) was ~6% of the response hook's
+/// instructions (`cg_routes.py --routes jsvm-response`). As the request's
+/// lazy fields (`request/build.rs`), it is an own, enumerable, configurable
+/// accessor whose functions are made once per context: the getter builds
+/// the object from the headers the response object carries on first read
+/// and returns that same object after; the setter replaces it. Reads,
+/// writes, `delete`, `in`, `Object.keys`, spreading and `JSON.stringify`
+/// see what they would on a data property; `Object.getOwnPropertyDescriptor`
+/// shows an accessor. The host never reads `Headers` back: as in Tyk, only
+/// `SetHeaders` and `DeleteHeaders` change the response.
+struct LazyHeaders {
+    get: JsFunction,
+    set: JsFunction,
+}
+
+impl LazyHeaders {
+    fn new(ctx: &mut Context) -> LazyHeaders {
+        LazyHeaders {
+            get: NativeFunction::from_fn_ptr(headers_get).to_js_function(ctx.realm()),
+            set: NativeFunction::from_fn_ptr(headers_set).to_js_function(ctx.realm()),
+        }
+    }
+}
+
+/// What a response object carries for its `Headers`: a snapshot of the
+/// upstream's headers (a script that keeps the object sees this call's),
+/// and the value once read or written.
+struct HeldHeaders {
+    headers: HeaderMap,
+    value: Option<JsValue>,
+}
+
+impl Finalize for HeldHeaders {}
+
+// SAFETY: `value` holds the only GC pointer; `headers` is plain Rust data.
+unsafe impl Trace for HeldHeaders {
+    boa_engine::gc::custom_trace!(this, mark, mark(&this.value));
+}
+
+impl JsData for HeldHeaders {}
+
+/// The object carrying [`HeldHeaders`]: `this`, or the prototype it
+/// inherits `Headers` from (`Object.create(response)`).
+fn headers_owner(this: &JsValue) -> Option<JsObject> {
+    let mut obj = this.as_object()?;
+    loop {
+        if obj.downcast_ref::<HeldHeaders>().is_some() {
+            return Some(obj);
+        }
+        obj = obj.prototype()?;
+    }
+}
+
+fn headers_get(this: &JsValue, _: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let Some(owner) = headers_owner(this) else {
+        return Ok(JsValue::undefined());
+    };
+    let held = owner
+        .downcast_ref::<HeldHeaders>()
+        .and_then(|h| h.value.clone());
+    if let Some(v) = held {
+        return Ok(v);
+    }
+    let built = {
+        let h = owner
+            .downcast_ref::<HeldHeaders>()
+            .expect("checked by headers_owner");
+        request::header_object(&h.headers, ctx)?
+    };
+    let value = JsValue::from(built);
+    if let Some(mut h) = owner.downcast_mut::<HeldHeaders>() {
+        h.value = Some(value.clone());
+    }
+    Ok(value)
+}
+
+/// Assignment, as on a plain object: on the response itself the value is
+/// held for the getter (unless the object was frozen: the write is then
+/// ignored, as sloppy code would see it); on an object inheriting from it,
+/// the receiver gets its own data property.
+fn headers_set(this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let Some(obj) = this.as_object() else {
+        return Ok(JsValue::undefined());
+    };
+    let value = args.first().cloned().unwrap_or_default();
+    if obj.downcast_ref::<HeldHeaders>().is_none() {
+        obj.create_data_property(js_string!("Headers"), value, ctx)?;
+        return Ok(JsValue::undefined());
+    }
+    let frozen = obj
+        .borrow()
+        .properties()
+        .get(&js_string!("Headers").into())
+        .is_some_and(|d| d.configurable() == Some(false));
+    if !frozen {
+        if let Some(mut h) = obj.downcast_mut::<HeldHeaders>() {
+            h.value = Some(value);
+        }
+    }
+    Ok(JsValue::undefined())
 }
 
 /// Reads the script's `{Response: ...}` answer with Go's type rules.
