@@ -17,7 +17,8 @@ const VIRTUAL_JS: &str = r#"
 function testVirtData(request, session, config) {
     var resp = {
         Body: JSON.stringify({url: request.URL, params: request.Params,
-            key: request.Headers["X-Api-Key"], body: request.Body}),
+            key: request.Headers["X-Api-Key"], body: request.Body,
+            keys: Object.keys(request)}),
         Headers: {
             "data-foo": config.config_data.foo,
             "data-bar-y": config.config_data.bar.y.toString()
@@ -100,7 +101,9 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
         assert_eq!(
             r.json(),
             json!({"url": format!("/{engine}/users/42?a=1&a=2"),
-                   "params": {"a": ["1", "2"]}, "key": ["k1"], "body": ""}),
+                   "params": {"a": ["1", "2"]}, "key": ["k1"], "body": "",
+                   // Tyk's RequestObject, in its fields' order.
+                   "keys": ["Headers", "Body", "URL", "Params", "Scheme"]}),
             "{engine}"
         );
         // A blob source; the method must match exactly, and a form body's

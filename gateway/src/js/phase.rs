@@ -9,6 +9,9 @@
 //! returns `TykJsResponse(...)`, which is `JSON.stringify({Response,
 //! SessionMeta})`. It is the one place Tyk's API itself is a JSON string.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use http::header::HeaderName;
 use http::{HeaderMap, StatusCode};
@@ -70,33 +73,31 @@ impl ResponseEdits {
     }
 }
 
-/// Headers as Go's `http.Header` marshals them: canonical names (sorted,
-/// as Go sorts map keys), each with every value.
-fn header_object(headers: &HeaderMap) -> Map<String, Value> {
-    let mut out = Map::new();
-    for name in headers.keys() {
-        let values = headers
-            .get_all(name)
-            .iter()
-            .map(|v| Value::from(String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
-        out.insert(canonical(name.as_str()), Value::Array(values));
-    }
-    out
+/// Tyk's `RequestObject`, marshalled as Go marshals it: fields in the
+/// struct's order (`Headers`, `Body`, `URL`, `Params`, `Scheme`), map keys
+/// sorted. Serialized straight from borrowed data: building a
+/// `serde_json::Value` first (a sorted map of the fields too, which put
+/// `Body` first) cost twice the instructions.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct RequestObject<'a> {
+    headers: BTreeMap<String, Vec<Cow<'a, str>>>,
+    body: Cow<'a, str>,
+    #[serde(rename = "URL")]
+    url: String,
+    params: BTreeMap<String, Vec<String>>,
+    scheme: &'static str,
 }
 
 /// A virtual endpoint's `request` (Tyk's `RequestObject`) as JSON:
-/// `Headers`, `Body`, `URL` (path and query as the client sent them,
-/// after `pre`), `Params` (Go's `r.Form`: a form body's values before the
-/// query's) and `Scheme`.
+/// `Headers` (canonical names, each with every value), `Body`, `URL` (path
+/// and query as the client sent them, after `pre`), `Params` (Go's
+/// `r.Form`: a form body's values before the query's) and `Scheme`.
 pub(crate) fn endpoint_request(req: &MwRequest) -> String {
-    let mut params: Map<String, Value> = Map::new();
+    let mut params: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut add = |pairs: Vec<(String, String)>| {
         for (k, v) in pairs {
-            let slot = params.entry(k).or_insert_with(|| Value::Array(Vec::new()));
-            if let Value::Array(list) = slot {
-                list.push(Value::from(v));
-            }
+            params.entry(k).or_default().push(v);
         }
     };
     let form = req
@@ -110,14 +111,25 @@ pub(crate) fn endpoint_request(req: &MwRequest) -> String {
     if let Some(q) = req.query() {
         add(super::goquery::parse(q.as_bytes()));
     }
-    serde_json::json!({
-        "Headers": header_object(&req.headers),
-        "Body": String::from_utf8_lossy(&req.body),
-        "URL": req.path_and_query(),
-        "Params": params,
-        "Scheme": "http",
-    })
-    .to_string()
+    let headers = req
+        .headers
+        .keys()
+        .map(|name| {
+            let values = req.headers.get_all(name).iter();
+            let values = values
+                .map(|v| String::from_utf8_lossy(v.as_bytes()))
+                .collect();
+            (canonical(name.as_str()), values)
+        })
+        .collect();
+    let object = RequestObject {
+        headers,
+        body: String::from_utf8_lossy(&req.body),
+        url: req.path_and_query(),
+        params,
+        scheme: "http",
+    };
+    serde_json::to_string(&object).expect("strings and maps of strings always serialize")
 }
 
 /// `obj[key]`, matching the key case-insensitively when no exact key is
@@ -227,7 +239,24 @@ mod tests {
             Bytes::from_static(b"a=1"),
             "127.0.0.1:1".parse().unwrap(),
         );
-        let v: Value = serde_json::from_str(&endpoint_request(&req)).unwrap();
+        let text = endpoint_request(&req);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        // Go marshals a struct's fields in their order, map keys sorted:
+        // what `Object.keys(request)` shows the function.
+        let keys = |t: &str| -> Vec<String> {
+            let order: serde_json::Map<String, Value> = serde_json::from_str(t).unwrap();
+            let mut found: Vec<(usize, String)> = order
+                .keys()
+                .map(|k| (t.find(&format!("\"{k}\":")).unwrap(), k.clone()))
+                .collect();
+            found.sort();
+            found.into_iter().map(|(_, k)| k).collect()
+        };
+        assert_eq!(keys(&text), ["Headers", "Body", "URL", "Params", "Scheme"]);
+        assert!(
+            text.starts_with(r#"{"Headers":{"Content-Type":["application/x-www-form-urlencoded"],"X-Api-Key":["k"]},"Body":"a=1","#),
+            "{text}"
+        );
         assert_eq!(v["URL"], "/v/x?a=2&b=3");
         assert_eq!(v["Headers"]["X-Api-Key"], serde_json::json!(["k"]));
         assert_eq!(v["Params"]["a"], serde_json::json!(["1", "2"]));
