@@ -63,14 +63,16 @@ DEFINITIONS = {"plain": "plain-hello.json", "gopl": "gopl-hello.json", "wasm": "
                "jsvm": "jsvm-hello.json", "jsvm-quickjs": "jsvm-quickjs.json",
                "jsvm-response": "jsvm-response.json", "jsvm-virtual": "jsvm-virtual.json",
                "jsvm-quickjs-response": "jsvm-quickjs-response.json",
-               "jsvm-quickjs-virtual": "jsvm-quickjs-virtual.json"}
+               "jsvm-quickjs-virtual": "jsvm-quickjs-virtual.json",
+               "jsvm-tykjson": "jsvm-tykjson.json"}
 # What each route's middleware leaves in the body (checked before measuring).
 MARKS = {"gopl": "X-Custom-GoPlugin", "wasm": "X-Custom-Wasm",
          "jsvm": "X-Custom-JSVM", "jsvm-quickjs": "X-Custom-JSVM",
          "jsvm-response": "X-Custom-JSVM-Response",
          "jsvm-virtual": "hello from a virtual endpoint",
          "jsvm-quickjs-response": "X-Custom-JSVM-Response",
-         "jsvm-quickjs-virtual": "hello from a virtual endpoint"}
+         "jsvm-quickjs-virtual": "hello from a virtual endpoint",
+         "jsvm-tykjson": "X-Custom-JSVM"}
 ROUTES = ["plain", "gopl", "wasm"]
 SECRET = "wasm-cpu-bench"
 

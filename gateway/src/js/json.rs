@@ -84,8 +84,7 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
             }
             let text = args.first().cloned().unwrap_or_default().to_string(ctx)?;
             // As boa's: text that is not Unicode (a lone surrogate) is refused.
-            let text = text
-                .to_std_string()
+            let text = super::text::strict(&text)
                 .map_err(|e| JsNativeError::syntax().with_message(e.to_string()))?;
             parse(&text, ctx)
         },
@@ -412,7 +411,7 @@ impl Writer<'_> {
             } else if o.prototype().is_none() && self.raw_json(&o, ctx)? {
                 let raw = o.get(js_string!("rawJSON"), ctx)?;
                 if let Some(raw) = raw.as_string() {
-                    self.out.push_str(&raw.to_std_string_lossy());
+                    self.out.push_str(&super::text::lossy(&raw));
                     return Ok(true);
                 }
                 return Ok(false);

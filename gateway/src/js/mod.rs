@@ -108,6 +108,7 @@ mod scope;
 mod session;
 mod sniff;
 mod sources;
+mod text;
 mod tykapi;
 mod tykjson;
 mod vm;

@@ -63,7 +63,7 @@ pub(crate) fn install(ctx: &mut Context, api_id: &str) -> JsResult<()> {
 /// `call.Argument(0).String()`).
 fn arg_string(args: &[JsValue], ctx: &mut Context) -> JsResult<String> {
     let v = args.first().cloned().unwrap_or_default();
-    Ok(v.to_string(ctx)?.to_std_string_lossy())
+    Ok(super::text::lossy(&v.to_string(ctx)?))
 }
 
 fn b64enc(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {

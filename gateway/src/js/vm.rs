@@ -419,7 +419,7 @@ impl Vm {
         self.check_thrown(&ret)?;
         match ret.as_string() {
             Some(text) => {
-                tykjson::apply(&text.to_std_string_lossy(), req).map_err(CallError::Failed)
+                tykjson::apply(&super::text::lossy(&text), req).map_err(CallError::Failed)
             }
             None => Err(CallError::Failed(tykjson::no_answer(ret.type_of()))),
         }

@@ -15,6 +15,7 @@ use http::header::{HeaderName, HeaderValue};
 use super::build::{Accessors, Built, FieldState, Lazy};
 use crate::error::ErrorFormat;
 use crate::js::forced::Overrides;
+use crate::js::text;
 use crate::middleware::{Flow, MwError, MwRequest};
 
 /// A script's answer broke a type rule: names the field, as Go's decoder would.
@@ -61,7 +62,7 @@ pub(crate) fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, M
 
 fn string(v: &JsValue, field: &str) -> Result<String, MwError> {
     v.as_string()
-        .map(|s| s.to_std_string_lossy())
+        .map(|s| text::lossy(&s))
         .ok_or_else(|| shape(field, "a string", v))
 }
 
@@ -77,7 +78,7 @@ fn entries(
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let name = match &key {
-            PropertyKey::String(s) => s.to_std_string_lossy(),
+            PropertyKey::String(s) => text::lossy(s),
             PropertyKey::Index(i) => i.get().to_string(),
             PropertyKey::Symbol(_) => continue,
         };
@@ -106,7 +107,7 @@ pub(crate) fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec
         .map(|i| {
             let item = arr.get(i, ctx).map_err(|e| MwError::threw(e.to_string()))?;
             item.as_string()
-                .map(|s| s.to_std_string_lossy())
+                .map(|s| text::lossy(&s))
                 .ok_or_else(|| shape(&format!("{field}[{i}]"), "a string", &item))
         })
         .collect()
@@ -146,7 +147,7 @@ pub(crate) fn string_map(
     entries(&obj, field, ctx)?
         .into_iter()
         .map(|(k, v)| match v.as_string() {
-            Some(s) => Ok((k, s.to_std_string_lossy())),
+            Some(s) => Ok((k, text::lossy(&s))),
             None => Err(shape(&format!("{field}[{k:?}]"), "a string", &v)),
         })
         .collect()
@@ -247,7 +248,7 @@ impl<'a> Answer<'a> {
             })?,
         };
         if body != self.built.body {
-            req.body = Bytes::from(body.to_std_string_lossy());
+            req.body = Bytes::from(text::lossy(&body));
             crate::body::reframe(&mut req.headers, &req.method, req.body.len());
         }
         Ok(())
@@ -260,7 +261,7 @@ impl<'a> Answer<'a> {
             .as_string()
             .ok_or_else(|| shape("Request.URL", "a string", &url))?;
         if url != self.built.url {
-            set_url(req, &url.to_std_string_lossy())?;
+            set_url(req, &text::lossy(&url))?;
         }
         Ok(())
     }

@@ -45,7 +45,7 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
 /// Argument `i` with JS `String(x)` semantics (Go's `call.Argument(i).String()`).
 fn arg(args: &[JsValue], i: usize, ctx: &mut Context) -> JsResult<String> {
     let v = args.get(i).cloned().unwrap_or_default();
-    Ok(v.to_string(ctx)?.to_std_string_lossy())
+    Ok(crate::js::text::lossy(&v.to_string(ctx)?))
 }
 
 fn answer(s: Option<String>) -> JsValue {

@@ -27,6 +27,7 @@ use super::super::budget::{self, Guard, SLICE_BUDGET};
 use super::super::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use super::super::prelude::HOST_GLOBAL;
 use super::super::request::{self, get, opt_object, plain, shape, string_map, strings};
+use super::super::text;
 use super::{
     collect_large_body, error_text, is_identifier, BuildError, CallError, Sources, Vm, LARGE_BODY,
 };
@@ -172,14 +173,14 @@ impl Vm {
             .map_err(|e| CallError::Failed(MwError::internal(e.to_string())))?;
         let script = self.phases.endpoints[index].clone();
         let ret = self.run(&script, deadline).await?;
-        let text = ret.as_string().ok_or_else(|| {
+        let answer = ret.as_string().ok_or_else(|| {
             CallError::Failed(MwError::bad_answer(format!(
                 "the virtual endpoint returned {} (a JS {}), not TykJsResponse(...)'s JSON",
                 ret.display(),
                 ret.type_of()
             )))
         })?;
-        endpoint_answer(&text.to_std_string_lossy()).map_err(CallError::Failed)
+        endpoint_answer(&text::lossy(&answer)).map_err(CallError::Failed)
     }
 
     /// Evaluates a dispatch script under the deadline; a script-level throw
@@ -378,7 +379,7 @@ fn response_edits(
     let body = get(&r, js_string!("Body"), ctx)?;
     let body = match body.as_string() {
         Some(s) if s == *sent => None,
-        Some(s) => Some(s.to_std_string_lossy()),
+        Some(s) => Some(text::lossy(&s)),
         None if body.is_null_or_undefined() => Some(String::new()),
         None => return Err(shape("Response.Body", "a string", &body)),
     };
