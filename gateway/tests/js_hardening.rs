@@ -152,35 +152,10 @@ fn fixture(name: &str) -> String {
 /// answers 200 `ok` (the mock upstream does not read bodies, so hyper
 /// closes its connections under large POSTs, which is not what is tested).
 fn draining_upstream() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).unwrap();
-            loop {
-                let (s, _) = l.accept().await.unwrap();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(
-                        |req: http::Request<hyper::body::Incoming>| async move {
-                            let _ = req.into_body().collect().await;
-                            Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
-                                Bytes::from_static(b"ok"),
-                            )))
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
-                        .await;
-                });
-            }
-        });
-    });
-    addr
+    common::upstream_fn(|req: http::Request<hyper::body::Incoming>| async move {
+        let _ = req.into_body().collect().await;
+        Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+    })
 }
 
 /// `hostile` (tests/js_fixtures/hostile.js), the seed's `jsvm` and a

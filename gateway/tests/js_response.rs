@@ -132,38 +132,16 @@ fn failing_hooks_answer_tyks_500_and_the_next_request_works() {
 
 /// An upstream answering every request with `body`.
 fn upstream_with(body: Bytes) -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).unwrap();
-            loop {
-                let (s, _) = l.accept().await.unwrap();
-                let body = body.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        let body = body.clone();
-                        async move {
-                            let _ = req.into_body().collect().await;
-                            let mut resp = Response::new(Full::new(body));
-                            resp.headers_mut()
-                                .insert("x-upstream", "big".parse().unwrap());
-                            Ok::<_, std::convert::Infallible>(resp)
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
-                        .await;
-                });
-            }
-        });
-    });
-    addr
+    upstream_fn(move |req: Request<Incoming>| {
+        let body = body.clone();
+        async move {
+            let _ = req.into_body().collect().await;
+            let mut resp = Response::new(Full::new(body));
+            resp.headers_mut()
+                .insert("x-upstream", "big".parse().unwrap());
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    })
 }
 
 #[test]
@@ -366,40 +344,19 @@ hdrHook.NewProcessResponse(function (response, request, session, spec) {
 /// An upstream answering `ok` with `X-Upstream: hdr`, two `X-Multi`
 /// values and the request's `X-Mode` as `X-Mode-Seen`.
 fn upstream_with_headers() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).unwrap();
-            loop {
-                let (s, _) = l.accept().await.unwrap();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(|req: Request<Incoming>| async move {
-                        let seen = req.headers().get("x-mode").cloned();
-                        let _ = req.into_body().collect().await;
-                        let mut resp = Response::new(Full::new(Bytes::from_static(b"ok")));
-                        let h = resp.headers_mut();
-                        h.insert("x-upstream", "hdr".parse().unwrap());
-                        h.append("x-multi", "a".parse().unwrap());
-                        h.append("x-multi", "b".parse().unwrap());
-                        if let Some(v) = seen {
-                            h.insert("x-mode-seen", v);
-                        }
-                        Ok::<_, std::convert::Infallible>(resp)
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
-                        .await;
-                });
-            }
-        });
-    });
-    addr
+    upstream_fn(|req: Request<Incoming>| async move {
+        let seen = req.headers().get("x-mode").cloned();
+        let _ = req.into_body().collect().await;
+        let mut resp = Response::new(Full::new(Bytes::from_static(b"ok")));
+        let h = resp.headers_mut();
+        h.insert("x-upstream", "hdr".parse().unwrap());
+        h.append("x-multi", "a".parse().unwrap());
+        h.append("x-multi", "b".parse().unwrap());
+        if let Some(v) = seen {
+            h.insert("x-mode-seen", v);
+        }
+        Ok::<_, std::convert::Infallible>(resp)
+    })
 }
 
 #[test]

@@ -49,37 +49,16 @@ impl Body for Generated {
 /// An upstream that reads each request body to its end without keeping
 /// it, and answers with the number of bytes it read.
 fn counting_upstream() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).unwrap();
-            loop {
-                let (s, _) = l.accept().await.unwrap();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(|req: Request<Incoming>| async move {
-                        let mut body = req.into_body();
-                        let mut n = 0usize;
-                        while let Some(frame) = body.frame().await {
-                            if let Ok(data) = frame?.into_data() {
-                                n += data.len();
-                            }
-                        }
-                        Ok::<_, hyper::Error>(Response::new(Full::new(Bytes::from(n.to_string()))))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
-                        .await;
-                });
+    upstream_fn(|req: Request<Incoming>| async move {
+        let mut body = req.into_body();
+        let mut n = 0usize;
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                n += data.len();
             }
-        });
-    });
-    addr
+        }
+        Ok::<_, hyper::Error>(Response::new(Full::new(Bytes::from(n.to_string()))))
+    })
 }
 
 /// Runs the gateway binary over `dir`; its child and address.

@@ -145,6 +145,36 @@ pub fn recorder_with_delay(delay: Duration) -> (SocketAddr, Recorder) {
     (addr, rec)
 }
 
+/// An HTTP/1.1 upstream on its own thread that answers every request with
+/// `handler` (keep-alive; each connection served in its own task).
+pub fn upstream_fn<F, Fut, E>(handler: F) -> SocketAddr
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<Response<Full<Bytes>>, E>> + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
+    let (l, addr) = bind_local();
+    spawn_runtime(move || async move {
+        let l = tokio::net::TcpListener::from_std(l).unwrap();
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async move {
+                loop {
+                    let (s, _) = l.accept().await.unwrap();
+                    let handler = handler.clone();
+                    tokio::task::spawn_local(async move {
+                        let svc = hyper::service::service_fn(handler);
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
+                            .await;
+                    });
+                }
+            })
+            .await;
+    });
+    addr
+}
+
 /// An address nothing listens on (bound, then closed).
 pub fn dead_addr() -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -17,7 +17,7 @@ use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::builtins::{JsArray, JsFunction};
 use boa_engine::object::shape::Shape;
-use boa_engine::object::ObjectInitializer;
+use boa_engine::object::{NativeObject, ObjectInitializer};
 use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{
     js_string, Context, JsData, JsObject, JsResult, JsString, JsValue, NativeFunction,
@@ -297,9 +297,15 @@ fn held(obj: &JsObject, f: Lazy) -> Option<JsValue> {
 /// The object carrying [`Pending`]: `this`, or the prototype it inherits the
 /// field from (`Object.create(request)`).
 fn owner(this: &JsValue) -> Option<JsObject> {
+    carrier::<Pending>(this)
+}
+
+/// The object carrying the host's data `T` for a lazy field's accessor:
+/// `this`, or the prototype `this` inherits the field from.
+pub(crate) fn carrier<T: NativeObject>(this: &JsValue) -> Option<JsObject> {
     let mut obj = this.as_object()?;
     loop {
-        if obj.downcast_ref::<Pending>().is_some() {
+        if obj.downcast_ref::<T>().is_some() {
             return Some(obj);
         }
         obj = obj.prototype()?;

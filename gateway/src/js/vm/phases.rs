@@ -293,20 +293,8 @@ unsafe impl Trace for HeldHeaders {
 
 impl JsData for HeldHeaders {}
 
-/// The object carrying [`HeldHeaders`]: `this`, or the prototype it
-/// inherits `Headers` from (`Object.create(response)`).
-fn headers_owner(this: &JsValue) -> Option<JsObject> {
-    let mut obj = this.as_object()?;
-    loop {
-        if obj.downcast_ref::<HeldHeaders>().is_some() {
-            return Some(obj);
-        }
-        obj = obj.prototype()?;
-    }
-}
-
 fn headers_get(this: &JsValue, _: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let Some(owner) = headers_owner(this) else {
+    let Some(owner) = request::carrier::<HeldHeaders>(this) else {
         return Ok(JsValue::undefined());
     };
     let held = owner
@@ -318,7 +306,7 @@ fn headers_get(this: &JsValue, _: &[JsValue], ctx: &mut Context) -> JsResult<JsV
     let built = {
         let h = owner
             .downcast_ref::<HeldHeaders>()
-            .expect("checked by headers_owner");
+            .expect("checked by carrier");
         request::header_object(&h.headers, ctx)?
     };
     let value = JsValue::from(built);
