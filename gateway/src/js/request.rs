@@ -21,7 +21,9 @@ pub(crate) use apply::{
     apply, bad_header_name, bad_header_value, edit_query, get, header, opt_object, own_data,
     set_url, shape, string_map, strings,
 };
-pub(crate) use build::{build, carrier, header_object, plain, put_data, Accessors};
+pub(crate) use build::{
+    build, header_object, lazy_get, lazy_set, plain, put_data, Accessors, LazyData,
+};
 
 /// Go's `textproto.CanonicalMIMEHeaderKey`, the one implementation both
 /// crates use (`gateway_wire::header`): Tyk's scripts index

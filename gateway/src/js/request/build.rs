@@ -211,13 +211,15 @@ impl Accessors {
     pub(crate) fn new(ctx: &mut Context) -> Accessors {
         let get = std::array::from_fn(|i| {
             let field = Lazy::ALL[i];
-            NativeFunction::from_copy_closure(move |this, _, ctx| lazy_get(field, this, ctx))
-                .to_js_function(ctx.realm())
+            NativeFunction::from_copy_closure(move |this, _, ctx| {
+                lazy_get::<Pending>(field, this, ctx)
+            })
+            .to_js_function(ctx.realm())
         });
         let set = std::array::from_fn(|i| {
             let field = Lazy::ALL[i];
             NativeFunction::from_copy_closure(move |this, args, ctx| {
-                lazy_set(field, this, args, ctx)
+                lazy_set::<Pending>(field, this, args, ctx)
             })
             .to_js_function(ctx.realm())
         });
@@ -294,15 +296,40 @@ fn held(obj: &JsObject, f: Lazy) -> Option<JsValue> {
         .and_then(|p| p.values[f as usize].clone())
 }
 
-/// The object carrying [`Pending`]: `this`, or the prototype it inherits the
-/// field from (`Object.create(request)`).
-fn owner(this: &JsValue) -> Option<JsObject> {
-    carrier::<Pending>(this)
+impl LazyData for Pending {
+    type Field = Lazy;
+
+    fn key(f: Lazy) -> JsString {
+        f.key()
+    }
+
+    fn slot(&mut self, f: Lazy) -> &mut Option<JsValue> {
+        &mut self.values[f as usize]
+    }
+
+    fn materialise(&self, f: Lazy, ctx: &mut Context) -> JsResult<JsValue> {
+        f.materialise(self, ctx)
+    }
 }
 
-/// The object carrying the host's data `T` for a lazy field's accessor:
-/// `this`, or the prototype `this` inherits the field from.
-pub(crate) fn carrier<T: NativeObject>(this: &JsValue) -> Option<JsObject> {
+/// The host data an object carries for its lazy fields (the request's
+/// [`Pending`], the response's headers): each field's value once read or
+/// written, and how to build it on first read. [`lazy_get`] and
+/// [`lazy_set`] are the fields' accessors.
+pub(crate) trait LazyData: NativeObject + Sized {
+    /// Names a lazy field.
+    type Field: Copy;
+    /// The field's property key.
+    fn key(f: Self::Field) -> JsString;
+    /// The field's value once read or written.
+    fn slot(&mut self, f: Self::Field) -> &mut Option<JsValue>;
+    /// Builds the field's initial value.
+    fn materialise(&self, f: Self::Field, ctx: &mut Context) -> JsResult<JsValue>;
+}
+
+/// The object carrying the host's data `T`: `this`, or the prototype `this`
+/// inherits the field from (`Object.create(request)`).
+fn carrier<T: NativeObject>(this: &JsValue) -> Option<JsObject> {
     let mut obj = this.as_object()?;
     loop {
         if obj.downcast_ref::<T>().is_some() {
@@ -312,44 +339,57 @@ pub(crate) fn carrier<T: NativeObject>(this: &JsValue) -> Option<JsObject> {
     }
 }
 
-fn lazy_get(f: Lazy, this: &JsValue, ctx: &mut Context) -> JsResult<JsValue> {
-    let Some(owner) = owner(this) else {
+/// A lazy field's getter: the value held, else the one built now (and held).
+pub(crate) fn lazy_get<T: LazyData>(
+    f: T::Field,
+    this: &JsValue,
+    ctx: &mut Context,
+) -> JsResult<JsValue> {
+    let Some(owner) = carrier::<T>(this) else {
         return Ok(JsValue::undefined());
     };
-    if let Some(v) = held(&owner, f) {
+    let held = owner
+        .downcast_mut::<T>()
+        .and_then(|mut d| d.slot(f).clone());
+    if let Some(v) = held {
         return Ok(v);
     }
     let value = {
-        let pending = owner.downcast_ref::<Pending>().expect("checked by owner()");
-        f.materialise(&pending, ctx)?
+        let data = owner.downcast_ref::<T>().expect("checked by carrier");
+        data.materialise(f, ctx)?
     };
-    if let Some(mut p) = owner.downcast_mut::<Pending>() {
-        p.values[f as usize] = Some(value.clone());
+    if let Some(mut d) = owner.downcast_mut::<T>() {
+        *d.slot(f) = Some(value.clone());
     }
     Ok(value)
 }
 
-/// Assignment, as on a plain object. On the request itself the value is
-/// held for the getter (unless the object was frozen: the write is then
-/// ignored, as sloppy code would see it); on an object inheriting from it,
-/// the receiver gets its own data property.
-fn lazy_set(f: Lazy, this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+/// A lazy field's setter: assignment, as on a plain object. On the object
+/// carrying the data the value is held for the getter (unless the object
+/// was frozen: the write is then ignored, as sloppy code would see it); on
+/// an object inheriting from it, the receiver gets its own data property.
+pub(crate) fn lazy_set<T: LazyData>(
+    f: T::Field,
+    this: &JsValue,
+    args: &[JsValue],
+    ctx: &mut Context,
+) -> JsResult<JsValue> {
     let Some(obj) = this.as_object() else {
         return Ok(JsValue::undefined());
     };
     let value = args.first().cloned().unwrap_or_default();
-    if obj.downcast_ref::<Pending>().is_none() {
-        obj.create_data_property(f.key(), value, ctx)?;
+    if obj.downcast_ref::<T>().is_none() {
+        obj.create_data_property(T::key(f), value, ctx)?;
         return Ok(JsValue::undefined());
     }
     let frozen = obj
         .borrow()
         .properties()
-        .get(&f.key().into())
+        .get(&T::key(f).into())
         .is_some_and(|d| d.configurable() == Some(false));
     if !frozen {
-        if let Some(mut p) = obj.downcast_mut::<Pending>() {
-            p.values[f as usize] = Some(value);
+        if let Some(mut d) = obj.downcast_mut::<T>() {
+            *d.slot(f) = Some(value);
         }
     }
     Ok(JsValue::undefined())

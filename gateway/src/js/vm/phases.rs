@@ -270,8 +270,14 @@ struct LazyHeaders {
 impl LazyHeaders {
     fn new(ctx: &mut Context) -> LazyHeaders {
         LazyHeaders {
-            get: NativeFunction::from_fn_ptr(headers_get).to_js_function(ctx.realm()),
-            set: NativeFunction::from_fn_ptr(headers_set).to_js_function(ctx.realm()),
+            get: NativeFunction::from_fn_ptr(|this, _, ctx| {
+                request::lazy_get::<HeldHeaders>((), this, ctx)
+            })
+            .to_js_function(ctx.realm()),
+            set: NativeFunction::from_fn_ptr(|this, args, ctx| {
+                request::lazy_set::<HeldHeaders>((), this, args, ctx)
+            })
+            .to_js_function(ctx.realm()),
         }
     }
 }
@@ -293,53 +299,21 @@ unsafe impl Trace for HeldHeaders {
 
 impl JsData for HeldHeaders {}
 
-fn headers_get(this: &JsValue, _: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let Some(owner) = request::carrier::<HeldHeaders>(this) else {
-        return Ok(JsValue::undefined());
-    };
-    let held = owner
-        .downcast_ref::<HeldHeaders>()
-        .and_then(|h| h.value.clone());
-    if let Some(v) = held {
-        return Ok(v);
-    }
-    let built = {
-        let h = owner
-            .downcast_ref::<HeldHeaders>()
-            .expect("checked by carrier");
-        request::header_object(&h.headers, ctx)?
-    };
-    let value = JsValue::from(built);
-    if let Some(mut h) = owner.downcast_mut::<HeldHeaders>() {
-        h.value = Some(value.clone());
-    }
-    Ok(value)
-}
+impl request::LazyData for HeldHeaders {
+    /// The one field, `Headers`.
+    type Field = ();
 
-/// Assignment, as on a plain object: on the response itself the value is
-/// held for the getter (unless the object was frozen: the write is then
-/// ignored, as sloppy code would see it); on an object inheriting from it,
-/// the receiver gets its own data property.
-fn headers_set(this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let Some(obj) = this.as_object() else {
-        return Ok(JsValue::undefined());
-    };
-    let value = args.first().cloned().unwrap_or_default();
-    if obj.downcast_ref::<HeldHeaders>().is_none() {
-        obj.create_data_property(js_string!("Headers"), value, ctx)?;
-        return Ok(JsValue::undefined());
+    fn key((): ()) -> JsString {
+        js_string!("Headers")
     }
-    let frozen = obj
-        .borrow()
-        .properties()
-        .get(&js_string!("Headers").into())
-        .is_some_and(|d| d.configurable() == Some(false));
-    if !frozen {
-        if let Some(mut h) = obj.downcast_mut::<HeldHeaders>() {
-            h.value = Some(value);
-        }
+
+    fn slot(&mut self, (): ()) -> &mut Option<JsValue> {
+        &mut self.value
     }
-    Ok(JsValue::undefined())
+
+    fn materialise(&self, (): (), ctx: &mut Context) -> JsResult<JsValue> {
+        request::header_object(&self.headers, ctx).map(JsValue::from)
+    }
 }
 
 /// Reads the script's `{Response: ...}` answer with Go's type rules.
