@@ -30,6 +30,12 @@ function testVirtData(request, session, config) {
 function throwing(request, session, config) {
     throw new Error("virtual failure");
 }
+// Go's decoder reads field names in any case and a lone surrogate as
+// U+FFFD; a null Code leaves the one before it.
+function goRules(request, session, config) {
+    return TykJsResponse({body: "lone \ud800 surrogate", code: 201, Code: null,
+                          headers: {"X-Go": "1"}}, {});
+}
 function notJson(request, session, config) {
     return {Body: "an object, not TykJsResponse's string", Code: 200};
 }
@@ -74,6 +80,7 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
             endpoint("testVirtData", "/blob$", "POST", ("blob", &blob)),
             endpoint("throwing", "/broken", "GET", ("file", &file)),
             endpoint("notJson", "/object", "GET", ("file", &file)),
+            endpoint("goRules", "/go", "GET", ("file", &file)),
             on_error,
         ]);
         let def = api(engine, &format!("http://{up}"), engine, endpoints);
@@ -117,6 +124,10 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
         );
         assert_eq!(r.status, 202, "{engine}: {}", r.text());
         assert_eq!(r.json()["params"], json!({"a": ["1", "2"]}), "{engine}");
+        let r = get(gw.addr, &format!("/{engine}/go"));
+        assert_eq!(r.status, 201, "{engine}: {}", r.text());
+        assert_eq!(r.text(), "lone \u{fffd} surrogate", "{engine}");
+        assert_eq!(r.headers["x-go"], "1", "{engine}");
         // No match (method, path): proxied.
         assert_eq!(get(gw.addr, &format!("/{engine}/blob")).text(), "recorded");
         assert_eq!(
@@ -480,5 +491,91 @@ fn use_session_hands_the_function_a_null_session() {
         );
     }
     assert_eq!(rec.count(), 2);
+    gw.stop();
+}
+
+/// Answers chosen by the `X-Case` header: thrown errors, a big body, a
+/// `SessionMeta` nested 100,000 deep, many headers, a header name HTTP
+/// refuses, and a good answer.
+const HOSTILE_JS: &str = r#"
+function vHostile(request, session, config) {
+    var kase = request.Headers["X-Case"] ? request.Headers["X-Case"][0] : "";
+    if (kase === "throw") throw new Error("thrown for " + request.URL);
+    if (kase === "big") {
+        return TykJsResponse({Body: new Array(4 * 1024 * 1024 + 1).join("b"), Code: 200}, {});
+    }
+    if (kase === "deep") {
+        var n = 100000;
+        return '{"Response":{"Code":200},"SessionMeta":{"a":' +
+            new Array(n + 1).join("[") + new Array(n + 1).join("]") + '}}';
+    }
+    if (kase === "headers") {
+        var h = {};
+        for (var i = 0; i < 90; i++) h["X-H" + i] = String(i);
+        return TykJsResponse({Body: "h", Code: 200, Headers: h}, {});
+    }
+    if (kase === "bad-header") {
+        return TykJsResponse({Body: "x", Code: 200, Headers: {"Bad Name": "v"}}, {});
+    }
+    return TykJsResponse({Body: "ok " + request.URL, Code: 200}, {});
+}
+"#;
+
+#[test]
+fn thousands_of_throws_and_hostile_answers_fail_only_their_own_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let file = script(dir.path(), "hostile.js", HOSTILE_JS);
+    for engine in ENGINES {
+        let endpoints = json!([endpoint("vHostile", "/h", "GET", ("file", &file))]);
+        let def = api(engine, &format!("http://{up}"), engine, endpoints);
+        write_api(dir.path(), engine, &def);
+    }
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let failed = "{\n    \"error\": \"Error during virtual endpoint execution. Contact Administrator for more details.\"\n}";
+    for engine in ENGINES {
+        let path = format!("/{engine}/h");
+        let call = |kase: &str| send(gw.addr, "GET", &path, &[("x-case", kase)], b"");
+        let (mut thrown, mut served) = (0, 0);
+        for i in 0..2_000 {
+            if i % 2 == 0 {
+                let r = call("throw");
+                assert_eq!((r.status.as_u16(), r.text().as_str()), (500, failed));
+                thrown += 1;
+            } else {
+                let r = call("");
+                assert_eq!(r.status, 200, "{engine} request {i}: {}", r.text());
+                assert_eq!(r.text(), format!("ok /{engine}/h"));
+                served += 1;
+            }
+        }
+        assert_eq!((thrown, served), (1_000, 1_000), "{engine}");
+        let big = call("big");
+        assert_eq!(big.status, 200, "{engine}");
+        assert_eq!(big.body.len(), 4 * 1024 * 1024, "{engine}");
+        assert!(big.body.iter().all(|&b| b == b'b'), "{engine}");
+        // SessionMeta's content is skipped without recursing, however deep
+        // (Go's decoder stops at 10,000 levels; the answer is served here).
+        let deep = call("deep");
+        assert_eq!(
+            (deep.status.as_u16(), deep.text().as_str()),
+            (200, ""),
+            "{engine}"
+        );
+        let bad = call("bad-header");
+        assert_eq!(
+            (bad.status.as_u16(), bad.text().as_str()),
+            (500, failed),
+            "{engine}"
+        );
+        let many = call("headers");
+        assert_eq!(many.status, 200, "{engine}");
+        assert_eq!(many.headers["x-h0"], "0", "{engine}");
+        assert_eq!(many.headers["x-h89"], "89", "{engine}");
+        assert_eq!(call("").text(), format!("ok /{engine}/h"), "{engine}");
+    }
+    // Nothing was proxied: every answer came from the function.
+    assert_eq!(rec.count(), 0);
     gw.stop();
 }

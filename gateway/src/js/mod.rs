@@ -97,6 +97,7 @@
 mod budget;
 mod depth;
 mod forced;
+mod gojson;
 pub(crate) mod goquery;
 mod jobs;
 mod json;

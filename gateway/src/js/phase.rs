@@ -11,11 +11,13 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use bytes::Bytes;
 use http::header::HeaderName;
 use http::{HeaderMap, StatusCode};
-use serde_json::{Map, Value};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::error::Category;
 
 use super::forced;
 use super::request::{canonical, header};
@@ -132,72 +134,261 @@ pub(crate) fn endpoint_request(req: &MwRequest) -> String {
     serde_json::to_string(&object).expect("strings and maps of strings always serialize")
 }
 
-/// `obj[key]`, matching the key case-insensitively when no exact key is
-/// there, as Go's JSON decoder matches struct fields.
-fn field<'v>(obj: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
-    obj.get(key).or_else(|| {
-        obj.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v)
-    })
+/// Tyk's `ResponseObject` (`Body`, `Headers`, `Code`) as Go's decoder
+/// fills it from a virtual endpoint's answer: zero values until a key sets
+/// them.
+#[derive(Default)]
+struct Answered {
+    body: String,
+    /// `None` for Go's nil map (no `Headers`, or `null`).
+    headers: Option<BTreeMap<String, String>>,
+    code: i64,
 }
 
 /// What a virtual endpoint's function returned (`TykJsResponse(...)`, a
-/// JSON string), as the response Tyk's `forceResponse` writes.
+/// JSON string), as the response Tyk's `forceResponse` writes. The text is
+/// decoded as Go's `json.Unmarshal` decodes it into Tyk's
+/// `VMResponseObject` (see [`gojson`](super::gojson)): field names in any
+/// case, the last of a repeated field winning, `null` leaving a field as it
+/// was, a lone surrogate read as U+FFFD, unknown fields ignored, and a
+/// field of the wrong type failing the answer. It is read straight into
+/// [`Answered`]: through a `serde_json::Value` it cost twice the
+/// instructions.
 pub(crate) fn endpoint_answer(text: &str) -> Result<MwResponse, MwError> {
     let bad = |why: String| MwError::bad_answer(format!("the virtual endpoint's answer {why}"));
-    let v: Value = serde_json::from_str(text).map_err(|e| {
-        bad(format!(
-            "is not the JSON TykJsResponse(response, session) returns ({e})"
-        ))
-    })?;
-    let empty = Map::new();
-    let top = v
-        .as_object()
-        .ok_or_else(|| bad("is not a JSON object".into()))?;
-    let resp = match field(top, "Response") {
-        None | Some(Value::Null) => &empty,
-        Some(Value::Object(o)) => o,
-        Some(_) => return Err(bad("has a Response that is not an object".into())),
-    };
-    let body = match field(resp, "Body") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => return Err(bad(format!("has a Body that is not a string: {other}"))),
-    };
-    let code = match field(resp, "Code") {
-        Some(Value::Number(n)) => n.as_u64().and_then(|c| u16::try_from(c).ok()),
-        _ => None,
-    };
-    let status = code
+    let text = super::gojson::lone_surrogates(text);
+    let mut answered = Answered::default();
+    let mut de = serde_json::Deserializer::from_str(&text);
+    Top(&mut answered)
+        .deserialize(&mut de)
+        .and_then(|()| de.end())
+        .map_err(|e| match e.classify() {
+            Category::Data => bad(format!("does not decode into Tyk's VMResponseObject ({e})")),
+            _ => bad(format!(
+                "is not the JSON TykJsResponse(response, session) returns ({e})"
+            )),
+        })?;
+    let status = u16::try_from(answered.code)
+        .ok()
         .filter(|c| (100..=999).contains(c))
         .and_then(|c| StatusCode::from_u16(c).ok())
         .ok_or_else(|| {
             bad(format!(
-                "has no Code that is an HTTP status: {}",
-                field(resp, "Code").unwrap_or(&Value::Null)
+                "has no Response.Code that is an HTTP status (Code is {})",
+                answered.code
             ))
         })?;
     let mut headers = HeaderMap::new();
-    match field(resp, "Headers") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(h)) => {
-            for (name, value) in h {
-                let value = value
-                    .as_str()
-                    .ok_or_else(|| bad(format!("has a header {name:?} that is not a string")))?;
-                let (n, v) = header(name, value, "Response.Headers")?;
-                headers.insert(n, v);
+    for (name, value) in answered.headers.iter().flatten() {
+        let (n, v) = header(name, value, "Response.Headers")?;
+        headers.insert(n, v);
+    }
+    Ok(forced::forced(status, headers, Bytes::from(answered.body)))
+}
+
+/// Which of `fields` a JSON key names, by Go's matching
+/// ([`gojson::names`](super::gojson::names)), without copying the key.
+struct Key(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Key {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+        // Go matches each key to a field, in text order; the last one set
+        // wins, whichever spelling it used.
+        Ok(self.0.iter().position(|f| super::gojson::names(key, f)))
+    }
+}
+
+/// Tyk's `VMResponseObject`: `Response` and `SessionMeta`.
+struct Top<'a>(&'a mut Answered);
+
+impl<'de> DeserializeSeed<'de> for Top<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object with Response and SessionMeta")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        while let Some(key) = m.next_key_seed(Key(&["Response", "SessionMeta"]))? {
+            match key {
+                Some(0) => m.next_value_seed(Response(&mut *self.0))?,
+                Some(_) => m.next_value_seed(SessionMeta)?,
+                None => m.next_value::<IgnoredAny>().map(drop)?,
             }
         }
-        Some(_) => return Err(bad("has Headers that are not an object".into())),
+        Ok(())
     }
-    Ok(forced::forced(status, headers, Bytes::from(body)))
+}
+
+/// Tyk's `ResponseObject`; a repeated `Response` merges into the first, as
+/// Go decodes into the struct it already has.
+struct Response<'a>(&'a mut Answered);
+
+impl<'de> DeserializeSeed<'de> for Response<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Response<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("Response to be an object")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        while let Some(key) = m.next_key_seed(Key(&["Body", "Headers", "Code"]))? {
+            match key {
+                Some(0) => m.next_value_seed(Text(&mut self.0.body, "Response.Body"))?,
+                Some(1) => m.next_value_seed(Headers(&mut self.0.headers))?,
+                Some(_) => m.next_value_seed(Code(&mut self.0.code))?,
+                None => m.next_value::<IgnoredAny>().map(drop)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A Go `string` field: `null` leaves it as it was.
+struct Text<'a>(&'a mut String, &'static str);
+
+impl<'de> DeserializeSeed<'de> for Text<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Visitor<'_> for Text<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{} to be a string", self.1)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        v.clone_into(self.0);
+        Ok(())
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<(), E> {
+        *self.0 = v;
+        Ok(())
+    }
+}
+
+/// `Headers`, a Go `map[string]string`: `null` makes it nil, an object adds
+/// its keys to what it holds (a `null` value is the empty string).
+struct Headers<'a>(&'a mut Option<BTreeMap<String, String>>);
+
+impl<'de> DeserializeSeed<'de> for Headers<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Headers<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("Response.Headers to be an object of strings")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        *self.0 = None;
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        let map = self.0.get_or_insert_with(BTreeMap::new);
+        while let Some(name) = m.next_key::<String>()? {
+            let mut value = String::new();
+            m.next_value_seed(Text(&mut value, "each Response.Headers value"))?;
+            map.insert(name, value);
+        }
+        Ok(())
+    }
+}
+
+/// `Code`, a Go `int`: an integer literal that fits 64 bits; `null` leaves
+/// it as it was.
+struct Code<'a>(&'a mut i64);
+
+impl<'de> DeserializeSeed<'de> for Code<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Visitor<'_> for Code<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("Response.Code to be an integer")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        *self.0 = v;
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        *self.0 =
+            i64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))?;
+        Ok(())
+    }
+}
+
+/// `SessionMeta`, a Go `map[string]interface{}`: `null` or an object of
+/// anything; the gateway keeps no sessions, so its content is skipped.
+struct SessionMeta;
+
+impl<'de> DeserializeSeed<'de> for SessionMeta {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SessionMeta {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("SessionMeta to be an object")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn answers_decode_as_gos_json_does() {
@@ -221,6 +412,101 @@ mod tests {
             r#"{"Response":{"Code":200,"Headers":{"X":1}}}"#,
         ] {
             assert!(endpoint_answer(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Each case checked against Go 1.27's `json.Unmarshal` into Tyk's
+    /// `VMResponseObject`.
+    #[test]
+    fn answers_follow_gos_decoder_where_it_differs_from_a_json_map() {
+        let ok = |text: &str| {
+            let r = endpoint_answer(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let headers: Vec<(String, String)> = r
+                .headers
+                .iter()
+                .filter(|(n, _)| n.as_str().starts_with("x-"))
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+                .collect();
+            let body = String::from_utf8(r.body.to_vec()).unwrap();
+            (r.status.as_u16(), body, headers)
+        };
+        let h = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect()
+        };
+        // The last spelling of a field wins; null leaves a string or a
+        // number as it was.
+        assert_eq!(
+            ok(r#"{"Response":{"Body":"a","body":null,"BODY":"c","code":201,"Code":null}}"#),
+            (201, "c".into(), h(&[]))
+        );
+        // The long s folds to s, as in Go.
+        assert_eq!(
+            ok(r#"{"re\u017fponse":{"Body":"s","Code":200}}"#),
+            (200, "s".into(), h(&[]))
+        );
+        // A repeated object merges; a null header value is empty; a null
+        // map drops what it held.
+        assert_eq!(
+            ok(
+                r#"{"Response":{"Code":200,"Headers":{"X-A":"1"}},"response":{"headers":{"X-B":"2","X-C":null}}}"#
+            ),
+            (
+                200,
+                "".into(),
+                h(&[("x-a", "1"), ("x-b", "2"), ("x-c", "")])
+            )
+        );
+        assert_eq!(
+            ok(r#"{"Response":{"Code":200,"Headers":{"X-A":"1"},"Headers":null}}"#),
+            (200, "".into(), h(&[]))
+        );
+        // A lone surrogate is U+FFFD; a pair is its character.
+        assert_eq!(
+            ok(r#"{"Response":{"Body":"a\ud800b\ud83d\ude00","Code":200}}"#),
+            (200, "a\u{fffd}b\u{1f600}".into(), h(&[]))
+        );
+        // Unknown fields, and any SessionMeta object, are ignored.
+        assert_eq!(
+            ok(
+                r#"{"Response":{"Code":204,"Extra":[1,{"a":null}]},"SessionMeta":{"n":[1,2]},"Other":1}"#
+            ),
+            (204, "".into(), h(&[]))
+        );
+        for (text, names) in [
+            (r#"{"Response":{"Code":200.0}}"#, "Response.Code"),
+            (r#"{"Response":{"Code":2e2}}"#, "Response.Code"),
+            (r#"{"Response":{"Code":"200"}}"#, "Response.Code"),
+            (
+                r#"{"Response":{"Code":9223372036854775808}}"#,
+                "Response.Code",
+            ),
+            (r#"{"Response":{"Code":200,"Body":{}}}"#, "Response.Body"),
+            (
+                r#"{"Response":{"Code":200,"Headers":[]}}"#,
+                "Response.Headers",
+            ),
+            (
+                r#"{"Response":{"Code":200,"Headers":{"X":true}}}"#,
+                "Response.Headers",
+            ),
+            (r#"{"Response":[]}"#, "Response"),
+            (
+                r#"{"Response":{"Code":200},"SessionMeta":"x"}"#,
+                "SessionMeta",
+            ),
+            (r#"{"Response":{"Code":-1}}"#, "HTTP status"),
+            (r#"{"Response":{"Body":"no code"}}"#, "HTTP status"),
+            (r#"null"#, "HTTP status"),
+            (r#"{"Response":{"Code":200}} x"#, "trailing"),
+            (r#"{"Response":{"Code":200,"Body":"\ud8"}}"#, "escape"),
+        ] {
+            let e = endpoint_answer(text)
+                .err()
+                .unwrap_or_else(|| panic!("{text} decoded"));
+            assert!(e.to_string().contains(names), "{text}: {e}");
         }
     }
 

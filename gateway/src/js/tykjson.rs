@@ -280,7 +280,9 @@ fn truthy(v: Option<&Value>) -> bool {
 /// body, URL, header deletes before sets, then query deletes, sets and
 /// appends.
 pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
-    let ret: Value = serde_json::from_str(answer)
+    // A header the script set may hold a lone surrogate: Go reads it as
+    // U+FFFD where serde_json would refuse the whole answer.
+    let ret: Value = serde_json::from_str(&super::gojson::lone_surrogates(answer))
         .map_err(|e| MwError::bad_answer(format!("ProcessRequest result is not JSON: {e}")))?;
     let Value::Object(ret) = &ret else {
         return Err(shape(
@@ -465,6 +467,11 @@ mod tests {
         assert_eq!(r.query(), Some("a=1&n=1"));
         assert_eq!(r.headers.get("x-s").unwrap(), "v");
         assert!(r.headers.get("x-b").is_none());
+
+        let mut r = req("/", "");
+        let lone = r#"{"Request":{"URL":"/","SetHeaders":{"X-L":"a\ud800b"}}}"#;
+        assert!(matches!(apply(lone, &mut r), Ok(Flow::Continue)));
+        assert_eq!(r.headers["x-l"].as_bytes(), "a\u{fffd}b".as_bytes());
 
         let mut r = req("/", "");
         let bad = r#"{"Request":{"URL":"/","SetHeaders":{"X-N":42}}}"#;
