@@ -41,6 +41,9 @@ function notJson(request, session, config) {
 }
 "#;
 
+/// Tyk's answer to a virtual endpoint that cannot answer.
+const FAILED: &str = "{\n    \"error\": \"Error during virtual endpoint execution. Contact Administrator for more details.\"\n}";
+
 fn endpoint(function: &str, path: &str, method: &str, source: (&str, &str)) -> Value {
     json!({
         "response_function_name": function,
@@ -66,28 +69,42 @@ fn api(id: &str, target: &str, engine: &str, endpoints: Value) -> Value {
     def
 }
 
+/// Writes one API per engine on `/<prefix><engine>/`, proxying to `up`,
+/// with the virtual endpoints `endpoints()` gives, and serves them all.
+fn serve_per_engine(
+    dir: &std::path::Path,
+    up: std::net::SocketAddr,
+    prefix: &str,
+    endpoints: impl Fn() -> Value,
+) -> TestGateway {
+    for engine in ENGINES {
+        let id = format!("{prefix}{engine}");
+        let def = api(&id, &format!("http://{up}"), engine, endpoints());
+        write_api(dir, &id, &def);
+    }
+    let gw = start_gateway(dir);
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    gw
+}
+
 #[test]
 fn virtual_endpoints_answer_from_js_on_both_engines() {
     let dir = tempfile::tempdir().unwrap();
     let (up, rec) = recorder();
     let file = script(dir.path(), "virt.js", VIRTUAL_JS);
     let blob = base64::engine::general_purpose::STANDARD.encode(VIRTUAL_JS);
-    for engine in ENGINES {
+    let gw = serve_per_engine(dir.path(), up, "", || {
         let mut on_error = endpoint("throwing", "/fallback", "GET", ("file", &file));
         on_error["proxy_on_error"] = json!(true);
-        let endpoints = json!([
+        json!([
             endpoint("testVirtData", "/users/{id}", "GET", ("file", &file)),
             endpoint("testVirtData", "/blob$", "POST", ("blob", &blob)),
             endpoint("throwing", "/broken", "GET", ("file", &file)),
             endpoint("notJson", "/object", "GET", ("file", &file)),
             endpoint("goRules", "/go", "GET", ("file", &file)),
             on_error,
-        ]);
-        let def = api(engine, &format!("http://{up}"), engine, endpoints);
-        write_api(dir.path(), engine, &def);
-    }
-    let gw = start_gateway(dir.path());
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+        ])
+    });
     for engine in ENGINES {
         // Tyk's test: Code, Body and Headers, config_data in the spec.
         let r = send(
@@ -138,11 +155,7 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
         for path in ["broken", "object"] {
             let r = get(gw.addr, &format!("/{engine}/{path}"));
             assert_eq!(r.status, 500, "{engine} {path}");
-            assert_eq!(
-                r.text(),
-                "{\n    \"error\": \"Error during virtual endpoint execution. Contact Administrator for more details.\"\n}",
-                "{engine} {path}"
-            );
+            assert_eq!(r.text(), FAILED, "{engine} {path}");
         }
         assert_eq!(
             get(gw.addr, &format!("/{engine}/fallback")).text(),
@@ -410,20 +423,12 @@ fn virtual_paths_match_the_decoded_path_as_tyk_does() {
     let dir = tempfile::tempdir().unwrap();
     let (up, rec) = recorder();
     let file = script(dir.path(), "echo.js", ECHO_JS);
-    for engine in ENGINES {
-        let endpoints = json!([
+    let gw = serve_per_engine(dir.path(), up, "dec-", || {
+        json!([
             endpoint("echo", "^/a b$", "GET", ("file", &file)),
             endpoint("echo", "^/files/{name}$", "GET", ("file", &file)),
-        ]);
-        let id = format!("dec-{engine}");
-        write_api(
-            dir.path(),
-            &id,
-            &api(&id, &format!("http://{up}"), engine, endpoints),
-        );
-    }
-    let gw = start_gateway(dir.path());
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+        ])
+    });
     for engine in ENGINES {
         let r = get(gw.addr, &format!("/dec-{engine}/a%20b"));
         assert_eq!(r.status, 200, "{engine}: {}", r.text());
@@ -455,7 +460,7 @@ fn use_session_hands_the_function_a_null_session() {
     let (up, rec) = recorder();
     let echo = script(dir.path(), "echo.js", ECHO_JS);
     let sample = script(dir.path(), "virt.js", VIRTUAL_JS);
-    for engine in ENGINES {
+    let gw = serve_per_engine(dir.path(), up, "sess-", || {
         let mut with = endpoint("echo", "/with-session", "GET", ("file", &echo));
         with["use_session"] = json!(true);
         let mut meta = endpoint("testVirtData", "/meta", "GET", ("file", &sample));
@@ -463,21 +468,13 @@ fn use_session_hands_the_function_a_null_session() {
         let mut fallback = meta.clone();
         fallback["path"] = json!("/fallback");
         fallback["proxy_on_error"] = json!(true);
-        let endpoints = json!([
+        json!([
             with,
             endpoint("echo", "/sessionless", "GET", ("file", &echo)),
             meta,
             fallback,
-        ]);
-        let id = format!("sess-{engine}");
-        write_api(
-            dir.path(),
-            &id,
-            &api(&id, &format!("http://{up}"), engine, endpoints),
-        );
-    }
-    let gw = start_gateway(dir.path());
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+        ])
+    });
     for engine in ENGINES {
         let r = get(gw.addr, &format!("/sess-{engine}/with-session"));
         assert_eq!(r.json()["session"], Value::Null, "{engine}: {}", r.text());
@@ -526,14 +523,9 @@ fn thousands_of_throws_and_hostile_answers_fail_only_their_own_requests() {
     let dir = tempfile::tempdir().unwrap();
     let (up, rec) = recorder();
     let file = script(dir.path(), "hostile.js", HOSTILE_JS);
-    for engine in ENGINES {
-        let endpoints = json!([endpoint("vHostile", "/h", "GET", ("file", &file))]);
-        let def = api(engine, &format!("http://{up}"), engine, endpoints);
-        write_api(dir.path(), engine, &def);
-    }
-    let gw = start_gateway(dir.path());
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
-    let failed = "{\n    \"error\": \"Error during virtual endpoint execution. Contact Administrator for more details.\"\n}";
+    let gw = serve_per_engine(dir.path(), up, "", || {
+        json!([endpoint("vHostile", "/h", "GET", ("file", &file))])
+    });
     for engine in ENGINES {
         let path = format!("/{engine}/h");
         let call = |kase: &str| send(gw.addr, "GET", &path, &[("x-case", kase)], b"");
@@ -541,7 +533,7 @@ fn thousands_of_throws_and_hostile_answers_fail_only_their_own_requests() {
         for i in 0..2_000 {
             if i % 2 == 0 {
                 let r = call("throw");
-                assert_eq!((r.status.as_u16(), r.text().as_str()), (500, failed));
+                assert_eq!((r.status.as_u16(), r.text().as_str()), (500, FAILED));
                 thrown += 1;
             } else {
                 let r = call("");
@@ -566,7 +558,7 @@ fn thousands_of_throws_and_hostile_answers_fail_only_their_own_requests() {
         let bad = call("bad-header");
         assert_eq!(
             (bad.status.as_u16(), bad.text().as_str()),
-            (500, failed),
+            (500, FAILED),
             "{engine}"
         );
         let many = call("headers");

@@ -159,7 +159,7 @@ pub(crate) fn endpoint_answer(text: &str) -> Result<MwResponse, MwError> {
     let text = super::gojson::lone_surrogates(text);
     let mut answered = Answered::default();
     let mut de = serde_json::Deserializer::from_str(&text);
-    Top(&mut answered)
+    Any(Top(&mut answered))
         .deserialize(&mut de)
         .and_then(|()| de.end())
         .map_err(|e| match e.classify() {
@@ -184,6 +184,17 @@ pub(crate) fn endpoint_answer(text: &str) -> Result<MwResponse, MwError> {
         headers.insert(n, v);
     }
     Ok(forced::forced(status, headers, Bytes::from(answered.body)))
+}
+
+/// Decodes any JSON value with the visitor it holds: each of the visitors
+/// below takes the types its Go field takes and refuses the rest.
+struct Any<V>(V);
+
+impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for Any<V> {
+    type Value = V::Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        d.deserialize_any(self.0)
+    }
 }
 
 /// Which of `fields` a JSON key names, by Go's matching
@@ -212,13 +223,6 @@ impl Visitor<'_> for Key {
 /// Tyk's `VMResponseObject`: `Response` and `SessionMeta`.
 struct Top<'a>(&'a mut Answered);
 
-impl<'de> DeserializeSeed<'de> for Top<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for Top<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -230,8 +234,8 @@ impl<'de> Visitor<'de> for Top<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
         while let Some(key) = m.next_key_seed(Key(&["Response", "SessionMeta"]))? {
             match key {
-                Some(0) => m.next_value_seed(Response(&mut *self.0))?,
-                Some(_) => m.next_value_seed(SessionMeta)?,
+                Some(0) => m.next_value_seed(Any(Response(&mut *self.0)))?,
+                Some(_) => m.next_value_seed(Any(SessionMeta))?,
                 None => m.next_value::<IgnoredAny>().map(drop)?,
             }
         }
@@ -242,13 +246,6 @@ impl<'de> Visitor<'de> for Top<'_> {
 /// Tyk's `ResponseObject`; a repeated `Response` merges into the first, as
 /// Go decodes into the struct it already has.
 struct Response<'a>(&'a mut Answered);
-
-impl<'de> DeserializeSeed<'de> for Response<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de> Visitor<'de> for Response<'_> {
     type Value = ();
@@ -261,9 +258,9 @@ impl<'de> Visitor<'de> for Response<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
         while let Some(key) = m.next_key_seed(Key(&["Body", "Headers", "Code"]))? {
             match key {
-                Some(0) => m.next_value_seed(Text(&mut self.0.body, "Response.Body"))?,
-                Some(1) => m.next_value_seed(Headers(&mut self.0.headers))?,
-                Some(_) => m.next_value_seed(Code(&mut self.0.code))?,
+                Some(0) => m.next_value_seed(Any(Text(&mut self.0.body, "Response.Body")))?,
+                Some(1) => m.next_value_seed(Any(Headers(&mut self.0.headers)))?,
+                Some(_) => m.next_value_seed(Any(Code(&mut self.0.code)))?,
                 None => m.next_value::<IgnoredAny>().map(drop)?,
             }
         }
@@ -273,13 +270,6 @@ impl<'de> Visitor<'de> for Response<'_> {
 
 /// A Go `string` field: `null` leaves it as it was.
 struct Text<'a>(&'a mut String, &'static str);
-
-impl<'de> DeserializeSeed<'de> for Text<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl Visitor<'_> for Text<'_> {
     type Value = ();
@@ -303,13 +293,6 @@ impl Visitor<'_> for Text<'_> {
 /// its keys to what it holds (a `null` value is the empty string).
 struct Headers<'a>(&'a mut Option<BTreeMap<String, String>>);
 
-impl<'de> DeserializeSeed<'de> for Headers<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for Headers<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -323,7 +306,7 @@ impl<'de> Visitor<'de> for Headers<'_> {
         let map = self.0.get_or_insert_with(BTreeMap::new);
         while let Some(name) = m.next_key::<String>()? {
             let mut value = String::new();
-            m.next_value_seed(Text(&mut value, "each Response.Headers value"))?;
+            m.next_value_seed(Any(Text(&mut value, "each Response.Headers value")))?;
             map.insert(name, value);
         }
         Ok(())
@@ -333,13 +316,6 @@ impl<'de> Visitor<'de> for Headers<'_> {
 /// `Code`, a Go `int`: an integer literal that fits 64 bits; `null` leaves
 /// it as it was.
 struct Code<'a>(&'a mut i64);
-
-impl<'de> DeserializeSeed<'de> for Code<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl Visitor<'_> for Code<'_> {
     type Value = ();
@@ -363,13 +339,6 @@ impl Visitor<'_> for Code<'_> {
 /// `SessionMeta`, a Go `map[string]interface{}`: `null` or an object of
 /// anything; the gateway keeps no sessions, so its content is skipped.
 struct SessionMeta;
-
-impl<'de> DeserializeSeed<'de> for SessionMeta {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de> Visitor<'de> for SessionMeta {
     type Value = ();
