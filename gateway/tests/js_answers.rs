@@ -43,6 +43,9 @@ ovr.NewProcessRequest(function (request, session, spec) {
         ro.OverrideError = true;
     } else if (mode === "empty") {
         ro.ResponseCode = 204;
+    } else if (mode === "loop") {
+        ro.ResponseCode = 302;
+        ro.ResponseHeaders["Location"] = "tyk://self/elsewhere";
     }
     return ovr.ReturnData(request, {});
 });
@@ -127,6 +130,11 @@ fn return_overrides_answer_as_tyk_does_on_both_engines() {
         let r = mode(gw.addr, &path, "empty");
         assert_eq!(r.status, 204, "{engine}");
         assert!(r.headers.get("content-type").is_none(), "{engine}");
+        // A redirect to tyk:// is Tyk's internal loop, not implemented:
+        // refused (500), never sent to the client.
+        let r = mode(gw.addr, &path, "loop");
+        assert_eq!(r.status, 500, "{engine}: {}", r.text());
+        assert!(r.headers.get("location").is_none(), "{engine}");
     }
     assert_eq!(rec.count(), 0, "an overridden request reached the upstream");
     for engine in ENGINES {

@@ -36,6 +36,10 @@ function goRules(request, session, config) {
     return TykJsResponse({body: "lone \ud800 surrogate", code: 201, Code: null,
                           headers: {"X-Go": "1"}}, {});
 }
+// Tyk loops a redirect to tyk:// internally; that is not implemented here.
+function tykLoop(request, session, config) {
+    return TykJsResponse({Body: "", Code: 302, Headers: {"Location": "tyk://self/elsewhere"}}, {});
+}
 function notJson(request, session, config) {
     return {Body: "an object, not TykJsResponse's string", Code: 200};
 }
@@ -102,6 +106,7 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
             endpoint("throwing", "/broken", "GET", ("file", &file)),
             endpoint("notJson", "/object", "GET", ("file", &file)),
             endpoint("goRules", "/go", "GET", ("file", &file)),
+            endpoint("tykLoop", "/loop", "GET", ("file", &file)),
             on_error,
         ])
     });
@@ -152,7 +157,7 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
             "recorded"
         );
         // A failing function: Tyk's 500, or the upstream with proxy_on_error.
-        for path in ["broken", "object"] {
+        for path in ["broken", "object", "loop"] {
             let r = get(gw.addr, &format!("/{engine}/{path}"));
             assert_eq!(r.status, 500, "{engine} {path}");
             assert_eq!(r.text(), FAILED, "{engine} {path}");

@@ -4,7 +4,7 @@
 //! (`mw_virtual_endpoint.go`), for overrides and virtual endpoints alike.
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, SERVER};
+use http::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, SERVER};
 use http::{HeaderMap, StatusCode};
 
 use super::request::header;
@@ -76,7 +76,8 @@ impl Overrides {
             status,
             headers,
             Bytes::from(message),
-        ))))
+            "Request.ReturnOverrides",
+        )?)))
     }
 }
 
@@ -85,7 +86,27 @@ impl Overrides {
 /// Go's), and, when the script set no `Content-Type` (nor a
 /// `Content-Encoding`) and the body is not empty, the type Go's
 /// `http.DetectContentType` sniffs from the body.
-pub(crate) fn forced(status: StatusCode, mut headers: HeaderMap, body: Bytes) -> MwResponse {
+///
+/// Refused: a 301 or 302 whose `Location` starts with `tyk://`. Tyk's
+/// `forceResponse` writes nothing for it and loops the request to that
+/// internal URL, which this gateway does not implement; sending the
+/// redirect to the client instead would hand it a URL it cannot follow.
+/// `what` names the answer in that error.
+pub(crate) fn forced(
+    status: StatusCode,
+    mut headers: HeaderMap,
+    body: Bytes,
+    what: &str,
+) -> Result<MwResponse, MwError> {
+    if let (301 | 302, Some(loc)) = (status.as_u16(), headers.get(LOCATION)) {
+        if loc.as_bytes().starts_with(b"tyk://") {
+            return Err(MwError::bad_answer(format!(
+                "{what} is {} to {:?}, a Tyk loop to an internal URL, which this gateway does not implement",
+                status.as_u16(),
+                String::from_utf8_lossy(loc.as_bytes())
+            )));
+        }
+    }
     headers.insert(SERVER, HeaderValue::from_static("tyk"));
     let sniffs = !headers.contains_key(CONTENT_TYPE)
         && !headers.contains_key(CONTENT_ENCODING)
@@ -94,11 +115,11 @@ pub(crate) fn forced(status: StatusCode, mut headers: HeaderMap, body: Bytes) ->
     if sniffs {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(sniff::detect(&body)));
     }
-    MwResponse {
+    Ok(MwResponse {
         status,
         headers,
         body,
-    }
+    })
 }
 
 /// Go's `bodyAllowedForStatus`: not 1xx, 204 or 304.
@@ -177,5 +198,32 @@ mod tests {
         assert!(!o(403, "", "x", false).respond(ErrorFormat::Json).forced());
         assert!(o(403, "", "x", true).respond(ErrorFormat::Json).forced());
         assert!(o(200, "", "x", false).respond(ErrorFormat::Json).forced());
+    }
+
+    #[test]
+    fn a_redirect_to_a_tyk_loop_is_refused_not_sent() {
+        let with = |code: u16, location: &str| Overrides {
+            code,
+            error: String::new(),
+            body: String::new(),
+            headers: vec![("Location".into(), location.into())],
+            override_error: false,
+        };
+        for code in [301, 302] {
+            let e = with(code, "tyk://self/other").respond(ErrorFormat::Json);
+            let e = e.expect_err("a loop is refused");
+            assert!(e.to_string().contains("tyk://self/other"), "{e}");
+            assert!(e.to_string().contains("does not implement"), "{e}");
+        }
+        // Not a loop: a 303, another scheme, or Go's case-sensitive prefix.
+        for (code, location) in [
+            (303, "tyk://self/x"),
+            (302, "http://h/x"),
+            (302, "TYK://self/x"),
+        ] {
+            let r = with(code, location).respond(ErrorFormat::Json).answer();
+            assert_eq!(r.status.as_u16(), code);
+            assert_eq!(r.headers["location"], location);
+        }
     }
 }

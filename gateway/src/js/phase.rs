@@ -183,7 +183,8 @@ pub(crate) fn endpoint_answer(text: &str) -> Result<MwResponse, MwError> {
         let (n, v) = header(name, value, "Response.Headers")?;
         headers.insert(n, v);
     }
-    Ok(forced::forced(status, headers, Bytes::from(answered.body)))
+    let what = "the virtual endpoint's answer";
+    forced::forced(status, headers, Bytes::from(answered.body), what)
 }
 
 /// Decodes any JSON value with the visitor it holds: each of the visitors
@@ -470,6 +471,10 @@ mod tests {
             (r#"{"Response":{"Body":"no code"}}"#, "HTTP status"),
             (r#"null"#, "HTTP status"),
             (r#"{"Response":{"Code":200}} x"#, "trailing"),
+            (
+                r#"{"Response":{"Code":302,"Headers":{"Location":"tyk://self/x"}}}"#,
+                "a Tyk loop",
+            ),
             (r#"{"Response":{"Code":200,"Body":"\ud8"}}"#, "escape"),
         ] {
             let e = endpoint_answer(text)
