@@ -95,9 +95,10 @@ pub(crate) fn lone_surrogates(text: &str) -> Cow<'_, str> {
 /// The code unit of a `\uXXXX` escape starting at `at`, if one does.
 fn escape_unit(b: &[u8], at: usize) -> Option<u32> {
     let e = b.get(at..at + 6)?;
-    if e[0] != b'\\' || e[1] != b'u' {
+    if e[0] != b'\\' || e[1] != b'u' || !e[2..].iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
+    // Four hex digits (`from_str_radix` alone would also take a sign).
     let hex = std::str::from_utf8(&e[2..]).ok()?;
     u32::from_str_radix(hex, 16).ok()
 }

@@ -140,8 +140,8 @@ pub(crate) fn endpoint_request(req: &MwRequest) -> String {
 #[derive(Default)]
 struct Answered {
     body: String,
-    /// `None` for Go's nil map (no `Headers`, or `null`).
-    headers: Option<BTreeMap<String, String>>,
+    /// Empty for Go's nil map (no `Headers`, or `null`) as for an empty one.
+    headers: HeaderMap,
     code: i64,
 }
 
@@ -178,13 +178,8 @@ pub(crate) fn endpoint_answer(text: &str) -> Result<MwResponse, MwError> {
                 answered.code
             ))
         })?;
-    let mut headers = HeaderMap::new();
-    for (name, value) in answered.headers.iter().flatten() {
-        let (n, v) = header(name, value, "Response.Headers")?;
-        headers.insert(n, v);
-    }
     let what = "the virtual endpoint's answer";
-    forced::forced(status, headers, Bytes::from(answered.body), what)
+    forced::forced(status, answered.headers, Bytes::from(answered.body), what)
 }
 
 /// Decodes any JSON value with the visitor it holds: each of the visitors
@@ -290,9 +285,10 @@ impl Visitor<'_> for Text<'_> {
     }
 }
 
-/// `Headers`, a Go `map[string]string`: `null` makes it nil, an object adds
-/// its keys to what it holds (a `null` value is the empty string).
-struct Headers<'a>(&'a mut Option<BTreeMap<String, String>>);
+/// `Headers`, a Go `map[string]string`, read straight into the response's
+/// headers: `null` makes it nil, an object adds its keys to what it holds
+/// (a `null` value is the empty string, a repeated name replaces).
+struct Headers<'a>(&'a mut HeaderMap);
 
 impl<'de> Visitor<'de> for Headers<'_> {
     type Value = ();
@@ -300,15 +296,16 @@ impl<'de> Visitor<'de> for Headers<'_> {
         f.write_str("Response.Headers to be an object of strings")
     }
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        *self.0 = None;
+        self.0.clear();
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
-        let map = self.0.get_or_insert_with(BTreeMap::new);
         while let Some(name) = m.next_key::<String>()? {
             let mut value = String::new();
             m.next_value_seed(Any(Text(&mut value, "each Response.Headers value")))?;
-            map.insert(name, value);
+            let (n, v) = header(&name, &value, "Response.Headers")
+                .map_err(|e| de::Error::custom(e.message()))?;
+            self.0.insert(n, v);
         }
         Ok(())
     }
