@@ -14,10 +14,13 @@ To try this:
          --gateway-args '--jsvm-threads 0' --inclusive 'gateway::js|boa_gc::Collector'
 
 For each route, a one-worker gateway (the release build) runs under
-`valgrind --tool=callgrind` twice, serving N1 and then N2 requests of
-`ab -c 10` (a new connection per request, the seed's workload); every
-figure is (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up, the first requests
-and shutdown cancel out. Printed: user instructions per request of each
+`valgrind --tool=callgrind`, serving N1 requests of `ab -c 10` (a new
+connection per request, the seed's workload) to warm up; its counters
+are then zeroed (`callgrind_control -z`), it serves N2 - N1 more and
+they are dumped: every figure is instructions over those requests, so
+start-up (which varies from run to run: the call clock's calibration is
+bounded in wall time, not in instructions), the first requests and
+shutdown are left out. Printed: user instructions per request of each
 route; then, for each later route, the functions whose own (self)
 instructions per request differ most from the first route's; with
 --inclusive REGEX, the inclusive instructions per request of the
@@ -62,9 +65,29 @@ def annotate(path, inclusive):
     return total, per_fn
 
 
-def run(apis, route, n, keep):
-    """Serves `n` requests of `route` under callgrind; the output file."""
-    return w.callgrind_run(apis, route, n, os.path.join(keep, f"{route}-{n}.callgrind"))
+def run(apis, route, warm, n, keep, concurrency):
+    """A one-worker gateway under callgrind serves `warm` requests of
+    `route`, its counters are zeroed, it serves `n` more and they are
+    dumped: the dump's file (only those `n` requests are in it)."""
+    out = os.path.join(keep, f"{route}.callgrind")
+    port, p = w.start_gateway(apis, 1, ["valgrind", "--tool=callgrind",
+                                        f"--callgrind-out-file={out}"])
+    try:
+        w.check_route(port, route)
+        load = lambda k: subprocess.run(  # noqa: E731
+            ["ab", "-q", "-n", str(k), "-c", str(concurrency),
+             f"http://127.0.0.1:{port}/{route}/hello/"],
+            capture_output=True, timeout=900, check=True)
+        load(warm)
+        control = lambda what: subprocess.run(  # noqa: E731
+            ["callgrind_control", what, str(p.pid)], capture_output=True, timeout=120, check=True)
+        control("-z")
+        load(n)
+        control("-d")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=300)
+    return out + ".1"
 
 
 def per_request(a, b, n):
@@ -81,6 +104,9 @@ def main():
                     help=f"comma-separated, the first is the base; of {', '.join(w.DEFINITIONS)}")
     ap.add_argument("--n1", type=int, default=300)
     ap.add_argument("--n2", type=int, default=1500)
+    ap.add_argument("-c", "--concurrency", type=int, default=10,
+                    help="ab's -c (10, the seed's); with 1 no two requests share a wakeup, so an "
+                         "A/B of two builds repeats within a few instructions")
     ap.add_argument("--gateway-args", default="", help="more gateway flags, e.g. '--jsvm-threads 0'")
     ap.add_argument("--inclusive", metavar="REGEX", help="also print inclusive costs of these functions")
     ap.add_argument("--top", type=int, default=40, help="functions listed per comparison")
@@ -107,11 +133,11 @@ def main():
     try:
         wait_port(up_port)
         for route in routes:
-            f1, f2 = run(apis, route, args.n1, keep), run(apis, route, args.n2, keep)
-            (t1, s1), (t2, s2) = annotate(f1, False), annotate(f2, False)
-            totals[route], selves[route] = (t2 - t1) / n, per_request(s1, s2, n)
+            f = run(apis, route, args.n1, n, keep, args.concurrency)
+            t, own = annotate(f, False)
+            totals[route], selves[route] = t / n, per_request({}, own, n)
             if args.inclusive:
-                inclusive[route] = per_request(annotate(f1, True)[1], annotate(f2, True)[1], n)
+                inclusive[route] = per_request({}, annotate(f, True)[1], n)
             print(f"/{route}/: {totals[route]:,.0f} user instructions per request", flush=True)
     finally:
         mock.send_signal(signal.SIGTERM)

@@ -186,14 +186,15 @@ def report(cpu, calls, rounds, n, threads):
             print(f"  /{route}/: p50 {spread(p50)}  mean {spread(mean)}")
 
 
-def callgrind_run(apis, route, n, out):
+def callgrind_run(apis, route, n, out, concurrency=10):
     """Runs a one-worker gateway under callgrind while it serves `n`
-    requests of `route` (`ab -c 10`), its profile written to `out`."""
+    requests of `route` (`ab -c 10` unless told), its profile written to
+    `out`."""
     port, p = start_gateway(apis, 1, ["valgrind", "--tool=callgrind",
                                       f"--callgrind-out-file={out}"])
     try:
         check_route(port, route)
-        subprocess.run(["ab", "-q", "-n", str(n), "-c", "10",
+        subprocess.run(["ab", "-q", "-n", str(n), "-c", str(concurrency),
                         f"http://127.0.0.1:{port}/{route}/hello/"],
                        capture_output=True, timeout=900, check=True)
     finally:

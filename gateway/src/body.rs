@@ -239,6 +239,15 @@ pub fn reframe(headers: &mut http::HeaderMap, method: &http::Method, len: usize)
     if chunked {
         headers.remove(TRANSFER_ENCODING);
     }
+    frame(headers, method, len, sized);
+}
+
+/// [`reframe`] for a map known to have no `Transfer-Encoding` (hop-by-hop
+/// headers removed, [`crate::upstream::prepare_deferred`]), whose scan
+/// already told whether it has a `Content-Length` (`sized`): a bodyless
+/// GET without one, the common case, touches the map not at all.
+pub fn frame(headers: &mut http::HeaderMap, method: &http::Method, len: usize, sized: bool) {
+    use http::header::CONTENT_LENGTH;
     let carries_body = matches!(
         *method,
         http::Method::POST | http::Method::PUT | http::Method::PATCH

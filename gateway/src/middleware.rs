@@ -34,13 +34,13 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 
 use crate::config::{ApiSpec, JsEngine};
-use crate::stats::{CallRecorder, ErrorCounter, Stats};
+use crate::stats::{CallRecorder, ErrorCounter, Started, Stats};
 
 /// The request as a middleware sees and edits it.
 ///
@@ -628,9 +628,9 @@ impl ApiChain {
         resp: &mut MwResponse,
     ) -> Result<(), MwError> {
         for (mw, rec) in &self.response {
-            let start = Instant::now();
+            let start = rec.start();
             let result = mw.call(req, resp).await;
-            rec.record(start.elapsed());
+            rec.finish(start);
             if let Err(e) = result {
                 self.failed("response", mw.name(), &e);
                 return Err(e);
@@ -647,9 +647,9 @@ impl ApiChain {
             self.failed("virtual endpoint", "?", &e);
             return Err(e);
         };
-        let start = Instant::now();
+        let start = rec.start();
         let result = ep.call(req).await;
-        rec.record(start.elapsed());
+        rec.finish(start);
         if let Err(e) = &result {
             self.failed("virtual endpoint", ep.name(), e);
         }
@@ -717,9 +717,9 @@ impl ApiChain {
         hook: Hook,
         index: usize,
         req: &'a mut MwRequest,
-    ) -> (Instant, MwFuture<'a>) {
-        let started = Instant::now();
-        (started, self.list(hook)[index].0.call(req))
+    ) -> (Started, MwFuture<'a>) {
+        let (mw, rec) = &self.list(hook)[index];
+        (rec.start(), mw.call(req))
     }
 
     /// Records the call of entry `index` that started at `started` and
@@ -729,11 +729,11 @@ impl ApiChain {
         &self,
         hook: Hook,
         index: usize,
-        started: Instant,
+        started: Started,
         result: Result<Flow, MwError>,
     ) -> Option<Result<Flow, MwError>> {
         let (mw, rec) = &self.list(hook)[index];
-        rec.record(started.elapsed());
+        rec.finish(started);
         match result {
             Ok(Flow::Continue) => None,
             Ok(flow) => Some(Ok(flow)),

@@ -290,10 +290,14 @@ impl Proxy {
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
         let mut mw = chain_request(&mut parts, Bytes::new(), remote);
-        // No response chain here, so Tyk's forceResponse is a plain answer.
         for hook in [Hook::Pre, Hook::Post] {
-            if let Some(resp) = phase_answer(chain.run_now(hook, &mut mw))? {
-                return Ok(Plan::Answer(resp));
+            // A phase without entries is skipped, not run empty; a phase
+            // that goes on builds no answer (a large `Result` to move).
+            if chain.has(hook) {
+                match chain.run_now(hook, &mut mw) {
+                    Ok(Flow::Continue) => {}
+                    end => return ended_in_place(end),
+                }
             }
         }
         clean_rewritten_path(&mut mw);
@@ -324,7 +328,12 @@ impl Proxy {
             ..
         } = mw;
         let added = self.prepare_headers(route, &mut headers, remote);
-        crate::body::reframe(&mut headers, &method, body.len());
+        crate::body::frame(
+            &mut headers,
+            &method,
+            body.len(),
+            added.has_content_length(),
+        );
         parts.method = method;
         parts.headers = headers;
         parts.version = http::Version::HTTP_11;
@@ -429,6 +438,21 @@ async fn run_hook(
                 .map(Some)
         }
         end => phase_answer(end),
+    }
+}
+
+/// How a chain run in place ended when it did not go on: a middleware's
+/// answer (with no response chain here, Tyk's forceResponse is a plain
+/// answer too) or Tyk's 500.
+#[cold]
+fn ended_in_place<'a>(end: Result<Flow, MwError>) -> Result<Plan<'a>, ProxyError> {
+    match phase_answer(end)? {
+        Some(resp) => Ok(Plan::Answer(resp)),
+        None => Err(ProxyError::with_cause(
+            Kind::MiddlewareFailed,
+            Origin::Internal,
+            "a chain run in place ended without an answer",
+        )),
     }
 }
 

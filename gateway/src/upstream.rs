@@ -462,6 +462,7 @@ const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
 #[derive(Default)]
 struct Present {
     hop_by_hop: bool,
+    content_length: bool,
     forwarded_for: bool,
     user_agent: bool,
     via: bool,
@@ -482,6 +483,8 @@ impl Present {
                 p.forwarded_for = true;
             } else if name == header::VIA {
                 p.via = true;
+            } else if name == header::CONTENT_LENGTH {
+                p.content_length = true;
             } else if HOP_BY_HOP.contains(name) {
                 p.hop_by_hop = true;
             }
@@ -533,7 +536,10 @@ pub fn prepare_deferred(headers: &mut HeaderMap, out: &Outgoing<'_>) -> Added {
         // `Connection` may have named any header, these included.
         has = Present::of(headers);
     }
-    let mut added = Added::default();
+    let mut added = Added {
+        content_length: has.content_length,
+        ..Added::default()
+    };
     match has.forwarded_for {
         true => append_forwarded_for(headers, out.remote),
         false => added.forwarded_for = Some(out.client.value(out.remote.ip())),
@@ -563,6 +569,9 @@ pub struct Added {
     host: Option<HeaderValue>,
     /// `host` takes the place of the client's `Host` (else it goes last).
     host_replaces: bool,
+    /// The map has a `Content-Length` (and, hop-by-hop headers gone, no
+    /// `Transfer-Encoding`): what [`crate::body::frame`] needs to know.
+    content_length: bool,
 }
 
 impl Added {
@@ -581,6 +590,11 @@ impl Added {
         if let Some(v) = self.host {
             headers.insert(header::HOST, v);
         }
+    }
+
+    /// The map [`prepare_deferred`] left has a `Content-Length`.
+    pub fn has_content_length(&self) -> bool {
+        self.content_length
     }
 
     /// The value the client's `Host` line is written with instead of its

@@ -226,3 +226,81 @@ framingMw.NewProcessRequest(function (request, session, spec) {
     }
     gw.stop();
 }
+
+/// Requests a middleware passes on with the body untouched: the upstream
+/// gets Go's framing from every driver. A bodyless GET or DELETE carries
+/// no `Content-Length` even when the client sent `0`; a POST carries `0`;
+/// a GET with a body carries its length.
+#[test]
+fn a_passed_on_body_is_framed_as_gos_client_frames_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let script = dir.path().join("framing.js");
+    std::fs::write(
+        &script,
+        r#"var framingMw = new TykJS.TykMiddleware.NewMiddleware({});
+framingMw.NewProcessRequest(function (request, session, spec) {
+    var all = function (n) { return (request.Headers[n] || []).join(","); };
+    request.SetHeaders["X-Framing"] =
+        "cl=" + all("Content-Length") + " te=" + all("Transfer-Encoding");
+    return framingMw.ReturnData(request, {});
+});"#,
+    )
+    .unwrap();
+    let lib = &plugins().test;
+    let def = native_api(
+        "native",
+        "/native/",
+        &up.to_string(),
+        &[(lib.as_path(), "Framing")],
+        &[],
+    );
+    write_def(dir.path(), "native", &def);
+    let path = script.to_str().unwrap();
+    for engine in ["boa", "quickjs"] {
+        let mw = json!({"driver": "otto", "engine": engine,
+            "pre": [{"name": "framingMw", "path": path}]});
+        let api = api_json(
+            engine,
+            &format!("/{engine}/"),
+            &format!("http://{up}"),
+            true,
+            mw,
+        );
+        write_api(dir.path(), engine, &api);
+    }
+    let gw = start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 1,
+        ..GatewayConfig::default()
+    });
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let all = |h: &http::HeaderMap, n: &str| -> Vec<String> {
+        h.get_all(n)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect()
+    };
+    // (method, framing and body, what the middleware saw, upstream's CL)
+    let cases: [(&str, &str, &str, &[&str]); 5] = [
+        ("GET", "\r\n", "cl= te=", &[]),
+        ("GET", "Content-Length: 0\r\n\r\n", "cl=0 te=", &[]),
+        ("DELETE", "Content-Length: 0\r\n\r\n", "cl=0 te=", &[]),
+        ("POST", "Content-Length: 0\r\n\r\n", "cl=0 te=", &["0"]),
+        ("GET", "Content-Length: 5\r\n\r\nhello", "cl=5 te=", &["5"]),
+    ];
+    for (method, rest, seen, sent) in cases {
+        for api in ["native", "boa", "quickjs"] {
+            let req =
+                format!("{method} /{api}/x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n{rest}");
+            let answer = common::raw(gw.addr, &req);
+            assert!(answer.starts_with("HTTP/1.1 200"), "{api}: {answer}");
+            let last = rec.last();
+            let what = format!("{api}: {method} {rest:?}");
+            assert_eq!(all(&last.headers, "x-framing"), [seen], "{what}");
+            assert_eq!(all(&last.headers, "content-length"), sent, "{what}");
+            assert!(all(&last.headers, "transfer-encoding").is_empty(), "{what}");
+        }
+    }
+    gw.stop();
+}
