@@ -64,9 +64,12 @@ DEFINITIONS = {"plain": "plain-hello.json", "gopl": "gopl-hello.json", "wasm": "
                "jsvm-response": "jsvm-response.json", "jsvm-virtual": "jsvm-virtual.json",
                "jsvm-quickjs-response": "jsvm-quickjs-response.json",
                "jsvm-quickjs-virtual": "jsvm-quickjs-virtual.json",
-               "jsvm-tykjson": "jsvm-tykjson.json"}
+               "jsvm-tykjson": "jsvm-tykjson.json",
+               # The seed's main.go through the Go adapter (`loadgen bench`
+               # builds target/release/libgo_add_header.so when Go is installed).
+               "gopl-go": "gopl-go-hello.json"}
 # What each route's middleware leaves in the body (checked before measuring).
-MARKS = {"gopl": "X-Custom-GoPlugin", "wasm": "X-Custom-Wasm",
+MARKS = {"gopl": "X-Custom-GoPlugin", "gopl-go": "X-Custom-GoPlugin", "wasm": "X-Custom-Wasm",
          "jsvm": "X-Custom-JSVM", "jsvm-quickjs": "X-Custom-JSVM",
          "jsvm-response": "X-Custom-JSVM-Response",
          "jsvm-virtual": "hello from a virtual endpoint",

@@ -158,6 +158,53 @@ fn go_edits_of_headers_url_and_body_reach_the_upstream() {
     gw.stop();
 }
 
+/// The adapter reads up to 32 header lines into a per-thread buffer and
+/// more through an array of its own: on both sides of that line, and far
+/// past it, a handler sees every header value, repeated names in order.
+#[test]
+fn a_go_handler_sees_every_header_below_at_and_past_the_read_buffer() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handler_sees_every_header_below_at_and_past_the_read_buffer");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "census", &lib, "Census", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let names: Vec<String> = (0..90).map(|i| format!("X-H-{i}")).collect();
+    let values: Vec<String> = (0..90).map(|i| format!("v{i}")).collect();
+    // Host is a line too (r.Host, not r.Header): 29 + X-Pick + 2 X-Multi
+    // + Host is the buffer's 32; one more, and far past it.
+    for extra in [0, 28, 29, 30, 90] {
+        let mut headers: Vec<(&str, &str)> = vec![("X-Pick", "X-Multi"), ("X-Multi", "a")];
+        headers.extend(
+            names
+                .iter()
+                .zip(&values)
+                .take(extra)
+                .map(|(n, v)| (n.as_str(), v.as_str())),
+        );
+        headers.push(("X-Multi", "b"));
+        let got = send(gw.addr, "GET", "/census/", &headers, b"");
+        assert_eq!(got.status, 200, "{extra}: {}", got.text());
+        let seen = rec.last();
+        assert_eq!(
+            seen.headers["x-census"],
+            (extra + 3).to_string().as_str(),
+            "{extra}"
+        );
+        assert_eq!(seen.headers["x-picked"], "a,b", "{extra}");
+        if extra > 0 {
+            let last = format!("x-h-{}", extra - 1);
+            assert_eq!(
+                seen.headers[last.as_str()],
+                format!("v{}", extra - 1).as_str()
+            );
+        }
+    }
+    gw.stop();
+}
+
 #[test]
 fn a_go_panic_is_tyks_500_and_the_gateway_keeps_serving() {
     let Some(lib) = go_plugin(FIXTURE) else {
