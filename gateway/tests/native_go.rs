@@ -159,8 +159,9 @@ fn go_edits_of_headers_url_and_body_reach_the_upstream() {
 }
 
 /// The adapter reads up to 32 header lines into a per-thread buffer and
-/// more through an array of its own: on both sides of that line, and far
-/// past it, a handler sees every header value, repeated names in order.
+/// more through an array of its own, and remembers up to 256 canonical
+/// names: on both sides of those lines, and far past them, a handler sees
+/// every header value, repeated names in order.
 #[test]
 fn a_go_handler_sees_every_header_below_at_and_past_the_read_buffer() {
     let Some(lib) = go_plugin(FIXTURE) else {
@@ -173,9 +174,9 @@ fn a_go_handler_sees_every_header_below_at_and_past_the_read_buffer() {
     assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
     let names: Vec<String> = (0..90).map(|i| format!("X-H-{i}")).collect();
     let values: Vec<String> = (0..90).map(|i| format!("v{i}")).collect();
-    // Host is a line too (r.Host, not r.Header): 29 + X-Pick + 2 X-Multi
-    // + Host is the buffer's 32; one more, and far past it.
-    for extra in [0, 28, 29, 30, 90] {
+    // Host is a line too (r.Host, not r.Header): 28 + X-Pick + 2 X-Multi
+    // + Host is the buffer's 32; one fewer, one more, and far past it.
+    for extra in [0, 27, 28, 29, 90] {
         let mut headers: Vec<(&str, &str)> = vec![("X-Pick", "X-Multi"), ("X-Multi", "a")];
         headers.extend(
             names
@@ -201,6 +202,18 @@ fn a_go_handler_sees_every_header_below_at_and_past_the_read_buffer() {
                 format!("v{}", extra - 1).as_str()
             );
         }
+    }
+    // Past the 256 header names the adapter remembers: 4 x 90 new names,
+    // the last one picked, still all seen.
+    for round in 0..4 {
+        let names: Vec<String> = (0..90).map(|i| format!("X-R{round}-{i}")).collect();
+        let mut headers: Vec<(&str, &str)> = vec![("X-Pick", names[89].as_str())];
+        headers.extend(names.iter().map(|n| (n.as_str(), "x")));
+        let got = send(gw.addr, "GET", "/census/", &headers, b"");
+        assert_eq!(got.status, 200, "round {round}: {}", got.text());
+        let seen = rec.last();
+        assert_eq!(seen.headers["x-census"], "91", "round {round}");
+        assert_eq!(seen.headers["x-picked"], "x", "round {round}");
     }
     gw.stop();
 }
