@@ -158,6 +158,8 @@ fn a_taken_port_or_a_missing_binary_is_a_clear_error() {
     let empty = tempfile::tempdir().unwrap();
     let out = common::dies_with_test(&mut Command::new(bin_dir().join("loadgen")))
         .args(["bench", "--bin-dir", empty.path().to_str().unwrap()])
+        // Ports the OS picks: the defaults (8222, 8091) may be in use here.
+        .args(["--upstream-port", "0", "--gateway-port", "0"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
