@@ -34,6 +34,11 @@ valgrind, so start-up and shutdown cancel out (repeats within ~1.5%).
 
 GATEWAY_BIN measures another gateway binary (a before/after comparison);
 BIN_DIR another profile's binaries and native plugin (target/debug).
+GO_LIB_B=/path/lib.so adds the route /gopl-go-b/: the seed's Go plugin
+built by another version of the Go adapter, beside /gopl-go/ (the build in
+target/release), e.g.
+  plugins/go-adapter/build.sh plugins/go-add-header /tmp/before.so  (on the old commit)
+  GO_LIB_B=/tmp/before.so python3 gateway/benches/wasm_cpu.py --routes gopl,gopl-go,gopl-go-b
 """
 
 import argparse
@@ -67,9 +72,9 @@ DEFINITIONS = {"plain": "plain-hello.json", "gopl": "gopl-hello.json", "wasm": "
                "jsvm-tykjson": "jsvm-tykjson.json",
                # The seed's main.go through the Go adapter (`loadgen bench`
                # builds target/release/libgo_add_header.so when Go is installed).
-               "gopl-go": "gopl-go-hello.json"}
+               "gopl-go": "gopl-go-hello.json", "gopl-go-b": "gopl-go-hello.json"}
 # What each route's middleware leaves in the body (checked before measuring).
-MARKS = {"gopl": "X-Custom-GoPlugin", "gopl-go": "X-Custom-GoPlugin", "wasm": "X-Custom-Wasm",
+MARKS = {"gopl": "X-Custom-GoPlugin", "gopl-go": "X-Custom-GoPlugin", "gopl-go-b": "X-Custom-GoPlugin", "wasm": "X-Custom-Wasm",
          "jsvm": "X-Custom-JSVM", "jsvm-quickjs": "X-Custom-JSVM",
          "jsvm-response": "X-Custom-JSVM-Response",
          "jsvm-virtual": "hello from a virtual endpoint",
@@ -84,13 +89,20 @@ def write_apis(upstream_port):
     """The repo's definitions of the three routes, pointed at the mock and
     with plugin paths made absolute (they are relative to the repo root)."""
     d = tempfile.mkdtemp(prefix="wasm-cpu-apis-")
-    for name in (DEFINITIONS[r] for r in ROUTES):
+    for route in ROUTES:
+        name = DEFINITIONS[route]
         with open(os.path.join(ROOT, "apis", name)) as f:
             api = json.load(f)
         api["proxy"]["target_url"] = f"http://127.0.0.1:{upstream_port}"
         for entry in api.get("custom_middleware", {}).get("pre", []):
             path = entry["path"].replace("target/release/", os.path.relpath(REL, ROOT) + "/")
             entry["path"] = os.path.join(ROOT, path)
+        if route == "gopl-go-b":
+            if not os.environ.get("GO_LIB_B"):
+                raise SystemExit("route gopl-go-b needs GO_LIB_B=/path/to/the/other/libgo_add_header.so")
+            api["api_id"], api["proxy"]["listen_path"] = "gopl-go-b", "/gopl-go-b/"
+            api["custom_middleware"]["pre"][0]["path"] = os.path.abspath(os.environ["GO_LIB_B"])
+            name = "gopl-go-b.json"
         with open(os.path.join(d, name), "w") as f:
             json.dump(api, f)
     return d
