@@ -428,7 +428,8 @@ pub fn prepare(
             key = def["api_id"].as_str().unwrap_or(listen).to_string();
         }
         let source = file.clone();
-        let go = kind_of(&def).is_some_and(|k| k.family == "go");
+        let kind = kind_of(&def);
+        let go = kind.as_ref().is_some_and(|k| k.family == "go");
         let built = go.then(|| build_go(&def, root)).flatten();
         found.push(Found {
             skipped: built.or_else(|| missing_file(&def, &label, &source)),
@@ -439,7 +440,7 @@ pub fn prepare(
                 source: Some(source),
                 has_middleware: !entries(&def).is_empty() || has_virtual(&def),
                 marker: None,
-                kind: kind_of(&def),
+                kind,
                 answers_itself: has_virtual(&def),
                 label,
             },
