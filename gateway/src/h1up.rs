@@ -18,10 +18,11 @@
 //! answer (a 413 before the upload ends).
 //!
 //! The response is read as RFC 9112 §6.3 says: interim 1xx answers are
-//! skipped (but 101); HEAD, 204 and 304 answers have no body; a
-//! `Transfer-Encoding` ending in `chunked` is decoded, any other reads to the
-//! close; else `Content-Length`, which must be one number (repeats equal);
-//! else the body ends when the upstream closes. A connection goes back to
+//! skipped (a 101 is refused: no upgrade is ever asked for); HEAD, 204 and
+//! 304 answers have no body; a `Transfer-Encoding` ending in `chunked` is
+//! decoded, any other reads to the close; else `Content-Length`, which must
+//! be one number (repeats equal); else the body ends when the upstream
+//! closes. A connection goes back to
 //! the pool only when its response ended exactly where its framing said, with
 //! no stray bytes after it, and neither side said `close` (HTTP/1.0:
 //! unless the upstream said `keep-alive`).
@@ -256,7 +257,16 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             }
         };
         let code = resp.code.unwrap_or(0);
-        if (100..200).contains(&code) && code != 101 {
+        if code == 101 {
+            // The gateway removes the client's `Upgrade` (hop-by-hop) and
+            // never asks for one itself: a switch nobody asked for would
+            // hand the client bytes of a protocol it never chose, on a
+            // connection it still speaks HTTP on (nginx: 502).
+            return Err(Failure::Bad(
+                "the upstream switched protocols (101) though no upgrade was asked for".into(),
+            ));
+        }
+        if (100..200).contains(&code) {
             buf.advance(len);
             continue;
         }

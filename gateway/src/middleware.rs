@@ -168,6 +168,24 @@ impl MwRequest {
     }
 }
 
+/// Checks a status a middleware chose to end the request with (its own
+/// answer, or the status a response middleware sets): any status Go's
+/// `WriteHeader` takes, 100..=999, but the informational ones. A 1xx is not
+/// an answer in HTTP/1.1: written as the final one, the client waits for
+/// the real answer, and on a kept-alive connection takes the next
+/// request's answer for it. (Go's server sends a handler's 1xx as an
+/// interim response, then its body under an implicit 200; here the
+/// request fails, 500.) `field` names the field at fault in the error.
+pub fn final_status(status: StatusCode, field: &str) -> Result<StatusCode, MwError> {
+    if status.is_informational() {
+        return Err(MwError::bad_answer(format!(
+            "{field}: {} is an informational status (1xx), which cannot be the answer to a request",
+            status.as_u16()
+        )));
+    }
+    Ok(status)
+}
+
 /// A complete answer written by a middleware; nothing is proxied.
 #[derive(Debug, Clone)]
 pub struct MwResponse {

@@ -293,6 +293,17 @@ fn finish(
     sender: Sender,
     resp: Response<hyper::body::Incoming>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
+    if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+        // As the in-task reader (`h1up`): no upgrade is ever asked for.
+        return Err(ProxyError::with_cause(
+            Kind::UpstreamFailed,
+            Origin::Upstream,
+            format!(
+                "bad answer from upstream {}: it switched protocols (101) though no upgrade was asked for",
+                pool.name(id)
+            ),
+        ));
+    }
     let h = resp.headers();
     if h.contains_key(header::CONTENT_LENGTH) && h.contains_key(header::TRANSFER_ENCODING) {
         // Framed two ways: whichever we believed, the client might believe

@@ -226,6 +226,36 @@ fn garbage_instead_of_a_response_is_tyks_error() {
     }
 }
 
+/// The gateway never asks for an upgrade (it removes the client's
+/// `Upgrade`), so a 101 is a switch nobody asked for: Tyk's error, not a
+/// bare 101 after which the client's connection went on in HTTP. Both
+/// ways of sending: a request whose body is known, written in the
+/// request's task, and a large upload streamed through hyper's client.
+#[test]
+fn an_unasked_switch_of_protocols_is_tyks_error() {
+    let (gw, _stats, _dir) = gateway_to(|_| {
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\nRAW".to_vec()
+    });
+    let upgrade = [("connection", "upgrade"), ("upgrade", "x")];
+    let upload = vec![b'u'; 1 << 20];
+    for (method, body) in [("GET", &b""[..]), ("POST", &upload[..])] {
+        for headers in [&[][..], &upgrade[..]] {
+            let got = send(gw.addr, method, "/up/", headers, body);
+            assert_eq!(got.status, 500, "{method} {headers:?}: {}", got.text());
+            assert_eq!(got.json()["error"], TYK_PROXY_ERROR);
+        }
+    }
+    // The gateway still serves on the same connection after it.
+    let answer = common::raw(
+        gw.addr,
+        "GET /up/ HTTP/1.1\r\nHost: t\r\n\r\nGET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+    assert_eq!(answer.matches("HTTP/1.1 ").count(), 2, "{answer}");
+    assert!(!answer.contains("101"), "{answer}");
+    gw.stop();
+}
+
 #[test]
 fn an_upstream_that_closes_without_answering_is_tyks_error() {
     let (up, stats) = raw_upstream(|mut s| {

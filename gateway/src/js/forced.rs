@@ -98,6 +98,7 @@ pub(crate) fn forced(
     body: Bytes,
     what: &str,
 ) -> Result<MwResponse, MwError> {
+    crate::middleware::final_status(status, what)?;
     if let (301 | 302, Some(loc)) = (status.as_u16(), headers.get(LOCATION)) {
         if loc.as_bytes().starts_with(b"tyk://") {
             return Err(MwError::bad_answer(format!(
@@ -148,6 +149,26 @@ mod tests {
         }
         fn forced(self) -> bool {
             matches!(self, Ok(Flow::Forced(_)))
+        }
+    }
+
+    /// A 1xx is never an answer, from overrides or a virtual endpoint; the
+    /// codes around it are.
+    #[test]
+    fn informational_codes_are_refused_as_answers() {
+        for code in [100, 101, 103, 199] {
+            let e = o(code, "", "x", false)
+                .respond(ErrorFormat::Json)
+                .unwrap_err();
+            assert_eq!(e.kind(), crate::middleware::MwErrorKind::BadAnswer);
+            assert!(e.message().contains("informational"), "{e}");
+            let status = StatusCode::from_u16(code).unwrap();
+            let what = "the virtual endpoint's answer";
+            let e = forced(status, HeaderMap::new(), Bytes::new(), what).unwrap_err();
+            assert!(e.message().starts_with(what), "{e}");
+        }
+        for code in [200, 204, 299, 999] {
+            assert!(o(code, "", "x", false).respond(ErrorFormat::Json).is_ok());
         }
     }
 

@@ -356,7 +356,7 @@ fn timed_out(name: &str, timeout: Duration) -> MwError {
 fn outcome<T>(name: &str, timeout: Duration, r: Result<T, CallError>) -> Result<T, MwError> {
     match r {
         Ok(v) => Ok(v),
-        Err(CallError::Failed(e)) => Err(e.context(name)),
+        Err(CallError::Failed(e) | CallError::Spent(e)) => Err(e.context(name)),
         Err(CallError::Stopped(budget::Stop::Timeout)) => Err(timed_out(name, timeout)),
         Err(CallError::Stopped(budget::Stop::Memory)) => Err(MwError::out_of_memory(format!(
             "{name}: stopped for runaway memory growth"
@@ -400,11 +400,20 @@ impl InlineVm {
             },
         };
         let r = job.run(vm, deadline).await;
-        if self.fresh || matches!(r, Err(CallError::Stopped(_))) {
-            // Fresh: no later call may see this one's state. Stopped: the
-            // VM stopped mid-frame and cannot be resumed safely. Either
-            // way the next call builds a new context.
+        if self.fresh || r.as_ref().is_err_and(CallError::discards_context) {
+            // Fresh: no later call may see this one's state. Stopped (or
+            // spent): the VM stopped mid-frame and cannot be resumed
+            // safely. Either way the next call builds a new context.
             *slot = None;
+        }
+        // boa cannot be stopped inside one native step (a backtracking
+        // regex, a loop in a builtin's callback): inline, such a call runs
+        // to its end however late, and its answer used to be applied (a
+        // 200 after seconds past `--jsvm-timeout`). Too late is a timeout,
+        // as a VM thread's caller sees it at the deadline; the context
+        // finished its call normally and is kept.
+        if r.is_ok() && Instant::now() >= deadline {
+            return (job, Err(timed_out(name, self.timeout)));
         }
         (job, outcome(name, self.timeout, r))
     }
@@ -433,7 +442,7 @@ impl ThreadedVm {
                 Ok(vm) => budget::block_on(job.run(vm, deadline)),
                 Err(e) => Err(CallError::Failed(e)),
             };
-            if fresh || matches!(r, Err(CallError::Stopped(_))) {
+            if fresh || r.as_ref().is_err_and(CallError::discards_context) {
                 slot.discard();
             }
             (job, r)

@@ -67,9 +67,10 @@ impl ResponseEdits {
             resp.body = Bytes::from(body);
         }
         if let Some(code) = self.status {
-            resp.status = StatusCode::from_u16(code).map_err(|_| {
+            let status = StatusCode::from_u16(code).map_err(|_| {
                 MwError::bad_answer(format!("Response.StatusCode {code} is not an HTTP status"))
             })?;
+            resp.status = crate::middleware::final_status(status, "Response.StatusCode")?;
         }
         Ok(())
     }
@@ -356,6 +357,32 @@ impl<'de> Visitor<'de> for SessionMeta {
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    /// A response hook's 1xx and a virtual endpoint's 1xx fail the request:
+    /// neither can be the final answer.
+    #[test]
+    fn informational_statuses_are_refused() {
+        let edits = ResponseEdits {
+            status: ResponseEdits::status(Some(100.0)).unwrap(),
+            body: None,
+            delete: Vec::new(),
+            set: Vec::new(),
+        };
+        let mut resp = MwResponse {
+            status: StatusCode::OK,
+            headers: http::HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        let e = edits.apply(&mut resp).unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("Response.StatusCode: 100 is an informational"),
+            "{e}"
+        );
+        assert_eq!(resp.status, StatusCode::OK);
+        let e = endpoint_answer(r#"{"Response":{"Body":"x","Code":101}}"#).unwrap_err();
+        assert!(e.message().contains("informational"), "{e}");
+    }
 
     #[test]
     fn answers_decode_as_gos_json_does() {

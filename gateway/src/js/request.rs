@@ -19,7 +19,7 @@ mod build;
 
 pub(crate) use apply::{
     apply, bad_header_name, bad_header_value, edit_query, get, header, opt_object, own_data,
-    set_url, shape, string_map, strings,
+    set_url, shape, spends_context, string_map, strings,
 };
 pub(crate) use build::{
     build, header_object, lazy_get, lazy_set, plain, put_data, Accessors, LazyData,
@@ -60,8 +60,8 @@ mod tests {
     /// context builds has one shared shape, whatever the request (method,
     /// body, query, headers), across the batches of spare objects, and a
     /// script that reads and writes the lazy fields as the seed's does
-    /// leaves it as built (so `apply` trusts its own record of them). A
-    /// call that added, removed or reconfigured a property, or a blank
+    /// leaves it as built (so the inline caches of its reads keep hitting).
+    /// A call that added, removed or reconfigured a property, or a blank
     /// object built in another order, fails here.
     #[test]
     fn every_call_gets_one_shape() {

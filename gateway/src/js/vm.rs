@@ -81,6 +81,28 @@ pub(crate) enum CallError {
     Failed(MwError),
     /// The guard stopped the script mid-run: the context must be discarded.
     Stopped(Stop),
+    /// The call failed on an engine error outside the script's run (the
+    /// host reading a recursing getter of the answer hit a runtime limit,
+    /// `request::EngineFault`): the request fails and the context, whose
+    /// frame stack boa left as the error found it, is discarded.
+    Spent(MwError),
+}
+
+impl CallError {
+    /// A failure reading the script's answer: [`CallError::Spent`] when it
+    /// was the engine's own, else [`CallError::Failed`].
+    pub(crate) fn answer(e: MwError) -> CallError {
+        if request::spends_context(&e) {
+            CallError::Spent(e)
+        } else {
+            CallError::Failed(e)
+        }
+    }
+
+    /// True when the context that made this error must not serve again.
+    pub(crate) fn discards_context(&self) -> bool {
+        matches!(self, CallError::Stopped(_) | CallError::Spent(_))
+    }
 }
 
 /// An API's live JS context.
@@ -365,7 +387,7 @@ impl Vm {
         })?;
         self.check_thrown(&ret)?;
         let ctx = &mut self.ctx;
-        request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::Failed)
+        request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::answer)
     }
 
     /// The dispatch's answer to a throw is the host object, the exception in

@@ -46,7 +46,9 @@ pub(super) unsafe extern "C" fn response_status(req: *const GwRequest) -> u16 {
 pub(super) unsafe extern "C" fn set_response_status(req: *mut GwRequest, status: u16) -> i32 {
     edit(req, |r| {
         r.status = StatusCode::from_u16(status)
-            .map_err(|_| format!("invalid response status {status} (must be 100..=999)"))?;
+            .ok()
+            .filter(|s| !s.is_informational())
+            .ok_or_else(|| format!("invalid response status {status} (must be 200..=999)"))?;
         Ok(())
     })
 }

@@ -337,9 +337,13 @@ fn sync_body_to_send(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
 }
 
 /// Builds the answer `proxy_send_local_response` asks for; `None` for a
-/// status outside 100..=999 or a header that is not valid HTTP.
+/// status outside 200..=999 (a 1xx is not an answer:
+/// [`crate::middleware::final_status`]) or a header that is not valid HTTP.
 fn local_response(status: u32, body: &[u8], headers: &[u8]) -> Option<MwResponse> {
     let status = StatusCode::from_u16(u16::try_from(status).ok()?).ok()?;
+    if status.is_informational() {
+        return None;
+    }
     let mut map = HeaderMap::new();
     for (k, v) in abi::deserialize_map(headers)? {
         map.append(

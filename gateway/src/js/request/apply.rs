@@ -8,7 +8,7 @@
 use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::object::builtins::JsArray;
 use boa_engine::property::PropertyKey;
-use boa_engine::{js_string, Context, JsObject, JsString, JsValue};
+use boa_engine::{js_string, Context, JsError, JsObject, JsString, JsValue};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 
@@ -26,6 +26,42 @@ pub(crate) fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
     ))
 }
 
+/// Marks an [`MwError`] whose JS error was the engine's own (a runtime limit
+/// such as the stack size a recursing getter reaches, an engine panic), met
+/// while the host read the answer outside the script's run: boa then leaves
+/// its frame stack as the error found it, and after a few such calls every
+/// later call of the context failed ("reached the maximum stack size"). The
+/// context is discarded instead (`CallError::Spent`), as after a timeout.
+#[derive(Debug)]
+pub(crate) struct EngineFault;
+
+impl std::fmt::Display for EngineFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the JS engine failed while the host read the answer")
+    }
+}
+
+impl std::error::Error for EngineFault {}
+
+/// `err`, marked with [`EngineFault`] when `e` is an engine error.
+pub(crate) fn checked(err: MwError, e: &JsError) -> MwError {
+    if e.as_engine().is_some() {
+        err.with_source(EngineFault)
+    } else {
+        err
+    }
+}
+
+/// True when `e` carries [`EngineFault`]: its context must be discarded.
+pub(crate) fn spends_context(e: &MwError) -> bool {
+    std::error::Error::source(e).is_some_and(|s| s.is::<EngineFault>())
+}
+
+/// A JS exception the host met reading `what` of the answer.
+fn threw(what: impl std::fmt::Display, e: &JsError) -> MwError {
+    checked(MwError::threw(format!("reading {what}: {e}")), e)
+}
+
 /// Reads field `key` of `obj`; a JS exception (a throwing getter) is an error.
 /// `key` is a `js_string!` literal: static, so the hot path allocates nothing
 /// to name a field.
@@ -34,8 +70,7 @@ pub(crate) fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<Js
     if let Some(v) = own_data(obj, &key) {
         return Ok(v);
     }
-    obj.get(key.clone(), ctx)
-        .map_err(|e| MwError::threw(format!("reading {key}: {e}")))
+    obj.get(key.clone(), ctx).map_err(|e| threw(&key, &e))
 }
 
 /// The value of `obj`'s own data property `key`, read straight from its
@@ -72,9 +107,7 @@ fn entries(
     field: &str,
     ctx: &mut Context,
 ) -> Result<Vec<(String, JsValue)>, MwError> {
-    let keys = obj
-        .own_property_keys(ctx)
-        .map_err(|e| MwError::threw(format!("reading {field}: {e}")))?;
+    let keys = obj.own_property_keys(ctx).map_err(|e| threw(field, &e))?;
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let name = match &key {
@@ -86,7 +119,7 @@ fn entries(
             Some(v) => v,
             None => obj
                 .get(key, ctx)
-                .map_err(|e| MwError::threw(format!("reading {field}[{name:?}]: {e}")))?,
+                .map_err(|e| threw(format_args!("{field}[{name:?}]"), &e))?,
         };
         out.push((name, v));
     }
@@ -101,11 +134,13 @@ pub(crate) fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec
     if !obj.is_array() {
         return Err(shape(field, "an array", v));
     }
-    let arr = JsArray::from_object(obj).map_err(|e| MwError::threw(e.to_string()))?;
-    let len = arr.length(ctx).map_err(|e| MwError::threw(e.to_string()))?;
+    let arr = JsArray::from_object(obj).map_err(|e| threw(field, &e))?;
+    let len = arr.length(ctx).map_err(|e| threw(field, &e))?;
     (0..len)
         .map(|i| {
-            let item = arr.get(i, ctx).map_err(|e| MwError::threw(e.to_string()))?;
+            let item = arr
+                .get(i, ctx)
+                .map_err(|e| threw(format_args!("{field}[{i}]"), &e))?;
             item.as_string()
                 .map(|s| text::lossy(&s))
                 .ok_or_else(|| shape(&format!("{field}[{i}]"), "a string", &item))
@@ -177,17 +212,15 @@ pub(crate) fn apply(
 }
 
 /// The `Request` object of a script's answer, and what the host knows of it
-/// from the build: when it is the object handed over (the common case, and
-/// still in its built shape), a lazy field's state is read from the host's
-/// own record instead of through the property.
+/// from the build: when it is the object handed over (the common case) and
+/// a lazy field is still the host's accessor, the field's state is read
+/// from the host's own record instead of through the property.
 struct Answer<'a> {
     r: JsObject,
     built: &'a Built,
     acc: &'a Accessors,
     /// `r` is the request object this call built.
     same: bool,
-    /// ... and still has its built shape ([`Built::unchanged`]).
-    unchanged: bool,
 }
 
 impl<'a> Answer<'a> {
@@ -208,13 +241,11 @@ impl<'a> Answer<'a> {
             .ok_or_else(|| shape("Request", "an object (use ReturnData)", &r))?;
         check_session_fields(&ret, ctx)?;
         let same = JsObject::equals(&r, &built.object);
-        let unchanged = same && built.unchanged();
         Ok(Answer {
             r,
             built,
             acc,
             same,
-            unchanged,
         })
     }
 
@@ -224,7 +255,7 @@ impl<'a> Answer<'a> {
     /// as an absent field.
     fn field(&self, f: Lazy, ctx: &mut Context) -> Result<JsValue, MwError> {
         if self.same {
-            match self.acc.state(&self.r, f, self.unchanged) {
+            match self.acc.state(&self.r, f) {
                 FieldState::Untouched => return Ok(JsValue::undefined()),
                 FieldState::Held(v) => return Ok(v),
                 FieldState::Replaced => {}
@@ -244,7 +275,8 @@ impl<'a> Answer<'a> {
         let body = match body.as_string() {
             Some(s) => s,
             None => body.to_string(ctx).map_err(|e| {
-                MwError::bad_answer(format!("Request.Body cannot be made a string: {e}"))
+                let err = MwError::bad_answer(format!("Request.Body cannot be made a string: {e}"));
+                checked(err, &e)
             })?,
         };
         if body != self.built.body {
@@ -319,10 +351,11 @@ fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError
             continue;
         }
         let json = v.to_json(ctx).map_err(|e| {
-            MwError::bad_answer(format!(
+            let err = MwError::bad_answer(format!(
                 "ProcessRequest result: {} cannot be encoded as JSON: {e}",
                 key.to_std_string_lossy()
-            ))
+            ));
+            checked(err, &e)
         })?;
         if let Some(json) = json {
             check(&json)?;
@@ -355,13 +388,12 @@ fn json_field(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValu
     } else {
         let own = obj
             .has_own_property(key.clone(), ctx)
-            .map_err(|e| MwError::threw(format!("reading {key}: {e}")))?;
+            .map_err(|e| threw(&key, &e))?;
         if !own {
             return Ok(JsValue::undefined());
         }
     }
-    obj.get(key.clone(), ctx)
-        .map_err(|e| MwError::threw(format!("reading {key}: {e}")))
+    obj.get(key.clone(), ctx).map_err(|e| threw(&key, &e))
 }
 
 /// An ordinary object without own properties (`{}`).

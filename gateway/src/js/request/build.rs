@@ -16,11 +16,13 @@
 use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::builtins::{JsArray, JsFunction};
+#[cfg(test)]
 use boa_engine::object::shape::Shape;
 use boa_engine::object::{NativeObject, ObjectInitializer};
 use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{
-    js_string, Context, JsData, JsObject, JsResult, JsString, JsValue, NativeFunction,
+    js_string, Context, JsData, JsNativeError, JsObject, JsResult, JsString, JsValue,
+    NativeFunction,
 };
 use http::{HeaderMap, Method};
 
@@ -250,17 +252,22 @@ impl Accessors {
         self.spares.pop().expect("just filled")
     }
 
-    /// The state of `f` on a built request `obj`. `unchanged` (see
-    /// [`Built::unchanged`]) vouches that every field is still the host's
-    /// accessor, sparing the property lookup that checks it.
-    pub(super) fn state(&self, obj: &JsObject, f: Lazy, unchanged: bool) -> FieldState {
-        let ours = unchanged
-            || obj
-                .borrow()
-                .properties()
-                .get(&f.key().into())
-                .and_then(|d| d.get().and_then(JsValue::as_object))
-                .is_some_and(|g| JsObject::equals(&g, &self.get[f as usize]));
+    /// The state of `f` on a built request `obj`.
+    ///
+    /// The field's getter is looked up on every call, even when the object
+    /// kept its built shape: a shape records keys and attributes, not
+    /// values, so `Object.defineProperty(request, "ReturnOverrides", {get:
+    /// ...})` (an accessor for an accessor, same attributes) leaves the
+    /// shape as built. Trusting the shape there read the host's record
+    /// instead of the script's getter, and a `ReturnOverrides` that denied
+    /// the request was never seen (the request was proxied).
+    pub(super) fn state(&self, obj: &JsObject, f: Lazy) -> FieldState {
+        let ours = obj
+            .borrow()
+            .properties()
+            .get(&f.key().into())
+            .and_then(|d| d.get().and_then(JsValue::as_object))
+            .is_some_and(|g| JsObject::equals(&g, &self.get[f as usize]));
         if !ours {
             return FieldState::Replaced;
         }
@@ -340,13 +347,27 @@ fn carrier<T: NativeObject>(this: &JsValue) -> Option<JsObject> {
 }
 
 /// A lazy field's getter: the value held, else the one built now (and held).
+///
+/// Read through an object that neither is nor inherits from the object
+/// carrying the data, it throws a `TypeError`. That is a Proxy around the
+/// request (`new Proxy(request, {})`: the getter runs with the Proxy as
+/// `this`, and boa gives no way to reach a Proxy's target) or the getter
+/// taken out with `Object.getOwnPropertyDescriptor` and called on something
+/// else. Answering `undefined` there made a Proxy'd request's
+/// `ReturnOverrides` and `SetHeaders` read as empty: a script that denied
+/// the request had it proxied. The throw fails the call instead (500).
 pub(crate) fn lazy_get<T: LazyData>(
     f: T::Field,
     this: &JsValue,
     ctx: &mut Context,
 ) -> JsResult<JsValue> {
     let Some(owner) = carrier::<T>(this) else {
-        return Ok(JsValue::undefined());
+        return Err(JsNativeError::typ()
+            .with_message(format!(
+                "{} can only be read on the object the host built (or an object inheriting from it), not through a Proxy",
+                T::key(f).to_std_string_lossy()
+            ))
+            .into());
     };
     let held = owner
         .downcast_mut::<T>()
@@ -428,13 +449,15 @@ pub(crate) struct Built {
     pub(super) body: JsString,
     pub(super) url: JsString,
     /// The object's shape as built, when shared (boa gives objects built
-    /// alike one immutable shape). Held, so its address cannot be reused:
-    /// if the object still has it after the call, the script added, deleted
-    /// and reconfigured no property, so every lazy field is still the
-    /// host's accessor and its state is in [`Pending`] alone.
+    /// alike one immutable shape). Held, so its address cannot be reused.
+    /// Only the shape rule's test reads it: a shape that stays as built
+    /// says no property was added, deleted or reconfigured, but not that
+    /// no accessor was replaced by another (see [`Accessors::state`]).
+    #[cfg(test)]
     shape: Option<Shape>,
 }
 
+#[cfg(test)]
 impl Built {
     /// True when the request object still has the shape it was built with.
     pub(super) fn unchanged(&self) -> bool {
@@ -492,12 +515,14 @@ pub(crate) fn build(req: &MwRequest, acc: &mut Accessors, ctx: &mut Context) -> 
     // The client's URI as sent, also in `post` after the strip (Tyk's
     // r.RequestURI); the same string as `URL` in `pre`, so reuse it.
     write(js_string!("RequestURI"), request_uri(req, &url));
+    #[cfg(test)]
     let shape = Some(object.borrow().shape().clone()).filter(Shape::is_shared);
     Ok(Built {
+        #[cfg(test)]
+        shape,
         object,
         body,
         url,
-        shape,
     })
 }
 

@@ -153,7 +153,7 @@ impl Vm {
             &mut self.ctx,
         );
         let edits = ret
-            .and_then(|ret| response_edits(&ret, &body, &mut self.ctx).map_err(CallError::Failed));
+            .and_then(|ret| response_edits(&ret, &body, &mut self.ctx).map_err(CallError::answer));
         if resp.body.len() >= LARGE_BODY {
             collect_large_body();
         }
