@@ -70,6 +70,8 @@ pub enum Kind {
     BadRequest,
     /// The client stopped sending its request body: 408.
     RequestTimeout,
+    /// A method this gateway does not proxy (`CONNECT`, a tunnel): 405.
+    MethodNotAllowed,
     /// The API's target is this gateway itself: 508.
     LoopDetected,
     /// A response middleware failed, or the upstream's body could not be
@@ -91,6 +93,7 @@ impl Kind {
             Kind::BodyTooLarge => "the request body is too large to buffer",
             Kind::BadRequest => "the request body could not be read",
             Kind::RequestTimeout => "the client stopped sending its request body",
+            Kind::MethodNotAllowed => "the method is not proxied",
             Kind::LoopDetected => "the request would loop back to this gateway",
             Kind::ResponseMiddlewareFailed => "the response middleware failed",
             Kind::VirtualEndpointFailed => "a virtual endpoint failed",
@@ -188,6 +191,7 @@ impl ProxyError {
             Kind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Kind::BadRequest => StatusCode::BAD_REQUEST,
             Kind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Kind::LoopDetected => StatusCode::LOOP_DETECTED,
         }
     }
@@ -202,6 +206,7 @@ impl ProxyError {
             Kind::BodyTooLarge => "Request is too large",
             Kind::BadRequest => "Bad Request",
             Kind::RequestTimeout => "Request Timeout",
+            Kind::MethodNotAllowed => "Method Not Allowed",
             Kind::LoopDetected => "Loop Detected",
             Kind::ResponseMiddlewareFailed => "Middleware error",
             Kind::VirtualEndpointFailed => {

@@ -63,10 +63,10 @@ pub fn refuse<B>(
     full(e.response(ErrorFormat::of(req.headers())))
 }
 
-/// Refuses heads nginx refuses: a missing `Host` on HTTP/1.1, and more than
-/// one `Host` (which would reach the upstream twice). Two `Content-Length`s,
-/// or one with `Transfer-Encoding`, are refused before hyper has read them
-/// (it keeps one of each): see [`crate::wire`].
+/// Refuses heads nginx refuses: a missing `Host` on HTTP/1.1, more than
+/// one `Host` (which would reach the upstream twice), and `CONNECT`. Two
+/// `Content-Length`s, or one with `Transfer-Encoding`, are refused before
+/// hyper has read them (it keeps one of each): see [`crate::wire`].
 fn check_head<B>(req: &Request<B>) -> Result<(), ProxyError> {
     let refuse = |why: String| {
         Err(ProxyError::with_cause(
@@ -86,6 +86,16 @@ fn check_head<B>(req: &Request<B>) -> Result<(), ProxyError> {
     }
     if hosts == 0 && req.version() == http::Version::HTTP_11 {
         return refuse("an HTTP/1.1 request without a Host header".into());
+    }
+    // A tunnel is not proxied (nginx: 405). Sent on, an upstream's 2xx
+    // made hyper take the connection for a tunnel: the client got no
+    // answer at all.
+    if req.method() == http::Method::CONNECT {
+        return Err(ProxyError::with_cause(
+            Kind::MethodNotAllowed,
+            Origin::Client,
+            "CONNECT: this gateway proxies requests, not tunnels",
+        ));
     }
     Ok(())
 }

@@ -19,6 +19,30 @@ use serde_json::Value;
 
 // ---------------------------------------------------------------- framing
 
+/// `CONNECT` is a tunnel, which the gateway does not proxy: 405, the
+/// upstream never sees it. Proxied, an upstream's 200 made hyper take the
+/// connection for a tunnel and the client got no answer at all.
+#[test]
+fn connect_gets_405_and_never_reaches_the_upstream() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    for target in ["/plain/hello/", "upstream.example:443", "/nowhere/"] {
+        let resp = raw(
+            gw.addr,
+            &format!("CONNECT {target} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(status_of(&resp), 405, "{target}: {resp}");
+        assert!(resp.contains("Method Not Allowed"), "{target}: {resp}");
+    }
+    assert_eq!(rec.count(), 0, "a CONNECT reached the upstream");
+    // Other methods still go through.
+    assert_eq!(get(gw.addr, "/plain/hello/").status, 200);
+    assert_eq!(rec.count(), 1);
+    gw.stop();
+}
+
 #[test]
 fn heads_framed_two_ways_get_400_and_never_reach_the_upstream() {
     let (up, rec) = recorder();
