@@ -20,6 +20,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -176,6 +178,49 @@ pub struct RequestBody {
     inner: ClientIn,
     limit: Duration,
     idle: Idle,
+    /// Told of every frame taken and of the end, when someone watches
+    /// ([`RequestBody::watch`]): the upstream's response timeout starts
+    /// when the body has gone, not while the client is still uploading.
+    progress: Option<Arc<Progress>>,
+}
+
+/// What a body streaming upstream tells the one who times the exchange
+/// ([`crate::upstream::send`]): a frame was taken (the upstream is reading)
+/// or the body ended (the upstream's turn to answer).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// One permit per signal: the waiter cannot miss one that came first.
+    moved: tokio::sync::Notify,
+    ended: AtomicBool,
+    /// The last poll found no data: the wait is the client's (timed by
+    /// the body's own idle timeout), not the upstream's.
+    client_turn: AtomicBool,
+}
+
+impl Progress {
+    /// Waits for the next frame or the end; true when the body has ended.
+    pub async fn next(&self) -> bool {
+        self.moved.notified().await;
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// True while the body waits for the client's next bytes.
+    pub fn client_turn(&self) -> bool {
+        self.client_turn.load(Ordering::Acquire)
+    }
+
+    fn polled<T>(&self, frame: &Poll<Option<Result<T, ClientBodyError>>>, end: bool) {
+        let Poll::Ready(frame) = frame else {
+            self.client_turn.store(true, Ordering::Release);
+            return;
+        };
+        self.client_turn.store(false, Ordering::Release);
+        // An error ends it too: the exchange fails on it anyway.
+        if end || !matches!(frame, Some(Ok(_))) {
+            self.ended.store(true, Ordering::Release);
+        }
+        self.moved.notify_one();
+    }
 }
 
 impl RequestBody {
@@ -185,7 +230,13 @@ impl RequestBody {
             inner,
             limit,
             idle: Idle::default(),
+            progress: None,
         }
+    }
+
+    /// Signals each frame taken from now on, and the end of the body.
+    pub fn watch(&mut self) -> Arc<Progress> {
+        self.progress.get_or_insert_with(Arc::default).clone()
     }
 }
 
@@ -199,12 +250,17 @@ impl Body for RequestBody {
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
         let this = self.get_mut();
         let limit = this.limit;
-        this.idle
+        let polled = this
+            .idle
             .poll_frame(&mut this.inner, limit, cx)
             .map_err(|e| match e {
                 Stalled::Inner(e) => ClientBodyError::Read(e),
                 Stalled::Idle => ClientBodyError::Timeout(limit),
-            })
+            });
+        if let Some(p) = &this.progress {
+            p.polled(&polled, this.inner.is_end_stream());
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -47,7 +47,53 @@ use crate::upstream::Resolver;
 pub type UpstreamBody = Either<RequestBody, Full<Bytes>>;
 
 /// One connection's request handle.
-pub type Sender = http1::SendRequest<UpstreamBody>;
+pub struct Sender {
+    send: http1::SendRequest<UpstreamBody>,
+    /// The task that drives the connection ([`Pool::handshake`]).
+    task: tokio::task::AbortHandle,
+}
+
+impl std::ops::Deref for Sender {
+    type Target = http1::SendRequest<UpstreamBody>;
+    fn deref(&self) -> &Self::Target {
+        &self.send
+    }
+}
+
+impl std::ops::DerefMut for Sender {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.send
+    }
+}
+
+impl Sender {
+    /// Closes the connection if dropped before [`Abandon::keep`]: an
+    /// exchange given up midway (the upstream timed out while it was
+    /// still taking the body) must not leave the connection's task
+    /// writing the client's body to an upstream that stopped reading,
+    /// holding both connections until the upstream closes.
+    pub fn abandon_guard(&self) -> Abandon {
+        Abandon(Some(self.task.clone()))
+    }
+}
+
+/// See [`Sender::abandon_guard`].
+pub struct Abandon(Option<tokio::task::AbortHandle>);
+
+impl Abandon {
+    /// The exchange ended as it should: the connection lives on.
+    pub fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
 
 /// How a worker's pool behaves (see the module docs).
 #[derive(Debug, Clone, Copy)]
@@ -280,12 +326,15 @@ impl Pool {
         // The connection runs as a task of this worker's LocalSet; it ends
         // when the sender is dropped and no request is in flight, or when
         // the upstream closes.
-        tokio::task::spawn_local(async move {
+        let task = tokio::task::spawn_local(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "upstream connection ended with an error");
             }
         });
-        Ok(sender)
+        Ok(Sender {
+            send: sender,
+            task: task.abort_handle(),
+        })
     }
 
     /// Gives a connection back after its response ended.

@@ -351,11 +351,8 @@ impl Proxy {
         req: Request<UpstreamBody>,
         added: upstream::Added,
     ) -> Result<Response<ClientBody>, ProxyError> {
-        let send = upstream::send(&self.pool, route.upstream, req, added);
-        let resp = match tokio::time::timeout(self.upstream_timeout, send).await {
-            Ok(resp) => resp?,
-            Err(_) => return Err(ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream)),
-        };
+        let limit = self.upstream_timeout;
+        let resp = upstream::send(&self.pool, route.upstream, req, added, limit).await?;
         let (mut parts, body) = resp.into_parts();
         upstream::remove_hop_by_hop(&mut parts.headers);
         Ok(Response::from_parts(parts, Either::Left(body)))

@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -114,26 +115,68 @@ pub const TYK_USER_AGENT: &str = "Tyk/v5.5.0-dev";
 /// paths (a body still streaming, a new connection) wait in boxes. Every
 /// caller above holds and moves this future: its size is paid at each
 /// level (see [`crate::proxy::Proxy::handle`]).
+///
+/// `limit` is `--upstream-timeout`: how long the upstream may take to
+/// answer once it has the whole request ([`after_body`] for a body still
+/// streaming from the client), else Tyk's 504.
 pub fn send<'a>(
     pool: &'a Rc<Pool>,
     id: UpstreamId,
     mut req: Request<UpstreamBody>,
     added: Added,
+    limit: Duration,
 ) -> impl Future<Output = Result<Response<ResponseBody>, ProxyError>> + 'a {
-    let work = match req.body() {
+    let work = match req.body_mut() {
         // Still arriving from the client: hyper writes it while it watches
         // for an early answer.
         Either::Left(b) if !http_body::Body::is_end_stream(b) => {
+            let progress = b.watch();
             added.apply(req.headers_mut());
-            Err(Box::pin(send_streaming(pool, id, req)))
+            Err(Box::pin(after_body(
+                send_streaming(pool, id, req),
+                progress,
+                limit,
+            )))
         }
         _ => Ok(Encoded::new(req, &added)),
     };
     async move {
         match work {
-            Ok(req) => send_in_task(pool, id, req).await,
+            Ok(req) => match tokio::time::timeout(limit, send_in_task(pool, id, req)).await {
+                Ok(resp) => resp,
+                Err(_) => Err(ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream)),
+            },
             Err(streaming) => streaming.await,
         }
+    }
+}
+
+/// Times an exchange whose body streams from the client, as nginx times
+/// one: while the body goes up, the upstream must take each next part of
+/// it within `limit` (`proxy_send_timeout`); once it has the whole body,
+/// it must answer within `limit`. A client that uploads slowly, or pauses,
+/// is not the upstream's fault: its pauses are the client body timeout's
+/// (408). (The whole exchange used to be timed from the start: an upload
+/// longer than `--upstream-timeout` got a 504 while it was still going.)
+async fn after_body(
+    work: impl Future<Output = Result<Response<ResponseBody>, ProxyError>>,
+    progress: Arc<crate::body::Progress>,
+    limit: Duration,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let timed_out = || Err(ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream));
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            resp = &mut work => return resp,
+            ended = progress.next() => if ended { break },
+            () = tokio::time::sleep(limit) => if !progress.client_turn() {
+                return timed_out();
+            },
+        }
+    }
+    match tokio::time::timeout(limit, work).await {
+        Ok(resp) => resp,
+        Err(_) => timed_out(),
     }
 }
 
@@ -256,6 +299,9 @@ async fn send_streaming(
         .await
         .map_err(|e| connect_error(pool, id, e))?;
     let mut sender = checkout.sender;
+    // Dropped with this future (a timeout) before the answer came: the
+    // connection closes instead of writing on (`Sender::abandon_guard`).
+    let mut guard = sender.abandon_guard();
     // Only a reused connection can turn out stale, so only then is a copy
     // kept (it costs a header map clone).
     let replay = if checkout.reused {
@@ -276,12 +322,14 @@ async fn send_streaming(
                 .connect(id)
                 .await
                 .map_err(|e| connect_error(pool, id, e))?;
+            guard = sender.abandon_guard();
             sender
                 .send_request(again)
                 .await
                 .map_err(|e| upstream_error(pool, id, e))?
         }
     };
+    guard.keep();
     finish(pool, id, sender, resp)
 }
 

@@ -130,6 +130,88 @@ fn a_stalled_request_body_gets_408_and_a_broken_chunked_body_400() {
     gw.stop();
 }
 
+/// Reads one response's status line off `s` (waiting up to 20 s).
+fn status_line(s: &mut TcpStream) -> u16 {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = vec![0u8; 12];
+    s.read_exact(&mut got).expect("no answer");
+    status_of(&String::from_utf8_lossy(&got))
+}
+
+/// `--upstream-timeout` times the upstream, not the client: it starts when
+/// the upstream has the whole request (it used to start with the upload,
+/// so an upload longer than it got a 504 while it was still going). A
+/// client that pauses gets the client body timeout's 408; an upstream
+/// that stops taking the body gets the 504 (nginx's `proxy_send_timeout`).
+#[test]
+fn the_upstream_timeout_starts_when_the_upstream_has_the_body() {
+    let (up, rec) = recorder();
+    let (deaf, _stats) = raw_upstream(|mut s| {
+        // Takes the head, never the body, never answers.
+        let _ = read_request_head(&mut s);
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    write_api(
+        dir.path(),
+        "deaf",
+        &api_json(
+            "deaf",
+            "/deaf/",
+            &format!("http://{deaf}"),
+            true,
+            Value::Null,
+        ),
+    );
+    let gw = start_gateway_with(GatewayConfig {
+        upstream_timeout: Duration::from_millis(300),
+        client_body_timeout: Duration::from_millis(1500),
+        ..config(dir.path())
+    });
+
+    // An upload taking ~1 s, three times the upstream timeout, in 20 parts.
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.write_all(b"POST /plain/ HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n")
+        .unwrap();
+    for i in 0..20u8 {
+        std::thread::sleep(Duration::from_millis(50));
+        s.write_all(&[b'a' + i]).unwrap();
+    }
+    assert_eq!(status_line(&mut s), 200);
+    assert_eq!(&rec.last().body[..], b"abcdefghijklmnopqrst");
+
+    // A client that stops half way: its own timeout's 408, not a 504.
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.write_all(b"POST /plain/ HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+        .unwrap();
+    assert_eq!(status_line(&mut s), 408);
+
+    // An upstream that stops taking the body: 504.
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    let len = 64 << 20;
+    s.write_all(
+        format!("POST /deaf/ HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut w = s.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let part = vec![b'z'; 1 << 16];
+        for _ in 0..len / part.len() {
+            if w.write_all(&part).is_err() {
+                return;
+            }
+        }
+    });
+    assert_eq!(status_line(&mut s), 504);
+    // Given up, the exchange lets go of both connections: the client's
+    // (its body half sent, it cannot carry another request) closes, and
+    // the upstream's is not left writing (it held the client's until the
+    // upstream closed, and a shutdown waited for it).
+    assert!(closed_by_peer(&mut s, Duration::from_secs(10)));
+    gw.stop();
+}
+
 #[test]
 fn heads_nginx_refuses_get_400_and_never_reach_the_upstream() {
     let (up, rec) = recorder();
