@@ -73,6 +73,7 @@ struct Shared {
     own: bool,
     header_timeout: Duration,
     keepalive_timeout: Duration,
+    send_timeout: Duration,
     /// Set when shutdown begins: every response from then on closes its
     /// connection.
     stopping: Cell<bool>,
@@ -150,6 +151,7 @@ impl Server {
                 own: config.client_http1 == ClientHttp1::Own,
                 header_timeout: config.client_header_timeout,
                 keepalive_timeout: config.client_keepalive_timeout,
+                send_timeout: config.client_send_timeout,
                 stopping: Cell::new(false),
             }),
             shutdown,
@@ -184,6 +186,7 @@ impl Server {
                 remote,
                 header_timeout: shared.header_timeout,
                 keepalive_timeout: shared.keepalive_timeout,
+                send_timeout: shared.send_timeout,
             };
             match crate::h1down::serve(stream, ctx, shutdown.clone()).await {
                 Ok(End::HandOff { stream, read }) => {
@@ -262,7 +265,8 @@ async fn serve_hyper(
         shared.header_timeout,
         shared.keepalive_timeout,
     )
-    .with_replay(read);
+    .with_replay(read)
+    .with_send_timeout(shared.send_timeout);
     // Made here, not captured: a connection made outside and pinned
     // in here would take its room twice in the task's future.
     let conn = shared.http.serve_connection(TokioIo::new(io), service);

@@ -41,7 +41,6 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body::Body;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -78,6 +77,8 @@ pub struct Ctx<'a> {
     pub header_timeout: Duration,
     /// `--client-keepalive-timeout`.
     pub keepalive_timeout: Duration,
+    /// `--client-send-timeout`.
+    pub send_timeout: Duration,
 }
 
 /// How the own reader left a connection.
@@ -171,7 +172,7 @@ pub async fn serve(
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-        let keep = write_response(&mut stream, wbuf, resp, &head).await?;
+        let keep = write_response(&mut stream, wbuf, resp, &head, ctx.send_timeout).await?;
         if !keep || ctx.stopping.get() {
             return Ok(End::Closed);
         }
@@ -413,12 +414,36 @@ enum Enc {
     Close,
 }
 
+/// Writes all of `buf`, as `write_all` does, but fails (`TimedOut`) when
+/// the client takes no byte of it for `limit` (`--client-send-timeout`,
+/// nginx's `send_timeout`): a client that stops reading would otherwise
+/// hold its connection, and the upstream's its response comes from, for
+/// ever. A write the socket takes at once (every small answer) arms no
+/// timer.
+async fn send_all(stream: &mut TcpStream, mut buf: &[u8], limit: Duration) -> io::Result<()> {
+    while !buf.is_empty() {
+        match stream.try_write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                match tokio::time::timeout(limit, stream.writable()).await {
+                    Ok(ready) => ready?,
+                    Err(_) => return Err(crate::wire::send_timed_out(limit)),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Writes `resp` as hyper would; `true` when the connection stays open.
 async fn write_response(
     stream: &mut TcpStream,
     wbuf: &mut Vec<u8>,
     resp: Response<ClientBody>,
     req: &Head,
+    limit: Duration,
 ) -> io::Result<bool> {
     let (mut parts, mut body) = resp.into_parts();
     let length = if body.is_end_stream() {
@@ -430,7 +455,7 @@ async fn write_response(
     let (enc, last) = encode_head(wbuf, &mut parts, req, length);
     let mut left = match enc {
         Enc::Length(0) => {
-            stream.write_all(wbuf).await?;
+            send_all(stream, wbuf, limit).await?;
             return Ok(!last);
         }
         Enc::Length(n) => n,
@@ -443,7 +468,7 @@ async fn write_response(
             Poll::Pending => {
                 // Nothing more yet: what is gathered goes out first.
                 if !wbuf.is_empty() {
-                    stream.write_all(wbuf).await?;
+                    send_all(stream, wbuf, limit).await?;
                     wbuf.clear();
                 }
                 std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
@@ -459,7 +484,7 @@ async fn write_response(
             },
             Some(Err(e)) => {
                 tracing::debug!(error = %e, "response body failed; connection closed");
-                let _ = stream.write_all(wbuf).await;
+                let _ = send_all(stream, wbuf, limit).await;
                 return Ok(false);
             }
         };
@@ -485,7 +510,7 @@ async fn write_response(
         let tail: &[u8] = if enc == Enc::Chunked { b"\r\n" } else { &[] };
         let whole = size.len() + data.len() + tail.len();
         if wbuf.len() + whole > wbuf.capacity() && !wbuf.is_empty() {
-            stream.write_all(wbuf).await?;
+            send_all(stream, wbuf, limit).await?;
             wbuf.clear();
         }
         wbuf.extend_from_slice(size);
@@ -493,9 +518,9 @@ async fn write_response(
             wbuf.extend_from_slice(&data);
         } else {
             // Larger than the buffer: straight from the frame.
-            stream.write_all(wbuf).await?;
+            send_all(stream, wbuf, limit).await?;
             wbuf.clear();
-            stream.write_all(&data).await?;
+            send_all(stream, &data, limit).await?;
         }
         wbuf.extend_from_slice(tail);
         // As hyper: a body that says it has ended is not polled again.
@@ -507,13 +532,13 @@ async fn write_response(
         Enc::Chunked => wbuf.extend_from_slice(b"0\r\n\r\n"),
         Enc::Length(_) if left != 0 => {
             // Shorter than its length: the client must not wait for more.
-            let _ = stream.write_all(wbuf).await;
+            let _ = send_all(stream, wbuf, limit).await;
             return Ok(false);
         }
         _ => {}
     }
     if !wbuf.is_empty() {
-        stream.write_all(wbuf).await?;
+        send_all(stream, wbuf, limit).await?;
     }
     Ok(!last && enc != Enc::Close)
 }

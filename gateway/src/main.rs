@@ -77,6 +77,9 @@ struct Args {
     /// Longest wait between two reads of a request body before answering 408 (nginx's client_body_timeout)
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_body_timeout: Duration,
+    /// Longest a client may leave a response unread (no byte taken) before its connection is closed (nginx's send_timeout)
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    client_send_timeout: Duration,
     /// Who serves client HTTP/1: the gateway's own code for the common requests (hyper takes a connection over at its first other request), or hyper for all
     #[arg(long, value_enum, default_value = "own")]
     client_http1: gateway::server::ClientHttp1,
@@ -214,6 +217,7 @@ fn main() -> std::process::ExitCode {
         upstream_keepalive_timeout: args.upstream_keepalive_timeout,
         client_header_timeout: args.client_header_timeout,
         client_keepalive_timeout: args.client_keepalive_timeout,
+        client_send_timeout: args.client_send_timeout,
         client_body_timeout: args.client_body_timeout,
         shutdown_grace: args.shutdown_grace,
         client_http1: args.client_http1,

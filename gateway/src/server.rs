@@ -79,6 +79,11 @@ pub struct GatewayConfig {
     /// How long a keep-alive connection may stay idle between requests
     /// (nginx's `keepalive_timeout`).
     pub client_keepalive_timeout: Duration,
+    /// Longest a client may leave a response unread, no byte of it taken,
+    /// before its connection is closed (nginx's `send_timeout`): a client
+    /// that stops reading would otherwise hold its connection, and the
+    /// upstream's that the response comes from, for ever.
+    pub client_send_timeout: Duration,
     /// Longest wait between two reads of a request body (nginx's
     /// `client_body_timeout`); 408 after.
     pub client_body_timeout: Duration,
@@ -127,6 +132,7 @@ impl Default for GatewayConfig {
             shutdown_grace: Duration::from_secs(30),
             client_header_timeout: Duration::from_secs(60),
             client_keepalive_timeout: Duration::from_secs(75),
+            client_send_timeout: Duration::from_secs(60),
             client_body_timeout: Duration::from_secs(60),
             upstream_read_timeout: Duration::from_secs(60),
             upstream_keepalive: 64,

@@ -151,6 +151,11 @@ pub struct ClientIo {
     sleep: Option<Pin<Box<Sleep>>>,
     header_timeout: Duration,
     keepalive_timeout: Duration,
+    /// `--client-send-timeout`: how long a write may wait for the client
+    /// to take a byte, and its timer, armed while a write waits.
+    send_timeout: Duration,
+    send_sleep: Option<Pin<Box<Sleep>>>,
+    send_armed: bool,
     /// Bytes already read from the stream by the gateway's own reader
     /// ([`crate::h1down`]) before it handed the connection over: read
     /// first, as if they came from the socket.
@@ -177,7 +182,48 @@ impl ClientIo {
             sleep: None,
             header_timeout,
             keepalive_timeout,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
+            send_sleep: None,
+            send_armed: false,
             replay: bytes::Bytes::new(),
+        }
+    }
+
+    /// Sets `--client-send-timeout` (60 s unless set).
+    pub fn with_send_timeout(mut self, limit: Duration) -> ClientIo {
+        self.send_timeout = limit;
+        self
+    }
+
+    /// After a write that found no room: fails once the client has taken
+    /// no byte for the send timeout, else waits (the timer wakes the task).
+    fn poll_send_timeout<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        if !self.send_armed {
+            let at = deadline_after(self.send_timeout);
+            match &mut self.send_sleep {
+                Some(s) => s.as_mut().reset(at),
+                None => self.send_sleep = Some(Box::pin(tokio::time::sleep_until(at))),
+            }
+            self.send_armed = true;
+        }
+        match self.send_sleep.as_mut().map(|s| s.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Err(send_timed_out(self.send_timeout))),
+            _ => Poll::Pending,
+        }
+    }
+
+    /// A write's outcome, the send timer disarmed when it moved bytes.
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match r {
+            Poll::Pending => self.poll_send_timeout(cx),
+            done => {
+                self.send_armed = false;
+                done
+            }
         }
     }
 
@@ -370,6 +416,24 @@ impl ClientIo {
     }
 }
 
+/// `--client-send-timeout`'s default: nginx's `send_timeout`.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `limit` from now; a limit too large to add is as good as never.
+fn deadline_after(limit: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(limit)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+/// The error of a write the client took no byte of within `limit`.
+pub fn send_timed_out(limit: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the client took no byte of the response for {limit:?} (--client-send-timeout); connection closed"),
+    )
+}
+
 /// A request head that took longer than the header timeout.
 #[derive(Debug)]
 pub struct HeadTimeout(pub Duration);
@@ -422,7 +486,9 @@ impl AsyncWrite for ClientIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.wrote(cx, r)
     }
 
     fn poll_write_vectored(
@@ -430,7 +496,9 @@ impl AsyncWrite for ClientIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.wrote(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {

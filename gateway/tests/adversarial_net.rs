@@ -212,6 +212,59 @@ fn the_upstream_timeout_starts_when_the_upstream_has_the_body() {
     gw.stop();
 }
 
+/// A client that stops reading a large response: its connection is closed
+/// after `--client-send-timeout` without a byte taken (nginx's
+/// `send_timeout`), and with it the upstream's the response came from.
+/// Before, both were held for as long as the client kept the socket open.
+/// On the gateway's own HTTP/1 code and on hyper's.
+#[test]
+fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
+    use gateway::server::ClientHttp1;
+    for client_http1 in [ClientHttp1::Own, ClientHttp1::Hyper] {
+        let upstream_gave_up = Arc::new(AtomicUsize::new(0));
+        let gave_up = upstream_gave_up.clone();
+        let (up, _stats) = raw_upstream(move |mut s| {
+            let _ = read_request_head(&mut s);
+            let len = 256 << 20;
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n");
+            if s.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            let part = vec![b'r'; 1 << 16];
+            for _ in 0..len / part.len() {
+                if s.write_all(&part).is_err() {
+                    // The gateway closed its side: it gave the response up.
+                    gave_up.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        plain_api(dir.path(), "/plain/", up);
+        let gw = start_gateway_with(GatewayConfig {
+            client_send_timeout: Duration::from_millis(300),
+            client_http1,
+            ..config(dir.path())
+        });
+        let mut s = TcpStream::connect(gw.addr).unwrap();
+        s.write_all(b"GET /plain/big HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        // Never read: wait for the gateway to give up on the client.
+        assert!(
+            eventually(Duration::from_secs(20), || upstream_gave_up
+                .load(Ordering::SeqCst)
+                == 1),
+            "{client_http1:?}: the gateway still holds a response nobody reads"
+        );
+        // What the socket had buffered, then the end.
+        assert!(
+            closed_by_peer(&mut s, Duration::from_secs(10)),
+            "{client_http1:?}"
+        );
+        gw.stop();
+    }
+}
+
 #[test]
 fn heads_nginx_refuses_get_400_and_never_reach_the_upstream() {
     let (up, rec) = recorder();
