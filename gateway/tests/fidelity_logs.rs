@@ -62,6 +62,50 @@ fn stop_binary(mut child: std::process::Child) {
     assert!(child.wait().unwrap().success());
 }
 
+/// A script's `log` cannot forge log lines: its control characters are
+/// escaped, on both engines (Tyk's logrus quotes such a message).
+#[test]
+fn a_scripts_log_message_stays_on_its_own_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (up, _rec) = recorder();
+    let t = format!("http://{up}");
+    let forger = write_file(
+        d,
+        "forger.js",
+        "var mw = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         mw.NewProcessRequest(function (request) {\n\
+           log('said ok\\nFORGED level=ERROR the gateway is down\\r\\tend\\u001b[31m');\n\
+           return mw.ReturnData(request, {});\n\
+         });\n",
+    );
+    for engine in ["boa", "quickjs"] {
+        let mut mw = js_mw("mw", &forger);
+        mw["engine"] = json!(engine);
+        let id = format!("log-{engine}");
+        write_api(d, &id, &api_json(&id, &format!("/{id}/"), &t, true, mw));
+    }
+    let log = d.join("gateway.log");
+    let (child, addr) = spawn_binary(d, "0", &log);
+    for engine in ["boa", "quickjs"] {
+        assert_eq!(get(addr, &format!("/log-{engine}/x")).status, 200);
+    }
+    stop_binary(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let said: Vec<&str> = text.lines().filter(|l| l.contains("said ok")).collect();
+    assert_eq!(said.len(), 2, "{text}");
+    for line in said {
+        assert!(
+            line.contains(r"said ok\nFORGED level=ERROR the gateway is down\r\tend\u{1b}[31m"),
+            "{line}"
+        );
+    }
+    assert!(
+        !text.lines().any(|l| l.starts_with("FORGED")),
+        "a script started a log line:\n{text}"
+    );
+}
+
 #[test]
 fn log_lines_are_plain_words_naming_the_users_files_once() {
     let dir = tempfile::tempdir().unwrap();

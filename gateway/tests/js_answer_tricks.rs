@@ -144,6 +144,27 @@ fn a_recursing_getter_fails_only_its_own_requests() {
     }
 }
 
+/// A field Tyk decodes into a Go map given an array: Go's decoder refuses
+/// it and the request fails, on every engine and strategy (QuickJS read an
+/// array as an empty map and proxied the request without the headers).
+#[test]
+fn a_map_field_given_an_array_fails_the_request() {
+    each(1, |combo, gw, rec| {
+        for which in [
+            "sets-array",
+            "params-array",
+            "extended-array",
+            "ro-headers-array",
+        ] {
+            let got = case(gw, which);
+            assert_eq!(got.status, 500, "{combo} {which}: {}", got.text());
+            assert_eq!(got.json(), json!({ "error": "Internal Server Error" }));
+        }
+        assert_eq!(rec.count(), 0, "{combo}: a refused answer was proxied");
+        works(gw, rec, combo);
+    });
+}
+
 /// Reads one response off `s` (head and a Content-Length body).
 fn read_response(s: &mut TcpStream) -> String {
     let mut buf = Vec::new();

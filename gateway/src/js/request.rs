@@ -18,8 +18,8 @@ mod apply;
 mod build;
 
 pub(crate) use apply::{
-    apply, bad_header_name, bad_header_value, edit_query, get, header, opt_object, own_data,
-    set_url, shape, spends_context, string_map, strings,
+    apply, bad_header_name, bad_header_value, edit_query, get, header, not_a_map, opt_object,
+    own_data, set_url, shape, spends_context, string_map, strings,
 };
 pub(crate) use build::{
     build, header_object, lazy_get, lazy_set, plain, put_data, Accessors, LazyData,

@@ -31,6 +31,15 @@ tricksMw.NewProcessRequest(function (request, session, spec) {
         Object.defineProperty(request.SetHeaders, "X-R", {
             get: function () { return this["X-R"]; }, enumerable: true
         });
+    } else if (which === "sets-array") {
+        request.SetHeaders = ["X-A", "b"];
+    } else if (which === "params-array") {
+        request.AddParams = ["a", "1"];
+    } else if (which === "extended-array") {
+        request.ExtendedParams = [["a", "1"]];
+    } else if (which === "ro-headers-array") {
+        request.ReturnOverrides.ResponseCode = 200;
+        request.ReturnOverrides.ResponseHeaders = ["X-A", "b"];
     } else if (which === "slow-regex") {
         // Exponential backtracking: seconds inside one native step.
         /^(a+)+$/.test("aaaaaaaaaaaaaaaaaaaaaaaaaa!");

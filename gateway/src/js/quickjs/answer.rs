@@ -399,6 +399,15 @@ fn opt_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, Mw
     }
 }
 
+/// A field Tyk decodes into a Go map: an object, never an array (the
+/// boa reader's rule, `crate::js::request::map_object`).
+fn map_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, MwError> {
+    if v.is_array() {
+        return Err(crate::js::request::not_a_map(field));
+    }
+    opt_object(v, field)
+}
+
 fn string(v: &Value<'_>, field: &str) -> Result<String, MwError> {
     string_at(v, || field.to_string())
 }
@@ -445,7 +454,7 @@ fn string_map<'js>(
     field: &str,
     ctx: &Ctx<'js>,
 ) -> Result<Vec<(String, String)>, MwError> {
-    let Some(obj) = opt_object(v, field)? else {
+    let Some(obj) = map_object(v, field)? else {
         return Ok(Vec::new());
     };
     entries(&obj, field, ctx)?
@@ -470,7 +479,7 @@ fn header_map<'js>(
     keys: &Keys,
     ctx: &Ctx<'js>,
 ) -> Result<Result<Vec<(HeaderName, HeaderValue)>, MwError>, MwError> {
-    let Some(obj) = opt_object(v, field)? else {
+    let Some(obj) = map_object(v, field)? else {
         return Ok(Ok(Vec::new()));
     };
     let (atoms, values) =
@@ -766,7 +775,7 @@ fn plan_read<'js>(
     let mut extended_params = Vec::new();
     if let Some(obj) = a
         .extended_params
-        .map_or(Ok(None), |v| opt_object(v, field))?
+        .map_or(Ok(None), |v| map_object(v, field))?
     {
         for (k, v) in entries(&obj, field, ctx)? {
             let vals = strings(v, &format!("{field}[{k:?}]"), ctx)?;

@@ -95,6 +95,24 @@ pub(crate) fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, M
     }
 }
 
+/// A field Tyk decodes into a Go map (`SetHeaders`, `AddParams`,
+/// `ExtendedParams`, `ResponseHeaders`): an object, never an array, which
+/// Go's decoder refuses for a map (the request fails, 500).
+pub(crate) fn map_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
+    let obj = opt_object(v, field)?;
+    if obj.as_ref().is_some_and(JsObject::is_array) {
+        return Err(not_a_map(field));
+    }
+    Ok(obj)
+}
+
+/// [`map_object`]'s error, the same on both engines.
+pub(crate) fn not_a_map(field: &str) -> MwError {
+    MwError::bad_answer(format!(
+        "the script's answer: {field} must be an object of names to values, got an array"
+    ))
+}
+
 fn string(v: &JsValue, field: &str) -> Result<String, MwError> {
     v.as_string()
         .map(|s| text::lossy(&s))
@@ -176,7 +194,7 @@ pub(crate) fn string_map(
     field: &str,
     ctx: &mut Context,
 ) -> Result<Vec<(String, String)>, MwError> {
-    let Some(obj) = opt_object(v, field)? else {
+    let Some(obj) = map_object(v, field)? else {
         return Ok(Vec::new());
     };
     entries(&obj, field, ctx)?
@@ -407,7 +425,7 @@ fn is_empty_plain(o: &JsObject) -> bool {
 
 fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<String>)>, MwError> {
     let field = "Request.ExtendedParams";
-    let Some(obj) = opt_object(v, field)? else {
+    let Some(obj) = map_object(v, field)? else {
         return Ok(Vec::new());
     };
     entries(&obj, field, ctx)?
