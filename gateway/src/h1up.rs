@@ -19,10 +19,11 @@
 //!
 //! The response is read as RFC 9112 §6.3 says: interim 1xx answers are
 //! skipped (a 101 is refused: no upgrade is ever asked for); HEAD, 204 and
-//! 304 answers have no body; a `Transfer-Encoding` ending in `chunked` is
-//! decoded, any other reads to the close; else `Content-Length`, which must
-//! be one number (repeats equal); else the body ends when the upstream
-//! closes. A connection goes back to
+//! 304 answers have no body; a `Transfer-Encoding` of `chunked` is decoded
+//! (any other coding is refused, as Go's client refuses it: the client
+//! would get coded bytes unlabelled); else `Content-Length`, which must be
+//! one number (repeats equal, passed on as one); else the body ends when
+//! the upstream closes. A connection goes back to
 //! the pool only when its response ended exactly where its framing said, with
 //! no stray bytes after it, and neither side said `close` (HTTP/1.0:
 //! unless the upstream said `keep-alive`).
@@ -304,7 +305,7 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
                 .map_err(|_| Failure::Bad(format!("the {name} header's value is not valid")))?;
             headers.append(name, value);
         }
-        let framing = framing(status, &headers, head_request)?;
+        let framing = framing(status, &mut headers, head_request)?;
         let reusable = framing != Framing::Close
             && status != StatusCode::SWITCHING_PROTOCOLS
             && keeps_alive(version, &headers);
@@ -325,10 +326,32 @@ struct Span {
     value: (usize, usize),
 }
 
-/// How the body of a response with this head is delimited.
+/// Refuses a `Transfer-Encoding` other than `chunked` alone: the body
+/// goes to the client re-framed, without the upstream's
+/// `Transfer-Encoding` (hop-by-hop), so a `gzip` coding in it would reach
+/// the client as unlabelled compressed bytes. Go's client (Tyk) refuses
+/// such a response, and nginx answers 502. Shared with the hyper path
+/// (`upstream::finish`).
+pub(crate) fn only_chunked(headers: &HeaderMap) -> Result<(), String> {
+    for v in headers.get_all(header::TRANSFER_ENCODING) {
+        for coding in v.as_bytes().split(|&b| b == b',') {
+            if !coding.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+                return Err(format!(
+                    "the response's Transfer-Encoding {:?} is not chunked alone",
+                    String::from_utf8_lossy(v.as_bytes())
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How the body of a response with this head is delimited. Repeated
+/// equal `Content-Length` values (`5, 5`) are one length, and the client
+/// gets that one value.
 fn framing(
     status: StatusCode,
-    headers: &HeaderMap,
+    headers: &mut HeaderMap,
     head_request: bool,
 ) -> Result<Framing, Failure> {
     if head_request
@@ -347,18 +370,11 @@ fn framing(
                 "the response has both Content-Length and Transfer-Encoding".into(),
             ));
         }
-        let last = te
-            .iter()
-            .next_back()
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit(',').next())
-            .map(str::trim);
-        return Ok(match last {
-            Some(c) if c.eq_ignore_ascii_case("chunked") => Framing::Chunked,
-            _ => Framing::Close,
-        });
+        only_chunked(headers).map_err(Failure::Bad)?;
+        return Ok(Framing::Chunked);
     }
     let mut length = None;
+    let mut parts = 0;
     for v in headers.get_all(header::CONTENT_LENGTH) {
         let text = v.to_str().unwrap_or("");
         for part in text.split(',') {
@@ -373,7 +389,11 @@ fn framing(
                 ));
             }
             length = Some(n);
+            parts += 1;
         }
+    }
+    if let (Some(n), 2..) = (length, parts) {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
     }
     Ok(match length {
         Some(0) => Framing::Empty,
@@ -744,12 +764,11 @@ mod tests {
 
     #[test]
     fn framing_follows_rfc_9112() {
-        let cases: [(&[u8], bool, Option<Framing>, bool); 9] = [
+        let cases: [(&[u8], bool, Option<Framing>, bool); 8] = [
             (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false, Some(Framing::Length(5)), true),
             (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true, Some(Framing::Empty), true),
             (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", false, Some(Framing::Length(5)), true),
-            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", false, Some(Framing::Chunked), true),
-            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", false, Some(Framing::Close), false),
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n", false, Some(Framing::Chunked), true),
             (b"HTTP/1.1 200 OK\r\n\r\n", false, Some(Framing::Close), false),
             (b"HTTP/1.1 204 No Content\r\n\r\n", false, Some(Framing::Empty), true),
             (b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false, Some(Framing::Length(1)), false),
@@ -770,6 +789,9 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n",
             b"HTTP/1.1 2000 OK\r\n\r\n",
             b"SSH-2.0-OpenSSH_9.2\r\n",
         ] {

@@ -352,6 +352,13 @@ fn finish(
             ),
         ));
     }
+    if let Err(why) = h1up::only_chunked(resp.headers()) {
+        return Err(ProxyError::with_cause(
+            Kind::UpstreamFailed,
+            Origin::Upstream,
+            format!("bad answer from upstream {}: {why}", pool.name(id)),
+        ));
+    }
     let h = resp.headers();
     if h.contains_key(header::CONTENT_LENGTH) && h.contains_key(header::TRANSFER_ENCODING) {
         // Framed two ways: whichever we believed, the client might believe

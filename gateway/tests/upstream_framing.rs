@@ -216,6 +216,9 @@ fn garbage_instead_of_a_response_is_tyks_error() {
         b"HTTP/1.1 200 OK\r\nContent-Length: nope\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
         b"HTTP/1.1 2000 OK\r\n\r\n",
+        // Codings the client would get unlabelled once de-chunked.
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello",
     ] {
         let (gw, _stats, _dir) = gateway_to(move |_| answer.to_vec());
         let got = get(gw.addr, "/up/");
@@ -231,6 +234,34 @@ fn garbage_instead_of_a_response_is_tyks_error() {
 /// bare 101 after which the client's connection went on in HTTP. Both
 /// ways of sending: a request whose body is known, written in the
 /// request's task, and a large upload streamed through hyper's client.
+/// Repeated equal lengths are one length (RFC 9110 §8.6), and the client
+/// gets that one value, not the list it might refuse.
+#[test]
+fn a_repeated_content_length_reaches_the_client_as_one() {
+    let (gw, _stats, _dir) = gateway_to(|_| {
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\nhello".to_vec()
+    });
+    for _ in 0..2 {
+        let answer = common::raw(
+            gw.addr,
+            "GET /up/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let lengths: Vec<&str> = answer
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with("content-length:"))
+            .collect();
+        assert_eq!(lengths.len(), 1, "{answer}");
+        assert_eq!(
+            lengths[0].split(':').nth(1).unwrap().trim(),
+            "5",
+            "{answer}"
+        );
+        assert!(answer.ends_with("\r\n\r\nhello"), "{answer}");
+    }
+    gw.stop();
+}
+
 #[test]
 fn an_unasked_switch_of_protocols_is_tyks_error() {
     let (gw, _stats, _dir) = gateway_to(|_| {
