@@ -9,8 +9,9 @@
 //!
 //! - [`crate::wire::ClientIo`] bounds how long a client may take to send a
 //!   request head (slowloris connections, a byte every few seconds, were
-//!   once held forever) and how long a keep-alive connection may stay idle,
-//!   and marks request heads nginx refuses; the service answers those 400
+//!   once held forever), how long a keep-alive connection may stay idle and
+//!   how long a client may leave a response unread, and marks request heads
+//!   nginx refuses; the service answers those 400
 //!   and closes. hyper's own `header_read_timeout` is off: it is one timer
 //!   for both waits, and it allocates a timer for every request.
 //! - Each response's body is wrapped ([`Answered`]) so the reader knows when

@@ -23,7 +23,10 @@
 //!   timeout (nginx's `keepalive_timeout`), counted from when the previous
 //!   response was written and nothing of the next request has arrived;
 //! - while a request is in flight neither applies (the body and upstream
-//!   timeouts do).
+//!   timeouts do);
+//! - a write that finds no room waits at most the send timeout for the
+//!   client to take a byte (nginx's `send_timeout`), then fails, and the
+//!   connection closes: its timer is armed only while a write waits.
 //!
 //! A head timeout fails the read (hyper closes the connection and reports
 //! the error); an idle timeout reads as a clean end of stream. Timers are
