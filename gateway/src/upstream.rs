@@ -167,6 +167,8 @@ async fn after_body(
     let mut work = std::pin::pin!(work);
     loop {
         tokio::select! {
+            // An answer that is ready wins over a timer that is too.
+            biased;
             resp = &mut work => return resp,
             ended = progress.next() => if ended { break },
             () = tokio::time::sleep(limit) => if !progress.client_turn() {
