@@ -41,6 +41,14 @@ respHook.NewProcessResponse(function (response, request, session, spec) {
         return response;
     } else if (mode === "bad-status") {
         response.StatusCode = "201";
+    } else if (mode === "interim-status") {
+        response.StatusCode = 100;
+    } else if (mode === "recurse") {
+        var answer = respHook.ReturnResponseData(response, {});
+        Object.defineProperty(answer, "Response", {
+            get: function () { return this.Response; }, enumerable: true
+        });
+        return answer;
     }
     return respHook.ReturnResponseData(response, {});
 });
@@ -58,6 +66,39 @@ fn serve(dir: &std::path::Path, target: SocketAddr) -> TestGateway {
 
 fn mode(addr: SocketAddr, path: &str, m: &str) -> Got {
     send(addr, "GET", path, &[("x-mode", m)], b"")
+}
+
+/// An answer the host cannot use fails its own request and nothing more:
+/// a 1xx status (it would be written as the final answer), and a getter
+/// that recurses while the host reads it (on boa that hits a runtime limit
+/// outside the script's run; the context is rebuilt, where it used to fail
+/// every later request of the API).
+#[test]
+fn unusable_response_answers_fail_only_their_own_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, _rec) = recorder();
+    let gw = serve(dir.path(), up);
+    for engine in ENGINES {
+        let path = format!("/{engine}/x");
+        for m in ["interim-status", "recurse"] {
+            for i in 0..25 {
+                let r = mode(gw.addr, &path, m);
+                assert_eq!(r.status, 500, "{engine} {m} #{i}: {}", r.text());
+                assert_eq!(
+                    r.json(),
+                    json!({ "error": "Middleware error" }),
+                    "{engine} {m}"
+                );
+            }
+            let r = mode(gw.addr, &path, "none");
+            assert_eq!(r.status, 200, "{engine} after {m}: {}", r.text());
+            assert_eq!(
+                r.headers["x-response-modified"], "true",
+                "{engine} after {m}"
+            );
+        }
+    }
+    gw.stop();
 }
 
 #[test]
