@@ -165,17 +165,17 @@ fn the_upstream_timeout_starts_when_the_upstream_has_the_body() {
         ),
     );
     let gw = start_gateway_with(GatewayConfig {
-        upstream_timeout: Duration::from_millis(300),
+        upstream_timeout: Duration::from_millis(500),
         client_body_timeout: Duration::from_millis(1500),
         ..config(dir.path())
     });
 
-    // An upload taking ~1 s, three times the upstream timeout, in 20 parts.
+    // An upload taking ~2 s, four times the upstream timeout, in 20 parts.
     let mut s = TcpStream::connect(gw.addr).unwrap();
     s.write_all(b"POST /plain/ HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n")
         .unwrap();
     for i in 0..20u8 {
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(100));
         s.write_all(&[b'a' + i]).unwrap();
     }
     assert_eq!(status_line(&mut s), 200);
