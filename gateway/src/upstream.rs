@@ -144,7 +144,7 @@ pub fn send<'a>(
         match work {
             Ok(req) => match tokio::time::timeout(limit, send_in_task(pool, id, req)).await {
                 Ok(resp) => resp,
-                Err(_) => Err(ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream)),
+                Err(_) => Err(timed_out()),
             },
             Err(streaming) => streaming.await,
         }
@@ -163,7 +163,6 @@ async fn after_body(
     progress: Arc<crate::body::Progress>,
     limit: Duration,
 ) -> Result<Response<ResponseBody>, ProxyError> {
-    let timed_out = || Err(ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream));
     let mut work = std::pin::pin!(work);
     loop {
         tokio::select! {
@@ -172,14 +171,19 @@ async fn after_body(
             resp = &mut work => return resp,
             ended = progress.next() => if ended { break },
             () = tokio::time::sleep(limit) => if !progress.client_turn() {
-                return timed_out();
+                return Err(timed_out());
             },
         }
     }
     match tokio::time::timeout(limit, work).await {
         Ok(resp) => resp,
-        Err(_) => timed_out(),
+        Err(_) => Err(timed_out()),
     }
+}
+
+/// The upstream did not answer within `--upstream-timeout`: Tyk's 504.
+fn timed_out() -> ProxyError {
+    ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream)
 }
 
 /// A request whose body is known (none, or buffered), as the bytes an

@@ -130,14 +130,6 @@ fn a_stalled_request_body_gets_408_and_a_broken_chunked_body_400() {
     gw.stop();
 }
 
-/// Reads one response's status line off `s` (waiting up to 20 s).
-fn status_line(s: &mut TcpStream) -> u16 {
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut got = vec![0u8; 12];
-    s.read_exact(&mut got).expect("no answer");
-    status_of(&String::from_utf8_lossy(&got))
-}
-
 /// `--upstream-timeout` times the upstream, not the client: it starts when
 /// the upstream has the whole request (it used to start with the upload,
 /// so an upload longer than it got a 504 while it was still going). A
@@ -178,14 +170,14 @@ fn the_upstream_timeout_starts_when_the_upstream_has_the_body() {
         std::thread::sleep(Duration::from_millis(100));
         s.write_all(&[b'a' + i]).unwrap();
     }
-    assert_eq!(status_line(&mut s), 200);
+    assert_eq!(read_response(&mut s).0, 200);
     assert_eq!(&rec.last().body[..], b"abcdefghijklmnopqrst");
 
     // A client that stops half way: its own timeout's 408, not a 504.
     let mut s = TcpStream::connect(gw.addr).unwrap();
     s.write_all(b"POST /plain/ HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
         .unwrap();
-    assert_eq!(status_line(&mut s), 408);
+    assert_eq!(read_response(&mut s).0, 408);
 
     // An upstream that stops taking the body: 504.
     let mut s = TcpStream::connect(gw.addr).unwrap();
@@ -203,7 +195,7 @@ fn the_upstream_timeout_starts_when_the_upstream_has_the_body() {
             }
         }
     });
-    assert_eq!(status_line(&mut s), 504);
+    assert_eq!(read_response(&mut s).0, 504);
     // Given up, the exchange lets go of both connections: the client's
     // (its body half sent, it cannot carry another request) closes, and
     // the upstream's is not left writing (it held the client's until the

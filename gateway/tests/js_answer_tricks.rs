@@ -12,27 +12,20 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
 use gateway::config::JsEngine;
-use gateway::js::Strategy;
 use gateway::server::GatewayConfig;
 use serde_json::json;
 
-const COMBOS: &[(JsEngine, Strategy)] = &[
-    (JsEngine::Boa, Strategy::Persistent),
-    (JsEngine::Boa, Strategy::TykJson),
-    (JsEngine::Boa, Strategy::Fresh),
-    (JsEngine::QuickJs, Strategy::Persistent),
-    (JsEngine::QuickJs, Strategy::TykJson),
-    (JsEngine::QuickJs, Strategy::Fresh),
-];
-
-fn api(dir: &Path, target: &str, script: &str) {
-    let path = format!("{}/tests/js_fixtures/{script}", env!("CARGO_MANIFEST_DIR"));
+fn api(dir: &Path, target: &str) {
+    let path = format!(
+        "{}/tests/js_fixtures/answer_tricks.js",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let mw = json!({ "driver": "otto", "pre": [{ "name": "tricksMw", "path": path }] });
     common::write_api(
         dir,
@@ -41,23 +34,31 @@ fn api(dir: &Path, target: &str, script: &str) {
     );
 }
 
-/// Runs `scenario` against a one-worker gateway in front of a recording
-/// upstream, for each engine and strategy (`jsvm_threads`: 1 runs boa on a
-/// VM thread, the default; 0 inline).
+/// A one-worker gateway serving the fixture in front of a recording
+/// upstream, with `config`'s JS settings (its directory kept alive).
+fn start(config: GatewayConfig) -> (common::TestGateway, common::Recorder, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = common::recorder();
+    api(dir.path(), &format!("http://{up}"));
+    let gw = common::start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 1,
+        ..config
+    });
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    (gw, rec, dir)
+}
+
+/// Runs `scenario` for each engine and strategy ([`start`]; `jsvm_threads`:
+/// 1 runs boa on a VM thread, the default; 0 inline).
 fn each(jsvm_threads: usize, scenario: impl Fn(&str, &common::TestGateway, &common::Recorder)) {
-    for &(engine, strategy) in COMBOS {
-        let dir = tempfile::tempdir().unwrap();
-        let (up, rec) = common::recorder();
-        api(dir.path(), &format!("http://{up}"), "answer_tricks.js");
-        let gw = common::start_gateway_with(GatewayConfig {
-            apis_dir: dir.path().to_path_buf(),
-            threads: 1,
+    for &(engine, strategy) in common::JS_COMBOS {
+        let (gw, rec, _dir) = start(GatewayConfig {
             jsvm_strategy: strategy,
             jsvm_engine: engine,
             jsvm_threads,
             ..GatewayConfig::default()
         });
-        assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
         scenario(&format!("{engine:?} {strategy:?}"), &gw, &rec);
         gw.stop();
     }
@@ -165,28 +166,6 @@ fn a_map_field_given_an_array_fails_the_request() {
     });
 }
 
-/// Reads one response off `s` (head and a Content-Length body).
-fn read_response(s: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut byte).unwrap(), 1, "connection closed mid-head");
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).to_string();
-    let len = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).unwrap();
-    head + &String::from_utf8_lossy(&body)
-}
-
 /// An informational `ResponseCode` cannot be the answer: written as one,
 /// the client waited for the real answer and, on a kept-alive connection,
 /// took the next request's for it.
@@ -201,18 +180,15 @@ fn an_informational_override_code_fails_the_request_on_its_own_connection() {
             };
             // Both requests at once: each answer must be its own.
             s.write_all((req(code) + &req("ok")).as_bytes()).unwrap();
-            let first = read_response(&mut s);
-            assert!(first.starts_with("HTTP/1.1 500"), "{combo} {code}: {first}");
+            let (status, body) = common::raw::read_response(&mut s);
+            assert_eq!(status, 500, "{combo} {code}: {body}");
             assert!(
-                first.contains(r#""error": "Internal Server Error""#),
-                "{combo} {code}: {first}"
+                body.contains(r#""error": "Internal Server Error""#),
+                "{combo} {code}: {body}"
             );
-            let second = read_response(&mut s);
-            assert!(
-                second.starts_with("HTTP/1.1 200"),
-                "{combo} {code}: {second}"
-            );
-            assert!(second.ends_with("recorded"), "{combo} {code}: {second}");
+            let (status, body) = common::raw::read_response(&mut s);
+            assert_eq!(status, 200, "{combo} {code}: {body}");
+            assert!(body.ends_with("recorded"), "{combo} {code}: {body}");
         }
         assert_eq!(rec.count(), 3, "{combo}: only the well-behaved requests");
     });
@@ -223,18 +199,12 @@ fn an_informational_override_code_fails_the_request_on_its_own_connection() {
 /// must not be used then (it was: a 200 seconds after the deadline).
 #[test]
 fn an_inline_boa_call_that_ends_past_its_deadline_fails_as_a_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let (up, rec) = common::recorder();
-    api(dir.path(), &format!("http://{up}"), "answer_tricks.js");
-    let gw = common::start_gateway_with(GatewayConfig {
-        apis_dir: dir.path().to_path_buf(),
-        threads: 1,
+    let (gw, rec, _dir) = start(GatewayConfig {
         jsvm_engine: JsEngine::Boa,
         jsvm_threads: 0,
         jsvm_timeout: Duration::from_millis(100),
         ..GatewayConfig::default()
     });
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
     let got = case(&gw, "slow-regex");
     assert_eq!(got.status, 500, "{}", got.text());
     assert_eq!(got.json(), json!({ "error": "Internal Server Error" }));

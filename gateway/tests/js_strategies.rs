@@ -5,7 +5,7 @@
 //!
 //! Here the engine and strategy come from the gateway's flags
 //! (`--jsvm-engine`, `--jsvm-strategy`), the definitions naming neither. To
-//! add an engine or a strategy, add it to [`COMBOS`]; each scenario is a
+//! add an engine or a strategy, add it to `common::JS_COMBOS`; each scenario is a
 //! plain function of the combination.
 
 mod common;
@@ -16,16 +16,6 @@ use gateway::config::JsEngine;
 use gateway::js::Strategy;
 use gateway::server::GatewayConfig;
 use serde_json::{json, Value};
-
-/// Every engine by every strategy.
-const COMBOS: &[(JsEngine, Strategy)] = &[
-    (JsEngine::Boa, Strategy::Persistent),
-    (JsEngine::Boa, Strategy::TykJson),
-    (JsEngine::Boa, Strategy::Fresh),
-    (JsEngine::QuickJs, Strategy::Persistent),
-    (JsEngine::QuickJs, Strategy::TykJson),
-    (JsEngine::QuickJs, Strategy::Fresh),
-];
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/js_fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -44,7 +34,7 @@ fn api(dir: &Path, id: &str, target: &str, name: &str, script: String) {
 
 /// Runs `scenario` against a one-worker gateway for each combination.
 fn each(scenario: impl Fn(JsEngine, Strategy, &common::TestGateway)) {
-    for &(engine, strategy) in COMBOS {
+    for &(engine, strategy) in common::JS_COMBOS {
         let dir = tempfile::tempdir().unwrap();
         let up = format!("http://{}", common::mock());
         let seed = format!("{}/../js/jsvm_hello.js", env!("CARGO_MANIFEST_DIR"));
@@ -198,7 +188,7 @@ freshMw.NewProcessRequest(function (request, session) {
     return freshMw.ReturnData(request, {});
 });
 "#;
-    for &(engine, strategy) in COMBOS {
+    for &(engine, strategy) in common::JS_COMBOS {
         if strategy != Strategy::Fresh {
             continue;
         }

@@ -43,6 +43,21 @@ fn bind_local() -> (std::net::TcpListener, SocketAddr) {
     (l, addr)
 }
 
+/// Every JS engine by every strategy: the combinations the JS scenario
+/// suites run (`js_strategies.rs`, `js_answer_tricks.rs`).
+pub const JS_COMBOS: &[(gateway::config::JsEngine, gateway::js::Strategy)] = {
+    use gateway::config::JsEngine::{Boa, QuickJs};
+    use gateway::js::Strategy::{Fresh, Persistent, TykJson};
+    &[
+        (Boa, Persistent),
+        (Boa, TykJson),
+        (Boa, Fresh),
+        (QuickJs, Persistent),
+        (QuickJs, TykJson),
+        (QuickJs, Fresh),
+    ]
+};
+
 /// Starts the real mock upstream (the seed's echo server); returns its address.
 pub fn mock() -> SocketAddr {
     let (l, addr) = bind_local();
