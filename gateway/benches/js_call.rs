@@ -47,7 +47,7 @@
 //! Allocations are counted by a wrapper around the system allocator that
 //! exists only in this benchmark binary.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -62,18 +62,19 @@ struct Counting;
 
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
-// SAFETY: forwards every call to the system allocator unchanged.
+// SAFETY: forwards every call to the gateway's allocator (the one the
+// binary installs: `gateway::heap`) unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
+        unsafe { gateway::heap::Counting.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
+        unsafe { gateway::heap::Counting.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
+        unsafe { gateway::heap::Counting.realloc(p, l, n) }
     }
 }
 

@@ -11,7 +11,7 @@
 //! (after a warm-up) every allocation counted is the gateway's.
 //! `TRACE_ALLOCS=1` prints the size of each allocation of one request.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -25,7 +25,8 @@ static REALLOCS: AtomicUsize = AtomicUsize::new(0);
 static BYTES: AtomicUsize = AtomicUsize::new(0);
 static TRACE: AtomicBool = AtomicBool::new(false);
 
-// SAFETY: forwards to the system allocator; only counts.
+// SAFETY: forwards to the gateway's allocator (the one the binary
+// installs: `gateway::heap`); only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
@@ -33,15 +34,15 @@ unsafe impl GlobalAlloc for Counting {
         if TRACE.load(Ordering::Relaxed) {
             trace(layout.size());
         }
-        System.alloc(layout)
+        gateway::heap::Counting.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
+        gateway::heap::Counting.dealloc(ptr, layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
         REALLOCS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(new, Ordering::Relaxed);
-        System.realloc(ptr, layout, new)
+        gateway::heap::Counting.realloc(ptr, layout, new)
     }
 }
 

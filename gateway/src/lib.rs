@@ -42,6 +42,7 @@ pub mod error;
 pub mod front;
 pub mod h1down;
 pub mod h1up;
+pub mod heap;
 pub mod hop;
 mod intern;
 pub mod js;

@@ -47,7 +47,7 @@ struct Args {
     /// JS engine for APIs whose definition sets no custom_middleware.engine: boa or quickjs
     #[arg(long, default_value = "boa", value_parser = parse_engine)]
     jsvm_engine: JsEngine,
-    /// Heap limit of one QuickJS context (per API and worker), e.g. 64MiB; a script that allocates past it gets 500
+    /// Heap limit of one JS context (per API and worker), e.g. 64MiB; a call that allocates past it gets 500 (QuickJS: at the allocation; boa: at its next slice), and a boa context that keeps more than it after a call is rebuilt
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     jsvm_memory: usize,
     /// Longest a WebAssembly middleware call may run before the request gets 500
@@ -296,3 +296,8 @@ mod tests {
         assert!(super::parse_size("64XB").is_err());
     }
 }
+
+/// Counts what each thread's JS engine holds, so `--jsvm-memory` bounds
+/// boa contexts too (`gateway::heap`).
+#[global_allocator]
+static ALLOCATOR: gateway::heap::Counting = gateway::heap::Counting;

@@ -291,6 +291,11 @@ pub struct MwError {
 }
 
 impl MwError {
+    /// The bytes its message holds (what leaves a JS thread with it).
+    pub(crate) fn message_capacity(&self) -> usize {
+        self.context.capacity()
+    }
+
     /// A failure of `kind`, described by `context`.
     pub fn new(kind: MwErrorKind, context: impl Into<String>) -> MwError {
         MwError {
@@ -536,7 +541,8 @@ pub struct HostOptions {
     pub jsvm_strategy: crate::js::Strategy,
     /// The JS engine of APIs whose definition names none (`--jsvm-engine`).
     pub jsvm_engine: JsEngine,
-    /// Heap limit of one QuickJS context, in bytes (`--jsvm-memory`).
+    /// Heap limit of one JS context, in bytes (`--jsvm-memory`): QuickJS's
+    /// allocator limit; boa's counted heap (`js/memory.rs`).
     pub jsvm_memory: usize,
     /// Time and memory limits of WebAssembly calls (`--wasm-timeout`,
     /// `--wasm-memory`).

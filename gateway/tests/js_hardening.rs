@@ -400,3 +400,170 @@ fn runaways_hold_nothing(dir: &Path, regex_depth: usize) {
         gw.assert_alive();
     }
 }
+
+// --- `--jsvm-memory` on boa (`gateway/src/heap.rs`, `js/memory.rs`) ---
+
+/// `memory` (tests/js_fixtures/memory.js) on boa with `strategy`, in front
+/// of a draining upstream.
+fn memory_api(dir: &Path, strategy: &str) {
+    let up = format!("http://{}", draining_upstream());
+    let mw = json!({ "driver": "otto", "strategy": strategy,
+        "pre": [{ "name": "memoryMw", "path": fixture("memory.js") }] });
+    common::write_api(
+        dir,
+        "memory",
+        &common::api_json("memory", "/memory/", &up, true, mw),
+    );
+}
+
+/// One `memory` case; the number it answers (`None` for a failure).
+fn memory_case(c: &mut Conn, kase: &str) -> Option<usize> {
+    let (status, body) = c.send("GET", "/memory/", &[("x-case", kase)], Bytes::new());
+    (status == 200).then(|| String::from_utf8_lossy(&body).parse().unwrap())
+}
+
+/// Where JS runs: a VM thread (the default) and inline on the worker.
+const PLACES: [&str; 2] = ["1", "0"];
+
+#[test]
+fn boa_garbage_is_collected_by_its_size() {
+    // Each call leaves 1 MiB of string garbage behind, held by one small
+    // object: boa's own trigger counts objects, not bytes, and collected
+    // only after hundreds of such calls (RSS grew by about their sum).
+    for place in PLACES {
+        let dir = tempfile::tempdir().unwrap();
+        memory_api(dir.path(), "persistent");
+        let gw = Proc::start(dir.path(), &["--threads", "1", "--jsvm-threads", place]);
+        let mut c = Conn::open(gw.addr);
+        for _ in 0..10 {
+            assert_eq!(memory_case(&mut c, "garbage"), Some((1 << 20) + 1));
+        }
+        let before = gw.rss_kb();
+        for _ in 0..300 {
+            assert_eq!(memory_case(&mut c, "garbage"), Some((1 << 20) + 1));
+        }
+        let after = gw.rss_kb();
+        eprintln!("--jsvm-threads {place}: VmRSS {before} -> {after} KiB over 300 MiB of garbage");
+        assert!(
+            after < before + 96 * 1024,
+            "--jsvm-threads {place}: VmRSS {before} -> {after} KiB"
+        );
+    }
+}
+
+#[test]
+fn a_boa_context_keeping_more_than_jsvm_memory_is_rebuilt() {
+    for (place, strategy) in [("1", "persistent"), ("0", "persistent"), ("1", "tyk-json")] {
+        let dir = tempfile::tempdir().unwrap();
+        memory_api(dir.path(), strategy);
+        let gw = Proc::start(
+            dir.path(),
+            &[
+                "--threads",
+                "1",
+                "--jsvm-threads",
+                place,
+                "--jsvm-memory",
+                "16MiB",
+            ],
+        );
+        let mut c = Conn::open(gw.addr);
+        let before = gw.rss_kb();
+        // Every call answers (the call that passes the limit too); the
+        // context is then rebuilt, and `kept` starts again from empty.
+        let kept: Vec<usize> = (0..60)
+            .map(|_| memory_case(&mut c, "keep").expect("a 200"))
+            .collect();
+        let after = gw.rss_kb();
+        let what = format!("--jsvm-threads {place}, {strategy}: kept {kept:?}");
+        let most = *kept.iter().max().unwrap();
+        assert!((8..=17).contains(&most), "{what}");
+        let restarts = kept.windows(2).filter(|w| w[1] == 1).count();
+        assert!(restarts >= 3, "{what}");
+        assert!(
+            after < before + 96 * 1024,
+            "{what}: VmRSS {before} -> {after} KiB"
+        );
+    }
+}
+
+#[test]
+fn a_boa_call_growing_past_jsvm_memory_is_stopped() {
+    for place in PLACES {
+        let dir = tempfile::tempdir().unwrap();
+        memory_api(dir.path(), "persistent");
+        let gw = Proc::start(
+            dir.path(),
+            &[
+                "--threads",
+                "1",
+                "--jsvm-threads",
+                place,
+                "--jsvm-memory",
+                "32MiB",
+                "--jsvm-timeout",
+                "60s",
+            ],
+        );
+        let mut c = Conn::open(gw.addr);
+        assert_eq!(memory_case(&mut c, "keep"), Some(1));
+        let peak = status_field(gw.child.id(), "VmHWM:");
+        // 1 KiB a step without end: stopped at a slice boundary once the
+        // collected heap is past 32 MiB, long before the peak-RSS guard
+        // (256 MiB) or the timeout.
+        assert_eq!(memory_case(&mut c, "grow"), None, "--jsvm-threads {place}");
+        let grown = status_field(gw.child.id(), "VmHWM:") - peak;
+        assert!(
+            grown < 160 * 1024,
+            "--jsvm-threads {place}: peak RSS +{grown} KiB"
+        );
+        // The stopped context was dropped: `kept` is empty again.
+        assert_eq!(
+            memory_case(&mut c, "keep"),
+            Some(1),
+            "--jsvm-threads {place}"
+        );
+    }
+}
+
+#[test]
+fn ordinary_calls_leave_a_boa_contexts_heap_count_where_it_was() {
+    // What the host copies into and out of a context (header maps that
+    // share the I/O thread's buffers, the header values, bodies and URLs
+    // made from an answer, error messages) must not move the count: up,
+    // and a context under its limit would be rebuilt after enough calls;
+    // down, and the limit would drift away. With a 2 MiB limit (an empty
+    // context counts well under 1 MiB), 3,300 calls must not rebuild the
+    // context, and then 1 MiB kept twice must.
+    for place in PLACES {
+        let dir = tempfile::tempdir().unwrap();
+        memory_api(dir.path(), "persistent");
+        let gw = Proc::start(
+            dir.path(),
+            &[
+                "--threads",
+                "1",
+                "--jsvm-threads",
+                place,
+                "--jsvm-memory",
+                "2MiB",
+            ],
+        );
+        let mut c = Conn::open(gw.addr);
+        let body = Bytes::from(vec![b'b'; 2048]);
+        let headers = [("x-case", "ordinary"), ("x-padding", &*"p".repeat(1024))];
+        for i in 0..3300 {
+            let method = if i % 33 == 0 { "PUT" } else { "POST" };
+            let (status, _) = c.send(method, "/memory/?a=1", &headers, body.clone());
+            let want = if method == "PUT" { 500 } else { 200 };
+            assert_eq!(status, want, "--jsvm-threads {place}: call {i}");
+        }
+        assert_eq!(
+            memory_case(&mut c, "calls"),
+            Some(3300),
+            "--jsvm-threads {place}"
+        );
+        let kept: Vec<_> = (0..3).map(|_| memory_case(&mut c, "keep")).collect();
+        assert_eq!(kept, [Some(1), Some(2), Some(1)], "--jsvm-threads {place}");
+    }
+}

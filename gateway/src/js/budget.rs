@@ -36,20 +36,26 @@ pub(crate) enum Stop {
     Timeout,
     /// Peak RSS grew more than the limit since the call started.
     Memory,
+    /// The thread's boa heap, collected, was still past `--jsvm-memory`
+    /// (`memory.rs`).
+    Heap,
 }
 
 /// A call's limits, checked at each slice boundary.
 pub(crate) struct Guard {
     deadline: Instant,
+    /// `--jsvm-memory`, per context (0: none).
+    heap_limit: usize,
     /// Peak RSS at the start, read lazily at the first yield so that calls
     /// that never yield pay no syscall.
     rss_start_kb: Option<i64>,
 }
 
 impl Guard {
-    pub(crate) fn new(deadline: Instant) -> Guard {
+    pub(crate) fn new(deadline: Instant, heap_limit: usize) -> Guard {
         Guard {
             deadline,
+            heap_limit,
             rss_start_kb: None,
         }
     }
@@ -58,6 +64,7 @@ impl Guard {
         if Instant::now() >= self.deadline {
             return Err(Stop::Timeout);
         }
+        super::memory::check_slice(self.heap_limit)?;
         let now = peak_rss_kb();
         let start = *self.rss_start_kb.get_or_insert(now);
         if now - start > MEMORY_GROWTH_LIMIT_KB {

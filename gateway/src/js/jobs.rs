@@ -37,7 +37,19 @@ pub(crate) enum Done {
 
 impl Job {
     /// Runs the job on `vm` within `deadline`.
+    /// Its allocations count towards the thread's boa heap while it runs
+    /// (`memory.rs`), and the heap is checked after it.
     pub(crate) async fn run(&mut self, vm: &mut Vm, deadline: Instant) -> Result<Done, CallError> {
+        let r = super::memory::counted(self.run_on(vm, deadline)).await;
+        // A failure's message was made here and leaves with the answer.
+        if let Err(CallError::Failed(e) | CallError::Spent(e)) = &r {
+            crate::heap::released(e.message_capacity());
+        }
+        vm.check_heap();
+        r
+    }
+
+    async fn run_on(&mut self, vm: &mut Vm, deadline: Instant) -> Result<Done, CallError> {
         match self {
             Job::Request { index, req } => vm.call(*index, req, deadline).await.map(Done::Flow),
             Job::Response { index, req, resp } => vm

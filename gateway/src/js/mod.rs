@@ -75,10 +75,13 @@
 //! - Native recursion (`JSON.stringify`, `String(array)`, `flat`) is bounded
 //!   at `depth::MAX_NESTING` levels (a `RangeError`) on a 256 MiB script
 //!   stack; the measurement behind both is in `depth.rs`.
-//! - Runaway allocation: at each slice boundary the call is stopped once the
-//!   process's peak RSS has grown 256 MiB since the call's first yield. A
-//!   single builtin that allocates in one step (`"x".repeat(1e9)`) cannot be
-//!   interrupted.
+//! - Memory (`memory.rs`): the thread's boa heap is counted by the
+//!   gateway's allocator (`heap.rs`) and collected as it grows; at each slice
+//!   boundary a call whose context holds more than `--jsvm-memory` after a
+//!   collection is stopped, and after a call such a context is rebuilt. As
+//!   a backstop the call is also stopped once the process's peak RSS has
+//!   grown 256 MiB since the call's first yield. A single builtin that
+//!   allocates in one step (`"x".repeat(1e9)`) cannot be interrupted.
 //! - An exception fails its own request only: the dispatch catches it in
 //!   the script (see `vm.rs` for the boa stack leak this avoids).
 //! - A call whose body was 64 KiB or more is followed by a GC and a
@@ -90,6 +93,7 @@
 //! - `request`: the MiniRequestObject, built per call; applying the answer.
 //! - `vm`: one API's context on one worker; build and call.
 //! - `budget`: the slice guard that enforces the timeout.
+//! - `memory`: the heap's pacing and limit.
 //! - `depth`: the nesting bound on boa's recursive builtins.
 //! - `vmthread`: VM threads, the hand-off and abandonment at the deadline.
 //! - `tykjson`: the `tyk-json` strategy's JSON texts, both engines'.
@@ -101,6 +105,7 @@ mod gojson;
 pub(crate) mod goquery;
 mod jobs;
 mod json;
+mod memory;
 mod phase;
 mod prelude;
 pub mod quickjs;
@@ -203,6 +208,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         endpoints: read.endpoints.clone(),
         sessions: read.sessions.clone(),
         timeout: opts.jsvm_timeout,
+        memory: opts.jsvm_memory,
         strategy,
     };
     // A virtual endpoint that cannot build is set aside (its path fails),
@@ -273,6 +279,7 @@ impl ChainFactory for JsFactory {
             ApiVm::Threads(ThreadedVm {
                 pool: VmPool::new(&name, self.threads, self.wait, build),
                 timeout: self.timeout,
+                memory: self.sources.memory,
                 fresh: self.strategy == Strategy::Fresh,
             })
         });
@@ -344,6 +351,16 @@ impl ApiVm {
     }
 }
 
+/// Why a context that answered is dropped: what it keeps is past
+/// `--jsvm-memory` (`memory.rs`).
+fn retire_warning(name: &str, live: usize, limit: usize) {
+    tracing::warn!(
+        "{name}: the JS heap holds {} after this call, past --jsvm-memory ({}): the context is rebuilt (globals reset)",
+        memory::mib(live),
+        memory::mib(limit)
+    );
+}
+
 /// The 500 message of a call stopped at its deadline.
 fn timed_out(name: &str, timeout: Duration) -> MwError {
     MwError::timed_out(format!(
@@ -353,13 +370,22 @@ fn timed_out(name: &str, timeout: Duration) -> MwError {
 
 /// A call's result as the chain sees it. A stopped VM must be discarded by
 /// the caller.
-fn outcome<T>(name: &str, timeout: Duration, r: Result<T, CallError>) -> Result<T, MwError> {
+fn outcome<T>(
+    name: &str,
+    timeout: Duration,
+    memory_limit: usize,
+    r: Result<T, CallError>,
+) -> Result<T, MwError> {
     match r {
         Ok(v) => Ok(v),
         Err(CallError::Failed(e) | CallError::Spent(e)) => Err(e.context(name)),
         Err(CallError::Stopped(budget::Stop::Timeout)) => Err(timed_out(name, timeout)),
         Err(CallError::Stopped(budget::Stop::Memory)) => Err(MwError::out_of_memory(format!(
             "{name}: stopped for runaway memory growth"
+        ))),
+        Err(CallError::Stopped(budget::Stop::Heap)) => Err(MwError::out_of_memory(format!(
+            "{name}: stopped: the JS heap passed --jsvm-memory ({})",
+            memory::mib(memory_limit)
         ))),
     }
 }
@@ -400,7 +426,11 @@ impl InlineVm {
             },
         };
         let r = job.run(vm, deadline).await;
-        if self.fresh || r.as_ref().is_err_and(CallError::discards_context) {
+        let retired = vm.retired();
+        if let Some(live) = retired {
+            retire_warning(name, live, self.sources.memory);
+        }
+        if self.fresh || retired.is_some() || r.as_ref().is_err_and(CallError::discards_context) {
             // Fresh: no later call may see this one's state. Stopped (or
             // spent): the VM stopped mid-frame and cannot be resumed
             // safely. Either way the next call builds a new context.
@@ -415,7 +445,7 @@ impl InlineVm {
         if r.is_ok() && Instant::now() >= deadline {
             return (job, Err(timed_out(name, self.timeout)));
         }
-        (job, outcome(name, self.timeout, r))
+        (job, outcome(name, self.timeout, self.sources.memory, r))
     }
 }
 
@@ -424,6 +454,8 @@ impl InlineVm {
 struct ThreadedVm {
     pool: VmPool<Vm>,
     timeout: Duration,
+    /// `--jsvm-memory`.
+    memory: usize,
     /// [`Strategy::Fresh`]: the context is dropped after every call.
     fresh: bool,
 }
@@ -432,23 +464,34 @@ impl ThreadedVm {
     async fn run(&self, name: &str, job: Job) -> (Job, Result<Done, MwError>) {
         let deadline = Instant::now() + self.timeout;
         let fresh = self.fresh;
+
         // What the caller gets back when the job never returns (timeout):
         // the phase's data is lost with the abandoned thread, and the
         // request fails anyway.
         let placeholder = job.placeholder();
         let work = move |slot: &mut Slot<Vm>| {
             let mut job = job;
+            let mut retired = None;
             let r = match slot.get() {
-                Ok(vm) => budget::block_on(job.run(vm, deadline)),
+                Ok(vm) => {
+                    let r = budget::block_on(job.run(vm, deadline));
+                    retired = vm.retired();
+                    r
+                }
                 Err(e) => Err(CallError::Failed(e)),
             };
-            if fresh || r.as_ref().is_err_and(CallError::discards_context) {
+            if fresh || retired.is_some() || r.as_ref().is_err_and(CallError::discards_context) {
                 slot.discard();
             }
-            (job, r)
+            (job, r, retired)
         };
         match self.pool.run(deadline, work).await {
-            Ok((back, r)) => (back, outcome(name, self.timeout, r)),
+            Ok((back, r, retired)) => {
+                if let Some(live) = retired {
+                    retire_warning(name, live, self.memory);
+                }
+                (back, outcome(name, self.timeout, self.memory, r))
+            }
             Err(RunError::Timeout) => (placeholder, Err(timed_out(name, self.timeout))),
             Err(RunError::Unavailable(m)) => {
                 (placeholder, Err(MwError::internal(format!("{name}: {m}"))))

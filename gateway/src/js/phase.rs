@@ -53,7 +53,13 @@ impl ResponseEdits {
     /// Applies the edits in Tyk's order: header deletes, sets, the body
     /// (always replaced: a missing `Body` empties it, as in Tyk), then the
     /// status when non-zero.
-    pub(crate) fn apply(self, resp: &mut MwResponse) -> Result<(), MwError> {
+    pub(crate) fn apply(mut self, resp: &mut MwResponse) -> Result<(), MwError> {
+        self.apply_to(resp)
+    }
+
+    /// [`ResponseEdits::apply`] leaving the edits (but the body, moved into
+    /// `resp`) to the caller, which may drop them where it counts them.
+    pub(crate) fn apply_to(&mut self, resp: &mut MwResponse) -> Result<(), MwError> {
         for name in &self.delete {
             if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
                 resp.headers.remove(n);
@@ -63,7 +69,7 @@ impl ResponseEdits {
             let (n, v) = header(name, value, "Response.SetHeaders")?;
             resp.headers.insert(n, v);
         }
-        if let Some(body) = self.body {
+        if let Some(body) = self.body.take() {
             resp.body = Bytes::from(body);
         }
         if let Some(code) = self.status {

@@ -20,7 +20,7 @@ mod phases;
 pub(crate) use phases::session_argument;
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
-use super::{depth, prelude, request, scope, tykapi, tykjson, Strategy};
+use super::{depth, memory, prelude, request, scope, tykapi, tykjson, Strategy};
 use crate::middleware::{Flow, MwError, MwRequest};
 
 /// Recursion depth at which a call is stopped (boa's default, stated here
@@ -63,6 +63,8 @@ pub(crate) struct Sources {
     pub(crate) sessions: Vec<bool>,
     /// Time allowed to a script's top-level code at build.
     pub(crate) timeout: std::time::Duration,
+    /// `--jsvm-memory`: the heap one context may hold (`memory.rs`).
+    pub(crate) memory: usize,
     /// How calls reach the scripts: `tyk-json` writes each call's source.
     pub(crate) strategy: Strategy,
 }
@@ -107,6 +109,8 @@ impl CallError {
 
 /// An API's live JS context.
 pub(crate) struct Vm {
+    /// First: the fields below drop counted (`memory.rs`).
+    _window: memory::DropWindow,
     ctx: Context,
     /// The hidden `__tykHost` global: `request` and `spec`.
     host: JsObject,
@@ -120,6 +124,13 @@ pub(crate) struct Vm {
     json: Option<tykjson::Calls>,
     /// Top-level throws the build survived, for the loader to log once.
     pub(crate) thrown: Vec<String>,
+    /// `--jsvm-memory`.
+    memory: usize,
+    /// The live heap a call left past `memory`: the context must not serve
+    /// again ([`Vm::retired`]).
+    over: Option<usize>,
+    /// Counts this context on its thread; last, so it drops last.
+    _tenant: memory::Tenant,
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -183,7 +194,7 @@ fn run_scripts(src: &Sources, ctx: &mut Context) -> Result<Vec<String>, BuildErr
         let deadline = Instant::now() + src.timeout;
         let run = budget::block_guarded(
             script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
-            Guard::new(deadline),
+            Guard::new(deadline, src.memory),
         );
         match run {
             Ok(Ok(_)) => {}
@@ -312,6 +323,8 @@ impl Vm {
     /// (top-level code runs once, here), the request entries' dispatch,
     /// the `spec` object, then the response and endpoint phases.
     pub(crate) fn build(src: &Sources) -> Result<Vm, BuildError> {
+        let _w = crate::heap::Window::open();
+        let tenant = memory::Tenant::new();
         let mut ctx = new_context(src)?;
         let thrown = run_scripts(src, &mut ctx)?;
         let dispatch = compile_dispatch(src, &thrown, &mut ctx)?;
@@ -323,6 +336,7 @@ impl Vm {
             tykjson::Calls::new(names, &src.api_id, &src.org_id, src.config_data.as_ref())
         });
         Ok(Vm {
+            _window: memory::DropWindow::new(),
             ctx,
             host,
             dispatch,
@@ -330,6 +344,9 @@ impl Vm {
             phases,
             json,
             thrown,
+            memory: src.memory,
+            over: None,
+            _tenant: tenant,
         })
     }
 
@@ -349,6 +366,20 @@ impl Vm {
             collect_large_body();
         }
         result
+    }
+
+    /// After a call (any phase): collects when the heap is due, and
+    /// retires the context when what it keeps is past `--jsvm-memory`.
+    pub(crate) fn check_heap(&mut self) {
+        if let Err(memory::Over(live)) = memory::check(self.memory) {
+            self.over = Some(live);
+        }
+    }
+
+    /// The live heap past `--jsvm-memory` that a call left, when it did:
+    /// the caller drops this context and logs why.
+    pub(crate) fn retired(&self) -> Option<usize> {
+        self.over
     }
 
     async fn call_once(
@@ -373,7 +404,7 @@ impl Vm {
             .map_err(|e| failed(e.to_string()))?;
         let run = budget::guarded(
             self.dispatch[index].evaluate_async_with_budget(ctx, SLICE_BUDGET),
-            Guard::new(deadline),
+            Guard::new(deadline, self.memory),
         )
         .await
         .map_err(CallError::Stopped)?;
@@ -431,7 +462,7 @@ impl Vm {
         drop(source);
         let run = budget::guarded(
             script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
-            Guard::new(deadline),
+            Guard::new(deadline, self.memory),
         )
         .await
         .map_err(CallError::Stopped)?;
@@ -441,7 +472,9 @@ impl Vm {
         self.check_thrown(&ret)?;
         match ret.as_string() {
             Some(text) => {
-                tykjson::apply(&super::text::lossy(&text), req).map_err(CallError::Failed)
+                // Rust only, and what it makes leaves with `req` (`heap.rs`).
+                crate::heap::uncounted(|| tykjson::apply(&super::text::lossy(&text), req))
+                    .map_err(CallError::Failed)
             }
             None => Err(CallError::Failed(tykjson::no_answer(ret.type_of()))),
         }

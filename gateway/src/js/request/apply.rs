@@ -14,6 +14,7 @@ use http::header::{HeaderName, HeaderValue};
 
 use super::build::{Accessors, Built, FieldState, Lazy};
 use crate::error::ErrorFormat;
+use crate::heap::uncounted;
 use crate::js::forced::Overrides;
 use crate::js::text;
 use crate::middleware::{Flow, MwError, MwRequest};
@@ -298,8 +299,12 @@ impl<'a> Answer<'a> {
             })?,
         };
         if body != self.built.body {
-            req.body = Bytes::from(text::lossy(&body));
-            crate::body::reframe(&mut req.headers, &req.method, req.body.len());
+            // What goes into `req` is the host's (`heap.rs`), as is what
+            // it replaces (a body may share the I/O thread's buffer).
+            uncounted(|| {
+                req.body = Bytes::from(text::lossy(&body));
+                crate::body::reframe(&mut req.headers, &req.method, req.body.len());
+            });
         }
         Ok(())
     }
@@ -311,7 +316,7 @@ impl<'a> Answer<'a> {
             .as_string()
             .ok_or_else(|| shape("Request.URL", "a string", &url))?;
         if url != self.built.url {
-            set_url(req, &text::lossy(&url))?;
+            uncounted(|| set_url(req, &text::lossy(&url)))?;
         }
         Ok(())
     }
@@ -321,13 +326,16 @@ impl<'a> Answer<'a> {
         let deletes = self.field(Lazy::DeleteHeaders, ctx)?;
         for name in strings(&deletes, "Request.DeleteHeaders", ctx)? {
             if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
-                req.headers.remove(n);
+                uncounted(|| req.headers.remove(n));
             }
         }
         let sets = self.field(Lazy::SetHeaders, ctx)?;
         for (name, value) in string_map(&sets, "Request.SetHeaders", ctx)? {
-            let (n, v) = header(&name, &value, "Request.SetHeaders")?;
-            req.headers.insert(n, v);
+            uncounted(|| {
+                let (n, v) = header(&name, &value, "Request.SetHeaders")?;
+                req.headers.insert(n, v);
+                Ok::<_, MwError>(())
+            })?;
         }
         Ok(())
     }
@@ -341,7 +349,7 @@ impl<'a> Answer<'a> {
         let adds = string_map(&adds, "Request.AddParams", ctx)?;
         let extended = extended_params(&self.field(Lazy::ExtendedParams, ctx)?, ctx)?;
         if !deletes.is_empty() || !adds.is_empty() || !extended.is_empty() {
-            edit_query(req, &deletes, &adds, &extended);
+            uncounted(|| edit_query(req, &deletes, &adds, &extended));
         }
         Ok(())
     }
@@ -479,15 +487,19 @@ fn overrides(v: &JsValue, format: ErrorFormat, ctx: &mut Context) -> Result<Opti
     };
     let error = text(js_string!("ResponseError"), "ResponseError")?;
     let body = text(js_string!("ResponseBody"), "ResponseBody")?;
-    Overrides {
-        code,
-        error,
-        body,
-        headers,
-        override_error,
-    }
-    .respond(format)
-    .map(Some)
+    // The answer leaves with the request (`heap.rs`): the strings above
+    // are counted, and freed here; their copies in the answer are not.
+    let answer = uncounted(|| {
+        Overrides {
+            code,
+            error: error.clone(),
+            body: body.clone(),
+            headers: headers.clone(),
+            override_error,
+        }
+        .respond(format)
+    });
+    answer.map(Some)
 }
 
 /// `URL` replaces path and query: an origin-form `/path?query`, or an absolute

@@ -26,6 +26,7 @@ use boa_engine::{
 };
 use http::{HeaderMap, Method};
 
+use crate::heap::Uncounted;
 use crate::middleware::MwRequest;
 
 /// Declares the request object's fields, in Tyk's order (the order of its
@@ -282,7 +283,9 @@ impl Accessors {
 /// request is a snapshot taken at the call, so a script that keeps the object
 /// and reads it in a later call sees this call's request.
 struct Pending {
-    headers: HeaderMap,
+    /// A clone of the request's map: its values share the I/O thread's
+    /// buffers, so it is kept out of the heap count (`heap.rs`).
+    headers: Uncounted<HeaderMap>,
     query: Option<String>,
     /// Each lazy field's value once read or written.
     values: [Option<JsValue>; LAZY_COUNT],
@@ -498,7 +501,7 @@ pub(crate) fn build(req: &MwRequest, acc: &mut Accessors, ctx: &mut Context) -> 
     };
     let object = acc.spare(ctx);
     if let Some(mut p) = object.downcast_mut::<Pending>() {
-        p.headers = req.headers.clone();
+        p.headers = Uncounted::make(|| req.headers.clone());
         p.query = req.query().map(str::to_string);
     }
     // Each key exists with these attributes: a value write, no new shape.
@@ -545,7 +548,7 @@ pub(crate) fn put_data(object: &JsObject, key: impl Into<PropertyKey>, value: im
 /// string fields empty but `Method` (`GET`), no request data yet.
 fn blank(acc: &Accessors, ctx: &mut Context) -> JsObject {
     let pending = Pending {
-        headers: HeaderMap::new(),
+        headers: Uncounted::default(),
         query: None,
         values: Default::default(),
     };

@@ -23,6 +23,8 @@ use boa_engine::{
 };
 use http::HeaderMap;
 
+use crate::heap::Uncounted;
+
 use super::super::budget::{self, Guard, SLICE_BUDGET};
 use super::super::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use super::super::prelude::HOST_GLOBAL;
@@ -157,7 +159,13 @@ impl Vm {
         if resp.body.len() >= LARGE_BODY {
             collect_large_body();
         }
-        edits?.apply(resp).map_err(CallError::Failed)
+        let mut edits = edits?;
+        // What goes into `resp` is the host's (`heap.rs`): the new body's
+        // bytes leave the count with it.
+        if let Some(body) = &edits.body {
+            crate::heap::released(body.capacity());
+        }
+        crate::heap::uncounted(|| edits.apply_to(resp)).map_err(CallError::Failed)
     }
 
     /// Runs virtual endpoint `index` on `req`: its answer.
@@ -180,7 +188,8 @@ impl Vm {
                 ret.type_of()
             )))
         })?;
-        endpoint_answer(&text::lossy(&answer)).map_err(CallError::Failed)
+        // The answer leaves this thread (`heap.rs`).
+        crate::heap::uncounted(|| endpoint_answer(&text::lossy(&answer))).map_err(CallError::Failed)
     }
 
     /// Evaluates a dispatch script under the deadline; a script-level throw
@@ -189,7 +198,7 @@ impl Vm {
         let ctx = &mut self.ctx;
         let run = budget::guarded(
             script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
-            Guard::new(deadline),
+            Guard::new(deadline, self.memory),
         )
         .await
         .map_err(CallError::Stopped)?;
@@ -226,7 +235,7 @@ fn response_object(
     let sets = plain(ctx);
     let deletes = JsArray::new(ctx)?;
     let held = HeldHeaders {
-        headers: resp.headers.clone(),
+        headers: Uncounted::make(|| resp.headers.clone()),
         value: None,
     };
     let object = ObjectInitializer::with_native_data(held, ctx)
@@ -286,7 +295,8 @@ impl LazyHeaders {
 /// upstream's headers (a script that keeps the object sees this call's),
 /// and the value once read or written.
 struct HeldHeaders {
-    headers: HeaderMap,
+    /// Shares the upstream's buffers: not in the heap count (`heap.rs`).
+    headers: Uncounted<HeaderMap>,
     value: Option<JsValue>,
 }
 

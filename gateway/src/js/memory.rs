@@ -1,0 +1,141 @@
+//! boa's heap, bounded: collections paced by what the heap holds, and a
+//! context past `--jsvm-memory` stopped or rebuilt.
+//!
+//! The count is [`crate::heap`]'s: every byte boa allocates on this thread
+//! (boxes, array storage, strings, bytecode), inside the windows this module
+//! opens around everything that runs boa ([`counted`], [`Vm::build`], the
+//! context's drop). Two rules use it:
+//!
+//! - **Pacing.** Once the heap has grown by its size at the last collection
+//!   (at least [`MIN_PACE`]), it is collected now. boa's own trigger counts
+//!   its boxes only, and an array's 800 KB of elements is one small box:
+//!   a script making that much garbage a call grew a worker by 800 MB
+//!   before boa collected; paced, it stays within tens of MB.
+//! - **Limit.** A heap past `--jsvm-memory` per context after a collection
+//!   is live data: at a slice boundary the call stops (500,
+//!   [`Stop::Heap`]); after a call the answer stands and the context is
+//!   rebuilt (globals reset), with a warning. On a VM thread the heap is
+//!   its one context's; inline, a worker's contexts share
+//!   `contexts x limit`, and the one whose call finds it past that is the
+//!   one rebuilt.
+//!
+//! [`Vm::build`]: super::vm::Vm::build
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use super::budget::Stop;
+use crate::heap::{self, Contexts, Window};
+
+/// The least growth between two paced collections.
+pub(crate) const MIN_PACE: usize = 16 << 20;
+
+thread_local! {
+    /// The count at which this thread's heap is collected next.
+    static NEXT: Cell<usize> = const { Cell::new(MIN_PACE) };
+}
+
+/// The heap was found past its limit: the live bytes after a collection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Over(pub(crate) usize);
+
+/// Collects when the heap is due (paced, or past the limit), then checks
+/// the live heap against `limit` per context (0: no limit). Cheap when
+/// neither: two thread-local reads.
+pub(crate) fn check(limit: usize) -> Result<(), Over> {
+    let now = heap::bytes();
+    let allowed = limit.saturating_mul(Contexts::live().max(1));
+    if now < NEXT.with(Cell::get) && (limit == 0 || now <= allowed) {
+        return Ok(());
+    }
+    if !heap::installed() {
+        NEXT.with(|n| n.set(usize::MAX));
+        return Ok(());
+    }
+    collect();
+    let live = heap::bytes();
+    NEXT.with(|n| n.set(live.saturating_add(live.max(MIN_PACE))));
+    if limit != 0 && live > allowed {
+        return Err(Over(live));
+    }
+    Ok(())
+}
+
+/// A full collection of this thread's boa heap, counted.
+pub(crate) fn collect() {
+    let _w = Window::open();
+    boa_engine::gc::force_collect();
+}
+
+/// The check at a slice boundary: a live heap past the limit stops the
+/// call.
+pub(crate) fn check_slice(limit: usize) -> Result<(), Stop> {
+    check(limit).map_err(|_| Stop::Heap)
+}
+
+/// `fut` with this thread's allocations counted while it is polled (and
+/// not while it waits: inline, the I/O thread serves others meanwhile).
+pub(crate) fn counted<F: Future>(fut: F) -> Counted<F> {
+    Counted { fut }
+}
+
+pub(crate) struct Counted<F> {
+    fut: F,
+}
+
+impl<F: Future> Future for Counted<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
+        let _w = Window::open();
+        // SAFETY: `fut` is structurally pinned: never moved out of `self`.
+        unsafe { self.map_unchecked_mut(|c| &mut c.fut) }.poll(cx)
+    }
+}
+
+thread_local! {
+    /// Whether counting was on when a context's drop began ([`DropWindow`]).
+    static DROP_WAS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A context's first field: its drop opens the window in which the
+/// context's other fields drop, counted, up to its [`Tenant`] (last).
+pub(crate) struct DropWindow(());
+
+impl DropWindow {
+    pub(crate) fn new() -> DropWindow {
+        DropWindow(())
+    }
+}
+
+impl Drop for DropWindow {
+    fn drop(&mut self) {
+        DROP_WAS.with(|w| w.set(heap::set_counting(true)));
+    }
+}
+
+/// A context's last field: counted as built; its drop counts the
+/// context's removal and, when it was the thread's last, collects what it
+/// held and resets the count; then closes the [`DropWindow`].
+pub(crate) struct Tenant(());
+
+impl Tenant {
+    pub(crate) fn new() -> Tenant {
+        Contexts::added();
+        Tenant(())
+    }
+}
+
+impl Drop for Tenant {
+    fn drop(&mut self) {
+        Contexts::removed(boa_engine::gc::force_collect);
+        heap::set_counting(DROP_WAS.with(Cell::get));
+    }
+}
+
+/// How the limit is shown in messages.
+pub(crate) fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}

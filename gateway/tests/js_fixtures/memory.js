@@ -1,0 +1,43 @@
+// What a script does to its context's heap, one case per X-Case header.
+// Used by tests/js_hardening.rs (`--jsvm-memory` on boa). The answer is
+// the number the case reports, in the body, so no upstream is involved.
+var memoryMw = new TykJS.TykMiddleware.NewMiddleware({});
+var kept = [];
+var calls = 0;
+
+memoryMw.NewProcessRequest(function (request, session, spec) {
+    var c = request.Headers["X-Case"] ? request.Headers["X-Case"][0] : "";
+    var n = 0;
+    if (c === "garbage") {
+        // 1 MiB of string held by an object that is garbage after the
+        // call: freed only when the collector sweeps the object.
+        var o = { s: "x".repeat(1 << 20) + calls };
+        n = o.s.length;
+    } else if (c === "keep") {
+        // 1 MiB a call, kept: the context's live heap grows.
+        kept.push("x".repeat(1 << 20) + kept.length);
+        n = kept.length;
+    } else if (c === "grow") {
+        // Grows within one call, 1 KiB a step, without end.
+        var a = [];
+        for (var i = 0; i < 1e7; i++) { a.push("x".repeat(1024) + i); }
+        n = a.length;
+    } else if (c === "calls") {
+        n = calls;
+    } else {
+        // An ordinary call that changes every part of the request the
+        // host copies back (headers, body, URL, query) and throws on PUT.
+        calls += 1;
+        if (request.Method === "PUT") { throw new Error("no PUT here"); }
+        request.SetHeaders["X-Calls"] = String(calls);
+        request.SetHeaders["X-Seen"] = Object.keys(request.Headers).join(",");
+        request.DeleteHeaders.push("X-Case");
+        request.AddParams["calls"] = String(calls);
+        request.Body = request.Body + "!";
+        request.URL = "/rewritten" + request.URL;
+        return memoryMw.ReturnData(request, {});
+    }
+    request.ReturnOverrides.ResponseCode = 200;
+    request.ReturnOverrides.ResponseBody = String(n);
+    return memoryMw.ReturnData(request, {});
+});
