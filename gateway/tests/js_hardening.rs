@@ -567,3 +567,46 @@ fn ordinary_calls_leave_a_boa_contexts_heap_count_where_it_was() {
         assert_eq!(kept, [Some(1), Some(2), Some(1)], "--jsvm-threads {place}");
     }
 }
+
+#[test]
+fn boa_symbol_for_keys_live_and_die_with_their_context() {
+    let dir = tempfile::tempdir().unwrap();
+    memory_api(dir.path(), "persistent");
+    let gw = Proc::start(dir.path(), &["--threads", "1", "--jsvm-memory", "16MiB"]);
+    let mut c = Conn::open(gw.addr);
+    assert_eq!(memory_case(&mut c, "symbol-rules"), Some(1));
+    let before = gw.rss_kb();
+    // 2,000 new keys a call: in boa's process-wide registry they were
+    // never freed, whatever became of the context. Here they count towards
+    // the context's heap: a call that passes the limit at a slice gets 500
+    // (`None`), one that passes it by its end is answered; either way the
+    // context is rebuilt and its registry goes with it.
+    let registered: Vec<Option<usize>> = (0..300).map(|_| memory_case(&mut c, "symbols")).collect();
+    let after = gw.rss_kb();
+    eprintln!("VmRSS {before} -> {after} KiB over 600,000 registered symbols");
+    let restarts = registered.windows(2).filter(|w| w[1] == Some(1)).count();
+    assert!(restarts >= 3, "{registered:?}");
+    assert!(after < before + 64 * 1024, "VmRSS {before} -> {after} KiB");
+}
+
+#[test]
+fn a_boa_context_over_jsvm_memory_once_built_fails_at_load() {
+    // 3 MiB of config_data in every context: refused at load (its API
+    // fails closed) rather than rebuilt after every call.
+    let up = format!("http://{}", draining_upstream());
+    let big: serde_json::Map<String, Value> = (0..3000)
+        .map(|i| (format!("k{i}"), Value::from("v".repeat(1024))))
+        .collect();
+    for (config, limit, want) in [(&big, "2MiB", 500), (&big, "64MiB", 200)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mw = json!({ "driver": "otto",
+            "pre": [{ "name": "memoryMw", "path": fixture("memory.js") }] });
+        let mut api = common::api_json("memory", "/memory/", &up, true, mw);
+        api["config_data"] = Value::Object(config.clone());
+        common::write_api(dir.path(), "memory", &api);
+        let gw = Proc::start(dir.path(), &["--threads", "1", "--jsvm-memory", limit]);
+        let mut c = Conn::open(gw.addr);
+        let (status, _) = c.send("GET", "/memory/", &[("x-case", "calls")], Bytes::new());
+        assert_eq!(status, want, "--jsvm-memory {limit}");
+    }
+}

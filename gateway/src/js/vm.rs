@@ -159,6 +159,8 @@ fn new_context(src: &Sources) -> Result<Context, BuildError> {
     limits.set_recursion_limit(RECURSION_LIMIT);
     limits.set_loop_iteration_limit(LOOP_ITERATION_LIMIT);
     ctx.set_runtime_limits(limits);
+    ctx.eval(Source::from_bytes(memory::SYMBOL_REGISTRY))
+        .map_err(internal)?;
     depth::install(&mut ctx).map_err(internal)?;
     super::json::install(&mut ctx).map_err(internal)?;
     prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
@@ -203,7 +205,17 @@ fn run_scripts(src: &Sources, ctx: &mut Context) -> Result<Vec<String>, BuildErr
                 s.file.display(),
                 error_text(&e)
             )),
-            Err(stop) => return Err(fail(format!("top-level code was stopped: {stop:?}"))),
+            Err(stop) => {
+                let why = match stop {
+                    Stop::Timeout => format!("ran past --jsvm-timeout ({:?})", src.timeout),
+                    Stop::Memory => "grew the process's peak RSS by 256 MiB".to_string(),
+                    Stop::Heap => format!(
+                        "its heap passed --jsvm-memory ({})",
+                        memory::mib(src.memory)
+                    ),
+                };
+                return Err(fail(format!("top-level code was stopped: {why}")));
+            }
         }
     }
     Ok(thrown)
@@ -335,6 +347,18 @@ impl Vm {
             let names = src.entries.iter().map(|(n, _)| n.clone()).collect();
             tykjson::Calls::new(names, &src.api_id, &src.org_id, src.config_data.as_ref())
         });
+        // A context over its limit before any call would be rebuilt after
+        // every call: refused here, at load, as top-level code past it is.
+        if let Err(memory::Over(live)) = memory::check(src.memory) {
+            return Err(BuildError {
+                field: "custom_middleware".into(),
+                message: format!(
+                    "the JS context holds {} once built (the scripts' top-level data, config_data), past --jsvm-memory ({})",
+                    memory::mib(live),
+                    memory::mib(src.memory)
+                ),
+            });
+        }
         Ok(Vm {
             _window: memory::DropWindow::new(),
             ctx,

@@ -4,6 +4,7 @@
 var memoryMw = new TykJS.TykMiddleware.NewMiddleware({});
 var kept = [];
 var calls = 0;
+var registered = 0;
 
 memoryMw.NewProcessRequest(function (request, session, spec) {
     var c = request.Headers["X-Case"] ? request.Headers["X-Case"][0] : "";
@@ -24,6 +25,27 @@ memoryMw.NewProcessRequest(function (request, session, spec) {
         n = a.length;
     } else if (c === "calls") {
         n = calls;
+    } else if (c === "symbols") {
+        // 2,000 new registered symbols a call (boa's own registry is one
+        // table for the process that nothing ever empties).
+        for (var k = 0; k < 2000; k++) {
+            Symbol.for("k-" + registered + "-" + k + "-" + "p".repeat(96));
+        }
+        registered += 1;
+        n = registered;
+    } else if (c === "symbol-rules") {
+        // The registry's rules, as the builtins': 1 when all hold.
+        var a = Symbol.for("a");
+        var ok = a === Symbol.for("a") && Symbol.keyFor(a) === "a" &&
+            Symbol.keyFor(Symbol("a")) === undefined &&
+            Symbol.keyFor(Symbol.iterator) === undefined &&
+            Symbol.for(1) === Symbol.for("1") && a.description === "a" &&
+            Symbol.for.length === 1 && Symbol.for.name === "for" &&
+            !Object.keys(Symbol).includes("for");
+        var threw = 0;
+        try { Symbol.keyFor("a"); } catch (e) { threw += e instanceof TypeError ? 1 : 0; }
+        try { Symbol.for(Symbol("x")); } catch (e) { threw += e instanceof TypeError ? 1 : 0; }
+        n = ok && threw === 2 ? 1 : 0;
     } else {
         // An ordinary call that changes every part of the request the
         // host copies back (headers, body, URL, query) and throws on PUT.
