@@ -26,6 +26,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 
+use boa_engine::property::PropertyKey;
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsSymbol, JsValue, NativeFunction};
+
 use super::budget::Stop;
 use crate::heap::{self, Contexts, Window};
 
@@ -136,40 +139,49 @@ impl Drop for Tenant {
 }
 
 /// `Symbol.for` and `Symbol.keyFor` on this context's own registry,
-/// evaluated before the prelude. boa keeps `Symbol.for`'s keys in one
+/// installed before the prelude. boa keeps `Symbol.for`'s keys in one
 /// process-wide table that nothing ever empties: a script registering new
 /// keys grew the process without bound, rebuilt contexts and `fresh` ones
-/// alike (600 calls of 20,000 keys: 8.9 GB). Here the registry is an
-/// object of the context, counted and freed with it, as goja keeps one per
-/// runtime. Same attributes and rules as the builtins: the key is
-/// `ToString(key)` (a Symbol key throws), `keyFor` of a non-symbol throws.
-pub(crate) const SYMBOL_REGISTRY: &str = r#"(function () {
-    var byKey = Object.create(null);
-    var keyOf = Object.create(null);
-    var make = Symbol;
-    function method(name, f) {
-        Object.defineProperty(f, "name", { value: name, configurable: true });
-        Object.defineProperty(make, name, {
-            value: f, writable: true, enumerable: false, configurable: true
-        });
-    }
-    method("for", function (key) {
-        var k = `${key}`;
-        var s = byKey[k];
-        if (s === undefined) {
-            s = make(k);
-            byKey[k] = s;
-            keyOf[s] = k;
-        }
-        return s;
-    });
-    method("keyFor", function (sym) {
-        if (typeof sym !== "symbol") {
-            throw new TypeError(String(sym) + " is not a symbol");
-        }
-        return keyOf[sym];
-    });
-})();"#;
+/// alike (600 calls of 20,000 keys: 8.9 GB). Here the registry is two
+/// objects of the context (key to symbol, symbol to key), counted and freed
+/// with it, as goja keeps one per runtime. Same attributes and rules as the
+/// builtins: the key is `ToString(key)` (a Symbol key throws), `keyFor` of a
+/// non-symbol throws.
+pub(crate) fn install_symbol_registry(ctx: &mut Context) -> JsResult<()> {
+    let symbol = ctx.intrinsics().constructors().symbol().constructor();
+    let by_key = JsObject::with_null_proto();
+    let key_of = JsObject::with_null_proto();
+    let registry = (by_key, key_of);
+    let for_ = NativeFunction::from_copy_closure_with_captures(
+        |_, args, (by_key, key_of): &(JsObject, JsObject), ctx| {
+            let key = args.first().cloned().unwrap_or_default().to_string(ctx)?;
+            let known = by_key.get(key.clone(), ctx)?;
+            if known.is_symbol() {
+                return Ok(known);
+            }
+            let sym = JsSymbol::new(Some(key.clone()))
+                .ok_or_else(|| JsNativeError::range().with_message("too many symbols"))?;
+            by_key.set(key.clone(), sym.clone(), true, ctx)?;
+            key_of.set(PropertyKey::Symbol(sym.clone()), key, true, ctx)?;
+            Ok(sym.into())
+        },
+        registry.clone(),
+    );
+    let key_for = NativeFunction::from_copy_closure_with_captures(
+        |_, args, (_, key_of): &(JsObject, JsObject), ctx| match args
+            .first()
+            .and_then(JsValue::as_symbol)
+        {
+            Some(sym) => key_of.get(PropertyKey::Symbol(sym), ctx),
+            None => Err(JsNativeError::typ()
+                .with_message("Symbol.keyFor: the argument is not a symbol")
+                .into()),
+        },
+        registry,
+    );
+    super::depth::replace(&symbol, "for", 1, for_, ctx)?;
+    super::depth::replace(&symbol, "keyFor", 1, key_for, ctx)
+}
 
 /// How the limit is shown in messages.
 pub(crate) fn mib(bytes: usize) -> String {

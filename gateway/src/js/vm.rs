@@ -159,8 +159,7 @@ fn new_context(src: &Sources) -> Result<Context, BuildError> {
     limits.set_recursion_limit(RECURSION_LIMIT);
     limits.set_loop_iteration_limit(LOOP_ITERATION_LIMIT);
     ctx.set_runtime_limits(limits);
-    ctx.eval(Source::from_bytes(memory::SYMBOL_REGISTRY))
-        .map_err(internal)?;
+    memory::install_symbol_registry(&mut ctx).map_err(internal)?;
     depth::install(&mut ctx).map_err(internal)?;
     super::json::install(&mut ctx).map_err(internal)?;
     prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
