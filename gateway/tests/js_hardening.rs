@@ -425,16 +425,26 @@ fn memory_case(c: &mut Conn, kase: &str) -> Option<usize> {
 /// Where JS runs: a VM thread (the default) and inline on the worker.
 const PLACES: [&str; 2] = ["1", "0"];
 
+/// A one-worker gateway serving `memory` with `strategy`, its JS on `place`
+/// (`--jsvm-threads`), given `extra` flags too; the directory lives as
+/// long as the caller keeps it.
+fn memory_gateway(strategy: &str, place: &str, extra: &[&str]) -> (tempfile::TempDir, Proc, Conn) {
+    let dir = tempfile::tempdir().unwrap();
+    memory_api(dir.path(), strategy);
+    let mut args = vec!["--threads", "1", "--jsvm-threads", place];
+    args.extend_from_slice(extra);
+    let gw = Proc::start(dir.path(), &args);
+    let c = Conn::open(gw.addr);
+    (dir, gw, c)
+}
+
 #[test]
 fn boa_garbage_is_collected_by_its_size() {
     // Each call leaves 1 MiB of string garbage behind, held by one small
     // object: boa's own trigger counts objects, not bytes, and collected
     // only after hundreds of such calls (RSS grew by about their sum).
     for place in PLACES {
-        let dir = tempfile::tempdir().unwrap();
-        memory_api(dir.path(), "persistent");
-        let gw = Proc::start(dir.path(), &["--threads", "1", "--jsvm-threads", place]);
-        let mut c = Conn::open(gw.addr);
+        let (_dir, gw, mut c) = memory_gateway("persistent", place, &[]);
         for _ in 0..10 {
             assert_eq!(memory_case(&mut c, "garbage"), Some((1 << 20) + 1));
         }
@@ -454,20 +464,7 @@ fn boa_garbage_is_collected_by_its_size() {
 #[test]
 fn a_boa_context_keeping_more_than_jsvm_memory_is_rebuilt() {
     for (place, strategy) in [("1", "persistent"), ("0", "persistent"), ("1", "tyk-json")] {
-        let dir = tempfile::tempdir().unwrap();
-        memory_api(dir.path(), strategy);
-        let gw = Proc::start(
-            dir.path(),
-            &[
-                "--threads",
-                "1",
-                "--jsvm-threads",
-                place,
-                "--jsvm-memory",
-                "16MiB",
-            ],
-        );
-        let mut c = Conn::open(gw.addr);
+        let (_dir, gw, mut c) = memory_gateway(strategy, place, &["--jsvm-memory", "16MiB"]);
         let before = gw.rss_kb();
         // Every call answers (the call that passes the limit too); the
         // context is then rebuilt, and `kept` starts again from empty.
@@ -490,22 +487,8 @@ fn a_boa_context_keeping_more_than_jsvm_memory_is_rebuilt() {
 #[test]
 fn a_boa_call_growing_past_jsvm_memory_is_stopped() {
     for place in PLACES {
-        let dir = tempfile::tempdir().unwrap();
-        memory_api(dir.path(), "persistent");
-        let gw = Proc::start(
-            dir.path(),
-            &[
-                "--threads",
-                "1",
-                "--jsvm-threads",
-                place,
-                "--jsvm-memory",
-                "32MiB",
-                "--jsvm-timeout",
-                "60s",
-            ],
-        );
-        let mut c = Conn::open(gw.addr);
+        let flags = ["--jsvm-memory", "32MiB", "--jsvm-timeout", "60s"];
+        let (_dir, gw, mut c) = memory_gateway("persistent", place, &flags);
         assert_eq!(memory_case(&mut c, "keep"), Some(1));
         let peak = status_field(gw.child.id(), "VmHWM:");
         // 1 KiB a step without end: stopped at a slice boundary once the
@@ -536,20 +519,7 @@ fn ordinary_calls_leave_a_boa_contexts_heap_count_where_it_was() {
     // context counts well under 1 MiB), 3,300 calls must not rebuild the
     // context, and then 1 MiB kept twice must.
     for place in PLACES {
-        let dir = tempfile::tempdir().unwrap();
-        memory_api(dir.path(), "persistent");
-        let gw = Proc::start(
-            dir.path(),
-            &[
-                "--threads",
-                "1",
-                "--jsvm-threads",
-                place,
-                "--jsvm-memory",
-                "2MiB",
-            ],
-        );
-        let mut c = Conn::open(gw.addr);
+        let (_dir, _gw, mut c) = memory_gateway("persistent", place, &["--jsvm-memory", "2MiB"]);
         let body = Bytes::from(vec![b'b'; 2048]);
         let headers = [("x-case", "ordinary"), ("x-padding", &*"p".repeat(1024))];
         for i in 0..3300 {
@@ -570,10 +540,7 @@ fn ordinary_calls_leave_a_boa_contexts_heap_count_where_it_was() {
 
 #[test]
 fn boa_symbol_for_keys_live_and_die_with_their_context() {
-    let dir = tempfile::tempdir().unwrap();
-    memory_api(dir.path(), "persistent");
-    let gw = Proc::start(dir.path(), &["--threads", "1", "--jsvm-memory", "16MiB"]);
-    let mut c = Conn::open(gw.addr);
+    let (_dir, gw, mut c) = memory_gateway("persistent", "1", &["--jsvm-memory", "16MiB"]);
     assert_eq!(memory_case(&mut c, "symbol-rules"), Some(1));
     let before = gw.rss_kb();
     // 2,000 new keys a call: in boa's process-wide registry they were

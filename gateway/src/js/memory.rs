@@ -183,6 +183,11 @@ pub(crate) fn install_symbol_registry(ctx: &mut Context) -> JsResult<()> {
     super::depth::replace(&symbol, "keyFor", 1, key_for, ctx)
 }
 
+/// What a call or top-level code stopped at the limit was stopped for.
+pub(crate) fn passed(limit: usize) -> String {
+    format!("the JS heap passed --jsvm-memory ({})", mib(limit))
+}
+
 /// How the limit is shown in messages.
 pub(crate) fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)

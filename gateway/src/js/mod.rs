@@ -384,8 +384,8 @@ fn outcome<T>(
             "{name}: stopped for runaway memory growth"
         ))),
         Err(CallError::Stopped(budget::Stop::Heap)) => Err(MwError::out_of_memory(format!(
-            "{name}: stopped: the JS heap passed --jsvm-memory ({})",
-            memory::mib(memory_limit)
+            "{name}: stopped: {}",
+            memory::passed(memory_limit)
         ))),
     }
 }
@@ -464,7 +464,6 @@ impl ThreadedVm {
     async fn run(&self, name: &str, job: Job) -> (Job, Result<Done, MwError>) {
         let deadline = Instant::now() + self.timeout;
         let fresh = self.fresh;
-
         // What the caller gets back when the job never returns (timeout):
         // the phase's data is lost with the abandoned thread, and the
         // request fails anyway.

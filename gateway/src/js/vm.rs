@@ -208,10 +208,7 @@ fn run_scripts(src: &Sources, ctx: &mut Context) -> Result<Vec<String>, BuildErr
                 let why = match stop {
                     Stop::Timeout => format!("ran past --jsvm-timeout ({:?})", src.timeout),
                     Stop::Memory => "grew the process's peak RSS by 256 MiB".to_string(),
-                    Stop::Heap => format!(
-                        "its heap passed --jsvm-memory ({})",
-                        memory::mib(src.memory)
-                    ),
+                    Stop::Heap => memory::passed(src.memory),
                 };
                 return Err(fail(format!("top-level code was stopped: {why}")));
             }
