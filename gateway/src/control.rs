@@ -4,7 +4,8 @@
 //! - `/tyk/...`: the control API, on only when a secret is configured; every
 //!   call must carry `X-Tyk-Authorization: <secret>`, as Tyk's does.
 //!   - `GET /tyk/stats`: middleware call times per API, hook and middleware,
-//!     and middleware failures per API and kind.
+//!     middleware failures per API and kind, and the JS VM threads out of
+//!     service (abandoned, parked).
 //!   - `DELETE /tyk/stats`: resets them (the bench reads one route at a time).
 //!   - `GET /tyk/apis`: every API with its status (serving, failing closed
 //!     and why, internal), the files that did not load, and the warnings.

@@ -29,7 +29,9 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 /// The gateway's global allocator: the system's, counting the bytes of the
 /// threads inside a [`Window`].
@@ -40,55 +42,271 @@ thread_local! {
     static ON: Cell<bool> = const { Cell::new(false) };
     /// Bytes allocated minus bytes freed inside windows on this thread.
     static BYTES: Cell<isize> = const { Cell::new(0) };
+    /// The count past which [`crossed`] looks at this thread's ceiling
+    /// (never, unless [`arm`]ed on a thread that entered a [`Halt`]).
+    static NEXT: Cell<isize> = const { Cell::new(isize::MAX) };
+    /// [`arm`]'s limit and ceiling.
+    static SOFT: Cell<isize> = const { Cell::new(isize::MAX) };
+    static HARD: Cell<isize> = const { Cell::new(isize::MAX) };
+    /// The [`Halt`] this thread entered (null: none).
+    static HALT: Cell<*const Halt> = const { Cell::new(std::ptr::null()) };
 }
 
+/// Counts `size` more bytes, before they are allocated: a thread that
+/// passes its ceiling stops here, without the allocation.
 #[inline(always)]
-fn add(delta: isize) {
-    if ON.with(Cell::get) {
-        BYTES.with(|b| b.set(b.get().wrapping_add(delta)));
+fn grow(size: isize) {
+    let b = BYTES.with(Cell::get).wrapping_add(size);
+    BYTES.with(|c| c.set(b));
+    if b > NEXT.with(Cell::get) {
+        crossed(b, size);
     }
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments and
-// only reads or writes this thread's two `Cell`s besides (const-initialised,
-// no destructor: touching them neither allocates nor can fail).
+#[inline(always)]
+fn shrink(size: isize) {
+    BYTES.with(|c| c.set(c.get().wrapping_sub(size)));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments.
+// Besides, it reads and writes this thread's `Cell`s (const-initialised,
+// no destructor: touching them neither allocates nor can fail) and, past
+// an armed ceiling, may put the thread to sleep for good ([`crossed`]):
+// it never unwinds and never returns a block it did not get from `System`.
+// Outside a window each method is one thread-local test and a tail call
+// (the counting paths are out of line, so the plain path keeps no frame).
 unsafe impl GlobalAlloc for Counting {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            add(layout.size() as isize);
+        if ON.with(Cell::get) {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { counted_alloc(layout, false) };
         }
-        p
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            add(layout.size() as isize);
+        if ON.with(Cell::get) {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { counted_alloc(layout, true) };
         }
-        p
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc_zeroed(layout) }
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if ON.with(Cell::get) {
+            shrink(layout.size() as isize);
+        }
         // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) };
-        add(-(layout.size() as isize));
+        unsafe { System.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            add(new_size as isize - layout.size() as isize);
+        if ON.with(Cell::get) {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { counted_realloc(ptr, layout, new_size) };
         }
-        p
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
+}
+
+/// [`GlobalAlloc::alloc`] (or `alloc_zeroed`) inside a window.
+///
+/// # Safety
+/// `GlobalAlloc::alloc`'s contract.
+#[inline(never)]
+unsafe fn counted_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
+    grow(layout.size() as isize);
+    // SAFETY: the caller's contract, passed on.
+    let p = unsafe {
+        if zeroed {
+            System.alloc_zeroed(layout)
+        } else {
+            System.alloc(layout)
+        }
+    };
+    if p.is_null() {
+        shrink(layout.size() as isize);
+    }
+    p
+}
+
+/// [`GlobalAlloc::realloc`] inside a window.
+///
+/// # Safety
+/// `GlobalAlloc::realloc`'s contract.
+#[inline(never)]
+unsafe fn counted_realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    let delta = new_size as isize - layout.size() as isize;
+    if delta > 0 {
+        grow(delta);
+    }
+    // SAFETY: the caller's contract, passed on.
+    let p = unsafe { System.realloc(ptr, layout, new_size) };
+    if p.is_null() {
+        if delta > 0 {
+            shrink(delta);
+        }
+    } else if delta < 0 {
+        shrink(-delta);
+    }
+    p
+}
+
+/// How far past [`arm`]'s limit a VM thread's heap may get inside one
+/// native step before the thread is stopped there: the slice checks
+/// (`js/memory.rs`) hold the live heap to the limit between steps, and
+/// paced garbage may double it; what a builtin's callback or one huge
+/// allocation adds is met here. At least [`CEILING_MARGIN`] over the limit:
+/// boa's own steps make large transient blocks (`"x".repeat(n)` first
+/// makes a vector of `n` 16-byte slices: 16 MiB for a 1 MiB string).
+pub const CEILING_FACTOR: usize = 4;
+/// The least the ceiling lies over the limit (see [`CEILING_FACTOR`]).
+pub const CEILING_MARGIN: usize = 64 << 20;
+
+/// The ceiling for a limit: see [`CEILING_FACTOR`].
+pub fn ceiling(limit: usize) -> usize {
+    limit
+        .saturating_mul(CEILING_FACTOR)
+        .max(limit.saturating_add(CEILING_MARGIN))
+}
+
+/// Past the limit, how much growth between two looks at whether the
+/// thread was abandoned.
+const STEP: isize = 1 << 20;
+
+/// VM threads stopped in the allocator, and the bytes they hold.
+static PARKED: AtomicUsize = AtomicUsize::new(0);
+static PARKED_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// What a VM thread and its pool share about stopping it.
+///
+/// boa runs a builtin's callback (`forEach`, `Array.from`, `sort`,
+/// `replace`, a `JSON.parse` reviver) in a nested loop that never yields,
+/// so the slice checks cannot stop a call growing its heap there, and a
+/// thread abandoned at its deadline runs on until its native step ends:
+/// it grew by gigabytes. A thread that [`Halt::enter`]s and is [`arm`]ed
+/// stops at an allocation instead (before making it), for good:
+///
+/// - while its call is live, once its count would pass the ceiling
+///   ([`ceiling`]: 4 x the limit, at least the limit + 64 MiB);
+/// - once abandoned, once its count would pass the limit.
+///
+/// A stopped thread sleeps forever, keeping what it holds (at most the
+/// ceiling): nothing can unwind it from inside the allocator, and nothing
+/// else can free a boa heap. The pool sees [`Halt::held`] and answers its
+/// call at once; [`parked`] counts such threads.
+#[derive(Default)]
+pub struct Halt {
+    abandoned: AtomicBool,
+    held: AtomicUsize,
+}
+
+impl Halt {
+    /// Tells the thread that no one waits for its call any more.
+    pub fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Halt::abandon`] was called.
+    pub fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
+
+    /// The thread's count when it stopped; 0 while it runs.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// This thread obeys `self` until the guard drops.
+    pub fn enter(self: &Arc<Halt>) -> Entered {
+        let keep = self.clone();
+        HALT.with(|h| h.set(Arc::as_ptr(&keep)));
+        Entered { _halt: keep }
+    }
+
+    /// Stops this thread for good, holding `held` bytes.
+    fn stop(&self, held: isize) -> ! {
+        let held = held.max(1) as usize;
+        PARKED.fetch_add(1, Ordering::SeqCst);
+        PARKED_BYTES.fetch_add(held, Ordering::SeqCst);
+        self.held.store(held, Ordering::SeqCst);
+        loop {
+            // nanosleep: allocates nothing and holds no lock.
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+}
+
+/// See [`Halt::enter`]; keeps the `Halt` alive while the thread points at it.
+pub struct Entered {
+    _halt: Arc<Halt>,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        HALT.with(|h| h.set(std::ptr::null()));
+        NEXT.with(|n| n.set(isize::MAX));
+    }
+}
+
+/// Sets this thread's limit (`--jsvm-memory`) and ceiling for what runs
+/// next; effective on a thread inside a [`Halt::enter`].
+pub fn arm(limit: usize) {
+    let soft = limit.min(isize::MAX as usize) as isize;
+    SOFT.with(|s| s.set(soft));
+    HARD.with(|h| h.set(ceiling(limit).min(isize::MAX as usize) as isize));
+    rearm();
+}
+
+/// Sets where the next look at the ceiling is due from the count now (after
+/// a collection freed some).
+pub fn rearm() {
+    let b = BYTES.with(Cell::get);
+    let (soft, hard) = (SOFT.with(Cell::get), HARD.with(Cell::get));
+    let next = if HALT.with(Cell::get).is_null() {
+        isize::MAX
+    } else if b < soft {
+        soft
+    } else {
+        b.saturating_add(STEP).min(hard)
+    };
+    NEXT.with(|n| n.set(next));
+}
+
+/// The count would be `b` with the allocation of `size` under way, past
+/// [`NEXT`]: stops the thread if it is over its bound, else sets the next
+/// look.
+#[cold]
+#[inline(never)]
+fn crossed(b: isize, size: isize) {
+    let halt = HALT.with(Cell::get);
+    if !halt.is_null() {
+        // SAFETY: `Halt::enter` set it from an `Arc` that its guard keeps
+        // alive, and the guard clears it before letting go.
+        let halt = unsafe { &*halt };
+        let (soft, hard) = (SOFT.with(Cell::get), HARD.with(Cell::get));
+        if b > hard || (b > soft && halt.abandoned()) {
+            shrink(size);
+            halt.stop(b - size);
+        }
+    }
+    rearm();
+}
+
+/// VM threads stopped for good in the allocator ([`Halt`]), and the bytes
+/// they hold.
+pub fn parked() -> (usize, usize) {
+    (
+        PARKED.load(Ordering::SeqCst),
+        PARKED_BYTES.load(Ordering::SeqCst),
+    )
 }
 
 /// This thread's allocations count while it lives (windows nest: the
@@ -241,6 +459,90 @@ mod tests {
         }
         assert!(!ON.with(Cell::get));
         assert!(!installed(), "the test harness uses the system allocator");
+    }
+
+    /// Waits (bounded) until `halt` says its thread stopped; its count then.
+    fn stopped(halt: &Halt) -> usize {
+        for _ in 0..500 {
+            if halt.held() > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        halt.held()
+    }
+
+    #[test]
+    fn a_halted_thread_stops_past_its_ceiling_or_past_its_limit_once_abandoned() {
+        // The rules of `crossed`, driven through `grow` as the allocator
+        // would (the counts here are made up: this harness does not install
+        // `Counting`). Each thread that stops sleeps for good, as in the
+        // gateway, and is left behind when the test process exits.
+        const MIB: isize = 1 << 20;
+        let live = Arc::new(Halt::default());
+        let h = live.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _in = h.enter();
+            arm(MIB as usize);
+            grow(MIB / 2);
+            let under = NEXT.with(Cell::get);
+            // Past the limit while live: only the next look moves, a MiB on.
+            grow(2 * MIB);
+            let past = NEXT.with(Cell::get);
+            tx.send((under, past)).unwrap();
+            grow(MIB);
+            // 3.5 MiB now; the ceiling is 65 MiB (the limit + 64 MiB).
+            grow(61 * MIB);
+            grow(MIB);
+            unreachable!("the ceiling let the count reach 65.5 MiB");
+        });
+        assert_eq!(rx.recv().unwrap(), (MIB, 7 * MIB / 2));
+        assert_eq!(stopped(&live), 129 << 19, "stopped before counting the MiB");
+        assert!(!live.abandoned());
+
+        let late = Arc::new(Halt::default());
+        let h = late.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _in = h.enter();
+            arm(MIB as usize);
+            grow(MIB / 2);
+            tx.send(()).unwrap();
+            while !h.abandoned() {
+                std::thread::yield_now();
+            }
+            // Abandoned: growing within the limit goes on; past it, stops.
+            grow(MIB / 4);
+            grow(MIB / 2);
+            unreachable!("an abandoned thread passed its limit");
+        });
+        rx.recv().unwrap();
+        late.abandon();
+        assert_eq!(stopped(&late), 3 << 18);
+        let (parked, bytes) = parked();
+        assert!(parked >= 2 && bytes >= (129 << 19) + (3 << 18));
+
+        // A thread that entered no `Halt` is never stopped, and an
+        // armed one's look is off again once it leaves.
+        std::thread::spawn(|| {
+            arm(MIB as usize);
+            grow(64 * MIB);
+            assert_eq!(NEXT.with(Cell::get), isize::MAX);
+            let halt = Arc::new(Halt::default());
+            {
+                let _in = halt.enter();
+                arm(MIB as usize);
+                assert_eq!(
+                    NEXT.with(Cell::get),
+                    65 * MIB,
+                    "past the limit: the ceiling"
+                );
+            }
+            assert_eq!(NEXT.with(Cell::get), isize::MAX);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

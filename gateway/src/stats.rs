@@ -193,6 +193,7 @@ impl Stats {
         gateway_wire::StatsBody {
             apis: self.summaries(),
             errors: self.error_counts(),
+            js_threads: crate::js::threads_out_of_service(),
         }
     }
 

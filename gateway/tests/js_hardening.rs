@@ -509,6 +509,134 @@ fn a_boa_call_growing_past_jsvm_memory_is_stopped() {
     }
 }
 
+/// `GET /tyk/stats` of a gateway started with `--secret s3cret`.
+fn stats(c: &mut Conn) -> Value {
+    let (status, body) = c.send(
+        "GET",
+        "/tyk/stats",
+        &[("x-tyk-authorization", "s3cret")],
+        Bytes::new(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// How many of `api`'s middleware calls failed with `kind`.
+fn failures(stats: &Value, api: &str, kind: &str) -> u64 {
+    stats["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["api_id"] == api && e["kind"] == kind)
+        .map_or(0, |e| e["count"].as_u64().unwrap())
+}
+
+#[test]
+fn a_boa_callback_growing_past_its_ceiling_stops_its_thread_there() {
+    // `Array.from`'s callback runs in a loop of boa's that yields no
+    // slice: the slice checks never see the heap grow, and without the
+    // ceiling the call ran to its end (~450 MB) and was answered 200. On
+    // a VM thread the allocator stops it at its ceiling (here 16 + 64 MiB),
+    // before the allocation that would pass it, and the call fails at once
+    // (not at its 60 s deadline); the thread sleeps for good, holding its
+    // heap.
+    let flags = [
+        "--jsvm-memory",
+        "16MiB",
+        "--jsvm-timeout",
+        "60s",
+        "--secret",
+        "s3cret",
+    ];
+    let (_dir, mut gw, mut c) = memory_gateway("persistent", "1", &flags);
+    assert_eq!(memory_case(&mut c, "keep"), Some(1));
+    let before = gw.rss_kb();
+    assert_eq!(memory_case(&mut c, "callback-grow"), None);
+    let s = stats(&mut c);
+    assert_eq!(failures(&s, "memory", "out_of_memory"), 1, "{s}");
+    assert_eq!(failures(&s, "memory", "timed_out"), 0, "{s}");
+    let threads = &s["js_threads"];
+    assert_eq!(
+        (threads["parked"].as_u64(), threads["abandoned"].as_u64()),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    let held = threads["parked_bytes"].as_u64().unwrap();
+    assert!(
+        (76 << 20..=80 << 20).contains(&held),
+        "stopped holding {held} bytes, not just under 80 MiB"
+    );
+    let after = gw.rss_kb();
+    assert!(after < before + 112 * 1024, "VmRSS {before} -> {after} KiB");
+    // The API serves on from a new thread, with a new context (`kept`
+    // empty again), and the parked thread stays parked.
+    assert_eq!(memory_case(&mut c, "keep"), Some(1));
+    assert_eq!(stats(&mut c)["js_threads"]["parked"], 1);
+    // One step that asks for 200 MB at once (`"x".repeat(2e8)`, answered
+    // 200 before) stops the same way, without making the allocation.
+    let peak = status_field(gw.child.id(), "VmHWM:");
+    assert_eq!(memory_case(&mut c, "huge"), None);
+    let s = stats(&mut c);
+    assert_eq!(failures(&s, "memory", "out_of_memory"), 2, "{s}");
+    assert_eq!(s["js_threads"]["parked"], 2, "{s}");
+    let grown = status_field(gw.child.id(), "VmHWM:") - peak;
+    assert!(grown < 112 * 1024, "peak RSS +{grown} KiB");
+    assert_eq!(memory_case(&mut c, "keep"), Some(1));
+    gw.assert_alive();
+}
+
+#[test]
+fn an_abandoned_boa_thread_stops_growing_at_jsvm_memory() {
+    // The call spins in a callback past its deadline: it gets 500 at the
+    // deadline and its VM thread is abandoned, still in the callback.
+    // That thread then grows its heap there; it used to grow on until the
+    // step ended (~450 MB here, gigabytes for a longer one), freeing it
+    // only then. Abandoned, it stops at its limit (checked every MiB past
+    // it) and sleeps for good.
+    let flags = [
+        "--jsvm-memory",
+        "16MiB",
+        "--jsvm-timeout",
+        "200ms",
+        "--secret",
+        "s3cret",
+    ];
+    let (_dir, mut gw, mut c) = memory_gateway("persistent", "1", &flags);
+    assert_eq!(memory_case(&mut c, "calls"), Some(0));
+    let before = gw.rss_kb();
+    let (status, _) = c.send(
+        "GET",
+        "/memory/",
+        &[("x-case", "late-grow"), ("x-spin", "1000")],
+        Bytes::new(),
+    );
+    assert_eq!(status, 500);
+    let mut s = stats(&mut c);
+    assert_eq!(failures(&s, "memory", "timed_out"), 1, "{s}");
+    for _ in 0..300 {
+        if s["js_threads"]["parked"] == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        s = stats(&mut c);
+    }
+    let threads = &s["js_threads"];
+    assert_eq!(
+        (threads["parked"].as_u64(), threads["abandoned"].as_u64()),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    let held = threads["parked_bytes"].as_u64().unwrap();
+    assert!(
+        (15 << 20..=18 << 20).contains(&held),
+        "stopped holding {held} bytes, not about 16 MiB"
+    );
+    let after = gw.rss_kb();
+    assert!(after < before + 48 * 1024, "VmRSS {before} -> {after} KiB");
+    assert_eq!(memory_case(&mut c, "calls"), Some(0));
+    gw.assert_alive();
+}
+
 #[test]
 fn ordinary_calls_leave_a_boa_contexts_heap_count_where_it_was() {
     // What the host copies into and out of a context (header maps that

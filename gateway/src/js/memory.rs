@@ -58,6 +58,7 @@ pub(crate) fn check(limit: usize) -> Result<(), Over> {
         return Ok(());
     }
     collect();
+    heap::rearm();
     let live = heap::bytes();
     NEXT.with(|n| n.set(live.saturating_add(live.max(MIN_PACE))));
     if limit != 0 && live > allowed {
@@ -186,6 +187,16 @@ pub(crate) fn install_symbol_registry(ctx: &mut Context) -> JsResult<()> {
 /// What a call or top-level code stopped at the limit was stopped for.
 pub(crate) fn passed(limit: usize) -> String {
     format!("the JS heap passed --jsvm-memory ({})", mib(limit))
+}
+
+/// What a call whose VM thread the allocator stopped (`heap::Halt`) was
+/// stopped for.
+pub(crate) fn parked(held: usize, limit: usize) -> String {
+    format!(
+        "the JS heap reached {} and its next allocation inside one native step (a builtin's callback, or one huge block) would have passed its ceiling ({}: 4 x --jsvm-memory, at least --jsvm-memory + 64 MiB); its VM thread stays parked, holding that memory, until the gateway restarts",
+        mib(held),
+        mib(heap::ceiling(limit))
+    )
 }
 
 /// How the limit is shown in messages.

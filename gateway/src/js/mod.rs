@@ -80,8 +80,12 @@
 //!   boundary a call whose context holds more than `--jsvm-memory` after a
 //!   collection is stopped, and after a call such a context is rebuilt. As
 //!   a backstop the call is also stopped once the process's peak RSS has
-//!   grown 256 MiB since the call's first yield. A single builtin that
-//!   allocates in one step (`"x".repeat(1e9)`) cannot be interrupted.
+//!   grown 256 MiB since the call's first yield. What no slice sees (a
+//!   builtin's callback, one huge block like `"x".repeat(1e9)`'s) cannot
+//!   be interrupted; on a VM thread the allocator stops the thread there
+//!   for good, before its heap passes its ceiling (`heap::ceiling`), or
+//!   the limit once abandoned (`heap::Halt`): the call fails at once, and
+//!   the thread sleeps holding its heap. Inline, nothing bounds it.
 //! - An exception fails its own request only: the dispatch catches it in
 //!   the script (see `vm.rs` for the boa stack leak this avoids).
 //! - A call whose body was 64 KiB or more is followed by a GC and a
@@ -468,7 +472,9 @@ impl ThreadedVm {
         // the phase's data is lost with the abandoned thread, and the
         // request fails anyway.
         let placeholder = job.placeholder();
+        let memory = self.memory;
         let work = move |slot: &mut Slot<Vm>| {
+            crate::heap::arm(memory);
             let mut job = job;
             let mut retired = None;
             let r = match slot.get() {
@@ -492,10 +498,27 @@ impl ThreadedVm {
                 (back, outcome(name, self.timeout, self.memory, r))
             }
             Err(RunError::Timeout) => (placeholder, Err(timed_out(name, self.timeout))),
+            Err(RunError::Parked(held)) => (
+                placeholder,
+                Err(MwError::out_of_memory(format!(
+                    "{name}: stopped: {}",
+                    memory::parked(held, self.memory)
+                ))),
+            ),
             Err(RunError::Unavailable(m)) => {
                 (placeholder, Err(MwError::internal(format!("{name}: {m}"))))
             }
         }
+    }
+}
+
+/// VM threads taken out of service, process-wide (`GET /tyk/stats`).
+pub fn threads_out_of_service() -> gateway_wire::JsThreads {
+    let (parked, bytes) = crate::heap::parked();
+    gateway_wire::JsThreads {
+        abandoned: vmthread::abandoned() as u64,
+        parked: parked as u64,
+        parked_bytes: bytes as u64,
     }
 }
 

@@ -27,7 +27,11 @@ pub(crate) fn install(ctx: &mut Context, api_id: &str) -> JsResult<()> {
         |_, args, api: &JsString, ctx| {
             let msg = arg_string(args, ctx)?;
             let msg = one_line(&msg);
-            tracing::info!(target: "jsvm", api_id = %api.to_std_string_lossy(), "{msg}");
+            // Not counted: the log's writer holds a process-wide lock, and
+            // the allocator may stop a counted thread for good.
+            crate::heap::uncounted(
+                || tracing::info!(target: "jsvm", api_id = %api.to_std_string_lossy(), "{msg}"),
+            );
             Ok(JsValue::undefined())
         },
         api.clone(),
@@ -35,7 +39,9 @@ pub(crate) fn install(ctx: &mut Context, api_id: &str) -> JsResult<()> {
     let rawlog = NativeFunction::from_copy_closure_with_captures(
         |_, args, api: &JsString, ctx| {
             let msg = arg_string(args, ctx)?;
-            tracing::info!(target: "jsvm::raw", api_id = %api.to_std_string_lossy(), "{msg}");
+            crate::heap::uncounted(
+                || tracing::info!(target: "jsvm::raw", api_id = %api.to_std_string_lossy(), "{msg}"),
+            );
             Ok(JsValue::undefined())
         },
         api,

@@ -15,7 +15,11 @@
 //!   *abandoned*: the request gets its 500 at once, the thread is marked,
 //!   lowered to the idlest CPU priority and dropped from the pool, and a new
 //!   thread takes its place for the next call. The abandoned thread exits
-//!   when its native step returns (it finds its inbox closed).
+//!   when its native step returns (it finds its inbox closed);
+//! - a job whose heap the allocator stopped (`heap::Halt`: past its
+//!   ceiling inside one native step, or past its limit once abandoned)
+//!   never returns: its thread sleeps for good, holding that heap, and a
+//!   call still waiting for it fails within [`HALT_LOOK`].
 //!
 //! This module knows nothing of boa: the pool runs closures against a
 //! per-thread state `S` that a builder makes on the VM thread, so any engine
@@ -32,10 +36,11 @@
 
 use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::heap::Halt;
 use crate::middleware::MwError;
 
 mod answer;
@@ -56,12 +61,23 @@ pub const SCRIPT_STACK_SIZE: usize = 256 << 20;
 /// compiled context, for the next call.
 pub(crate) const ABANDON_GRACE: Duration = Duration::from_millis(20);
 
-/// Abandoned threads still running in the whole process. Past
+/// How often a call waited for asynchronously looks whether its thread was
+/// stopped in the allocator.
+const HALT_LOOK: Duration = Duration::from_millis(50);
+
+/// Abandoned threads in the whole process: still running their last native
+/// step, or stopped for good in the allocator (`heap::Halt`). Past
 /// [`MAX_ABANDONED`], a pool does not replace a thread it abandons: its API
 /// answers 500 until one exits, rather than let an attacker pile up threads
-/// that each burn a core.
+/// that each burn a core or hold a heap (a stopped one never exits: the
+/// bound on what they hold together is `MAX_ABANDONED` ceilings).
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
 const MAX_ABANDONED: usize = 16;
+
+/// Abandoned VM threads now (see [`ABANDONED`]).
+pub(crate) fn abandoned() -> usize {
+    ABANDONED.load(Ordering::SeqCst)
+}
 
 /// Builds a VM thread's state, on that thread.
 pub(crate) type Builder<S> = Arc<dyn Fn() -> Result<S, MwError> + Send + Sync>;
@@ -98,6 +114,9 @@ pub(crate) enum RunError {
     /// No thread could take the job (spawn failed, too many abandoned
     /// threads, or the job panicked).
     Unavailable(String),
+    /// The thread stopped for good in the allocator, holding this many
+    /// bytes ([`Halt`]); it was abandoned.
+    Parked(usize),
 }
 
 /// One VM thread, as its pool sees it.
@@ -105,7 +124,8 @@ struct VmThread<S> {
     jobs: Arc<inbox::Inbox<Job<S>>>,
     /// The thread, to wake it when a job comes.
     thread: std::thread::Thread,
-    abandoned: Arc<AtomicBool>,
+    /// Abandonment, and the thread's stop in the allocator.
+    halt: Arc<Halt>,
     /// The kernel thread id, for lowering its priority when abandoned.
     tid: Arc<AtomicI32>,
 }
@@ -114,25 +134,25 @@ impl<S: 'static> VmThread<S> {
     fn spawn(name: &str, build: Builder<S>) -> Result<VmThread<S>, RunError> {
         let jobs = Arc::new(inbox::Inbox::new());
         let rx = jobs.clone();
-        let abandoned = Arc::new(AtomicBool::new(false));
+        let halt = Arc::new(Halt::default());
         let tid = Arc::new(AtomicI32::new(0));
-        let (a, t) = (abandoned.clone(), tid.clone());
+        let (h, t) = (halt.clone(), tid.clone());
         let handle = std::thread::Builder::new()
             .name(name.to_string())
             .stack_size(SCRIPT_STACK_SIZE)
-            .spawn(move || serve(&rx, build, a, t))
+            .spawn(move || serve(&rx, build, h, t))
             .map_err(|e| RunError::Unavailable(format!("cannot start a JS thread: {e}")))?;
         Ok(VmThread {
             jobs,
             thread: handle.thread().clone(),
-            abandoned,
+            halt,
             tid,
         })
     }
 
     /// Marks the thread abandoned; it exits when its current job returns.
     fn abandon(self) {
-        self.abandoned.store(true, Ordering::SeqCst);
+        self.halt.abandon();
         ABANDONED.fetch_add(1, Ordering::SeqCst);
         let tid = self.tid.load(Ordering::SeqCst);
         if tid > 0 {
@@ -154,12 +174,7 @@ impl<S> Drop for VmThread<S> {
 
 /// The VM thread's loop: build the state, then run jobs until the pool
 /// closes the inbox (shutdown or abandonment).
-fn serve<S>(
-    jobs: &inbox::Inbox<Job<S>>,
-    build: Builder<S>,
-    abandoned: Arc<AtomicBool>,
-    tid: Arc<AtomicI32>,
-) {
+fn serve<S>(jobs: &inbox::Inbox<Job<S>>, build: Builder<S>, halt: Arc<Halt>, tid: Arc<AtomicI32>) {
     // However the thread ends (a panic while building its state
     // included), a job sent to it from then on fails at once.
     struct Exit<'a, J>(&'a inbox::Inbox<J>);
@@ -169,6 +184,9 @@ fn serve<S>(
         }
     }
     let _exit = Exit(jobs);
+    // The allocator may stop this thread for good (a heap past its ceiling,
+    // or past its limit once abandoned): see `heap::Halt`.
+    let _halt = halt.enter();
     // SAFETY: gettid has no preconditions.
     tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
     let mut slot = Slot { state: None, build };
@@ -187,7 +205,7 @@ fn serve<S>(
             let _ = slot.get();
         }
     }
-    if abandoned.load(Ordering::SeqCst) {
+    if halt.abandoned() {
         ABANDONED.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -266,8 +284,10 @@ impl<S: 'static> VmPool<S> {
         // Phase 2: a live thread (replacing an abandoned one), and the job.
         if held.is_none() {
             if ABANDONED.load(Ordering::SeqCst) >= MAX_ABANDONED {
+                let (parked, bytes) = crate::heap::parked();
                 return Err(RunError::Unavailable(format!(
-                    "{MAX_ABANDONED} stopped scripts are still running their last native step; not starting another JS thread"
+                    "{MAX_ABANDONED} stopped scripts are still running their last native step or parked ({parked} parked for good, holding {}); not starting another JS thread",
+                    super::memory::mib(bytes)
                 )));
             }
             *held = Some(VmThread::spawn(&self.name, self.build.clone())?);
@@ -300,16 +320,31 @@ impl<S: 'static> VmPool<S> {
         };
         let got = match quick {
             Some(got) => got,
-            None => match tokio::time::timeout_at(until + ABANDON_GRACE, pending).await {
-                Ok(got) => got,
-                Err(_) => {
-                    if let Some(t) = held.take() {
-                        t.abandon();
+            None => {
+                // Looked at every `HALT_LOOK` too: a thread the allocator
+                // stopped (`heap::Halt`) will never answer, so its call
+                // fails now rather than at the deadline.
+                let halt = thread.halt.clone();
+                let end = until + ABANDON_GRACE;
+                let mut pending = pending;
+                loop {
+                    let look = (tokio::time::Instant::now() + HALT_LOOK).min(end);
+                    if let Ok(got) = tokio::time::timeout_at(look, &mut pending).await {
+                        break got;
                     }
-                    self.note(self.wait);
-                    return Err(RunError::Timeout);
+                    let stopped = halt.held();
+                    if stopped > 0 || look >= end {
+                        if let Some(t) = held.take() {
+                            t.abandon();
+                        }
+                        self.note(self.wait);
+                        return Err(match stopped {
+                            0 => RunError::Timeout,
+                            bytes => RunError::Parked(bytes),
+                        });
+                    }
                 }
-            },
+            }
         };
         match got {
             Ok((answer, ran)) => {

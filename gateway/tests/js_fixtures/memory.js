@@ -23,6 +23,29 @@ memoryMw.NewProcessRequest(function (request, session, spec) {
         var a = [];
         for (var i = 0; i < 1e7; i++) { a.push("x".repeat(1024) + i); }
         n = a.length;
+    } else if (c === "callback-grow") {
+        // Grows inside a callback that a builtin runs (`Array.from` calls
+        // it per element): boa yields no slice there, so the slice check
+        // never sees it. 1 KiB an element, 400,000 at most (~450 MB: the
+        // bound of a gateway that lets it run).
+        var b = Array.from({ length: 4e5 }, function (_, i) {
+            return "x".repeat(1024) + i;
+        });
+        n = b.length;
+    } else if (c === "huge") {
+        // One native step that asks for 200 MB at once.
+        n = "x".repeat(2e8).length;
+    } else if (c === "late-grow") {
+        // Spins inside a callback for X-Spin ms (past the call's deadline,
+        // so that its VM thread is abandoned meanwhile), then grows there
+        // as "callback-grow" does.
+        var spin = Number(request.Headers["X-Spin"] ? request.Headers["X-Spin"][0] : 0);
+        var t0 = Date.now();
+        var g = Array.from({ length: 4e5 }, function (_, i) {
+            while (i === 0 && Date.now() - t0 < spin) { }
+            return "x".repeat(1024) + i;
+        });
+        n = g.length;
     } else if (c === "calls") {
         n = calls;
     } else if (c === "symbols") {

@@ -66,6 +66,24 @@ pub struct StatsBody {
     /// and an older reader ignores it.
     #[serde(default)]
     pub errors: Vec<ErrorCount>,
+    /// JS VM threads that no longer serve calls, now (gauges: a reset
+    /// leaves them). Added last, read as zeros when absent.
+    #[serde(default)]
+    pub js_threads: JsThreads,
+}
+
+/// VM threads taken out of service: abandoned at a call's deadline inside a
+/// native step, and of those, the ones the allocator stopped for good
+/// because their heap passed its bound there (they hold it until the
+/// gateway restarts).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JsThreads {
+    /// Abandoned: still running their last native step, or parked.
+    pub abandoned: u64,
+    /// Stopped for good in the allocator.
+    pub parked: u64,
+    /// What the parked threads hold, in bytes.
+    pub parked_bytes: u64,
 }
 
 /// How many of one API's middleware calls failed with one kind of error.
@@ -177,6 +195,11 @@ mod tests {
                 kind: MwErrorKind::Threw.as_str().into(),
                 count: 3,
             }],
+            js_threads: JsThreads {
+                abandoned: 2,
+                parked: 1,
+                parked_bytes: 64 << 20,
+            },
         };
         let v = serde_json::to_value(&body).unwrap();
         let keys: Vec<&str> = v["apis"][0]
@@ -211,6 +234,13 @@ mod tests {
             .map(String::as_str)
             .collect();
         assert_eq!(error_keys, ["api_id", "count", "kind"]);
+        let thread_keys: Vec<&str> = v["js_threads"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(thread_keys, ["abandoned", "parked", "parked_bytes"]);
     }
 
     /// A body from a gateway that predates `errors` reads as no failures.
@@ -220,6 +250,7 @@ mod tests {
             "mean_us":1.0,"p50_us":1.0,"p90_us":1.0,"p99_us":1.0,"max_us":1.0}]}"#;
         let body: StatsBody = serde_json::from_str(old).unwrap();
         assert_eq!((body.apis.len(), body.errors.len()), (1, 0));
+        assert_eq!(body.js_threads, JsThreads::default());
     }
 
     /// A reader that predates `errors` (the body as it was) reads a new one.
@@ -236,6 +267,7 @@ mod tests {
                 kind: "timed_out".into(),
                 count: 1,
             }],
+            js_threads: JsThreads::default(),
         };
         let text = serde_json::to_string(&new).unwrap();
         let old: OldBody = serde_json::from_str(&text).unwrap();

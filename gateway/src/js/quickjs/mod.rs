@@ -601,6 +601,11 @@ impl Place {
                 "stopped after the jsvm timeout ({timeout:?})"
             ))),
             Err(RunError::Unavailable(m)) => Err(MwError::internal(m)),
+            // QuickJS threads are never armed (its heap has its own limit).
+            Err(RunError::Parked(held)) => Err(MwError::out_of_memory(format!(
+                "its JS thread stopped in the allocator, holding {}",
+                crate::js::memory::mib(held)
+            ))),
         }
     }
 }
@@ -650,6 +655,11 @@ impl QjsMiddleware {
                 self.timeout
             ))),
             Err(RunError::Unavailable(m)) => Err(MwError::internal(m)),
+            // QuickJS threads are never armed (its heap has its own limit).
+            Err(RunError::Parked(held)) => Err(MwError::out_of_memory(format!(
+                "its JS thread stopped in the allocator, holding {}",
+                crate::js::memory::mib(held)
+            ))),
         }
     }
 }
