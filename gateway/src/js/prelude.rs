@@ -118,7 +118,9 @@ fn decoded_value(decoded: Result<Vec<u8>, base64::DecodeError>) -> JsValue {
     match decoded {
         Ok(bytes) => JsString::from(String::from_utf8_lossy(&bytes).as_ref()).into(),
         Err(e) => {
-            tracing::error!(target: "jsvm", error = %e, "Failed to base64 decode");
+            crate::heap::uncounted(
+                || tracing::error!(target: "jsvm", error = %e, "Failed to base64 decode"),
+            );
             JsValue::undefined()
         }
     }

@@ -131,7 +131,9 @@ fn refusal(global: &str) -> Option<String> {
 /// (`handleGetDetail`'s `apiError("Key not found")`), which is every key
 /// here.
 pub(crate) fn get_key_data(key: &str, api_id: &str) -> String {
-    tracing::debug!(target: "jsvm", key, api_id, "TykGetKeyData: no key store here; key not found");
+    crate::heap::uncounted(
+        || tracing::debug!(target: "jsvm", key, api_id, "TykGetKeyData: no key store here; key not found"),
+    );
     r#"{"status":"error","message":"Key not found"}"#.to_string()
 }
 
@@ -139,7 +141,9 @@ pub(crate) fn get_key_data(key: &str, api_id: &str) -> String {
 /// session (logging a bad one) and stores it; with no key store here it is
 /// decoded and dropped, and the log says so.
 pub(crate) fn set_key_data(key: &str, session: &str) {
-    match serde_json::from_str::<serde_json::Value>(session) {
+    let decoded = serde_json::from_str::<serde_json::Value>(session);
+    // Logged uncounted, as every log line a script can cause (`prelude.rs`).
+    crate::heap::uncounted(|| match decoded {
         Ok(v) if v.is_object() || v.is_null() => tracing::warn!(
             target: "jsvm",
             key,
@@ -148,7 +152,7 @@ pub(crate) fn set_key_data(key: &str, session: &str) {
         Ok(_) | Err(_) => {
             tracing::error!(target: "jsvm", key, "Failed to decode the session data")
         }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -38,7 +38,9 @@ pub(crate) fn make_http_request(arg: &str) -> Option<String> {
         Ok(response_json(&reply))
     };
     run()
-        .map_err(|e| tracing::error!(target: "jsvm", "TykMakeHttpRequest: {e}"))
+        .map_err(|e| {
+            crate::heap::uncounted(|| tracing::error!(target: "jsvm", "TykMakeHttpRequest: {e}"))
+        })
         .ok()
 }
 
@@ -53,7 +55,11 @@ pub(crate) fn batch_request(arg: &str) -> Option<String> {
         serde_json::to_string(&replies).map_err(|e| e.to_string())
     };
     run()
-        .map_err(|e| tracing::error!(target: "jsvm", "TykBatchRequest: Batch request error: {e}"))
+        .map_err(|e| {
+            crate::heap::uncounted(
+                || tracing::error!(target: "jsvm", "TykBatchRequest: Batch request error: {e}"),
+            )
+        })
         .ok()
 }
 
@@ -185,7 +191,9 @@ async fn run_batch(
                 body: r.body,
             },
             Err(e) => {
-                tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}");
+                crate::heap::uncounted(
+                    || tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}"),
+                );
                 BatchReply::default()
             }
         }
