@@ -29,7 +29,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -181,9 +181,17 @@ pub fn ceiling(limit: usize) -> usize {
 /// thread was abandoned.
 const STEP: isize = 1 << 20;
 
-/// VM threads stopped in the allocator, and the bytes they hold.
+/// Abandoned VM threads still running their last native step.
+static RUNNING_ABANDONED: AtomicUsize = AtomicUsize::new(0);
+/// VM threads stopped in the allocator, the bytes they hold, and the
+/// largest ceiling among them.
 static PARKED: AtomicUsize = AtomicUsize::new(0);
 static PARKED_BYTES: AtomicUsize = AtomicUsize::new(0);
+static PARKED_CEILING: AtomicUsize = AtomicUsize::new(0);
+
+/// [`Halt`]'s state bits.
+const ABANDONED: u8 = 1;
+const PARKED_BIT: u8 = 2;
 
 /// What a VM thread and its pool share about stopping it.
 ///
@@ -201,27 +209,40 @@ static PARKED_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// A stopped thread sleeps forever, keeping what it holds (at most the
 /// ceiling): nothing can unwind it from inside the allocator, and nothing
 /// else can free a boa heap. The pool sees [`Halt::held`] and answers its
-/// call at once; [`parked`] counts such threads.
+/// call at once. [`out_of_service`] counts the abandoned threads still
+/// running and the parked ones (one state word per thread, so a thread
+/// abandoned and parked at once is counted once, as parked).
 #[derive(Default)]
 pub struct Halt {
-    abandoned: AtomicBool,
+    state: AtomicU8,
     held: AtomicUsize,
 }
 
 impl Halt {
     /// Tells the thread that no one waits for its call any more.
     pub fn abandon(&self) {
-        self.abandoned.store(true, Ordering::SeqCst);
+        let was = self.state.fetch_or(ABANDONED, Ordering::SeqCst);
+        if was == 0 {
+            RUNNING_ABANDONED.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// Whether [`Halt::abandon`] was called.
     pub fn abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::SeqCst)
+        self.state.load(Ordering::SeqCst) & ABANDONED != 0
     }
 
     /// The thread's count when it stopped; 0 while it runs.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::SeqCst)
+    }
+
+    /// The thread is about to exit (its step ended): an abandoned one no
+    /// longer counts as running.
+    pub fn exiting(&self) {
+        if self.state.load(Ordering::SeqCst) == ABANDONED {
+            RUNNING_ABANDONED.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     /// This thread obeys `self` until the guard drops.
@@ -236,7 +257,11 @@ impl Halt {
         let held = held.max(1) as usize;
         PARKED.fetch_add(1, Ordering::SeqCst);
         PARKED_BYTES.fetch_add(held, Ordering::SeqCst);
+        PARKED_CEILING.fetch_max(HARD.with(Cell::get).max(0) as usize, Ordering::SeqCst);
         self.held.store(held, Ordering::SeqCst);
+        if self.state.fetch_or(PARKED_BIT, Ordering::SeqCst) == ABANDONED {
+            RUNNING_ABANDONED.fetch_sub(1, Ordering::SeqCst);
+        }
         loop {
             // nanosleep: allocates nothing and holds no lock.
             std::thread::sleep(Duration::from_secs(3600));
@@ -300,13 +325,46 @@ fn crossed(b: isize, size: isize) {
     rearm();
 }
 
-/// VM threads stopped for good in the allocator ([`Halt`]), and the bytes
-/// they hold.
-pub fn parked() -> (usize, usize) {
-    (
-        PARKED.load(Ordering::SeqCst),
-        PARKED_BYTES.load(Ordering::SeqCst),
-    )
+/// Most VM threads parked at once: past it, or past
+/// [`PARKED_CEILINGS`], a pool replaces no thread it loses.
+pub const MAX_PARKED: usize = 64;
+/// What parked threads may hold together, in ceilings (the largest of
+/// theirs): 1 GiB at the default `--jsvm-memory` (64 MiB, ceiling 256
+/// MiB). A thread stopped before one huge block holds little, so many of
+/// those fit; four that filled their ceiling use it up.
+pub const PARKED_CEILINGS: usize = 4;
+
+/// VM threads out of service, process-wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfService {
+    /// Abandoned at a deadline, still running their last native step.
+    pub running: usize,
+    /// Stopped for good in the allocator ([`Halt`]).
+    pub parked: usize,
+    /// What the parked ones hold.
+    pub parked_bytes: usize,
+    /// What they may hold together ([`PARKED_CEILINGS`]; 0 when none is
+    /// parked).
+    pub parked_budget: usize,
+}
+
+impl OutOfService {
+    /// Whether parked threads are at [`MAX_PARKED`] or their budget.
+    pub fn parked_full(&self) -> bool {
+        self.parked >= MAX_PARKED || (self.parked > 0 && self.parked_bytes >= self.parked_budget)
+    }
+}
+
+/// VM threads out of service now.
+pub fn out_of_service() -> OutOfService {
+    OutOfService {
+        running: RUNNING_ABANDONED.load(Ordering::SeqCst),
+        parked: PARKED.load(Ordering::SeqCst),
+        parked_bytes: PARKED_BYTES.load(Ordering::SeqCst),
+        parked_budget: PARKED_CEILING
+            .load(Ordering::SeqCst)
+            .saturating_mul(PARKED_CEILINGS),
+    }
 }
 
 /// This thread's allocations count while it lives (windows nest: the
@@ -520,8 +578,15 @@ mod tests {
         rx.recv().unwrap();
         late.abandon();
         assert_eq!(stopped(&late), 3 << 18);
-        let (parked, bytes) = parked();
-        assert!(parked >= 2 && bytes >= (129 << 19) + (3 << 18));
+        // Both parked; the one abandoned first no longer counts as running.
+        let now = out_of_service();
+        assert_eq!((now.running, now.parked), (0, 2));
+        assert_eq!(now.parked_bytes, (129 << 19) + (3 << 18));
+        assert_eq!(now.parked_budget, 4 * 65 * MIB as usize);
+        assert!(!now.parked_full());
+        // Abandoning a parked thread does not count it as running.
+        live.abandon();
+        assert_eq!(out_of_service().running, 0);
 
         // A thread that entered no `Halt` is never stopped, and an
         // armed one's look is off again once it leaves.

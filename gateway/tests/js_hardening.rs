@@ -558,7 +558,7 @@ fn a_boa_callback_growing_past_its_ceiling_stops_its_thread_there() {
     let threads = &s["js_threads"];
     assert_eq!(
         (threads["parked"].as_u64(), threads["abandoned"].as_u64()),
-        (Some(1), Some(1)),
+        (Some(1), Some(0)),
         "{s}"
     );
     let held = threads["parked_bytes"].as_u64().unwrap();
@@ -623,7 +623,7 @@ fn an_abandoned_boa_thread_stops_growing_at_jsvm_memory() {
     let threads = &s["js_threads"];
     assert_eq!(
         (threads["parked"].as_u64(), threads["abandoned"].as_u64()),
-        (Some(1), Some(1)),
+        (Some(1), Some(0)),
         "{s}"
     );
     let held = threads["parked_bytes"].as_u64().unwrap();
@@ -634,6 +634,52 @@ fn an_abandoned_boa_thread_stops_growing_at_jsvm_memory() {
     let after = gw.rss_kb();
     assert!(after < before + 48 * 1024, "VmRSS {before} -> {after} KiB");
     assert_eq!(memory_case(&mut c, "calls"), Some(0));
+    gw.assert_alive();
+}
+
+#[test]
+fn parked_boa_threads_are_bounded_by_what_they_hold() {
+    // A thread stopped before one huge block holds almost nothing: twenty
+    // of them (more than the 16 running abandoned threads allowed) leave
+    // the API served. Threads that filled their ceiling (2 + 64 MiB here)
+    // use up the parked threads' budget (4 ceilings) in four: then the API
+    // answers 500 rather than start a fifth, until a restart.
+    let flags = [
+        "--jsvm-memory",
+        "2MiB",
+        "--jsvm-timeout",
+        "60s",
+        "--secret",
+        "s3cret",
+    ];
+    let (_dir, mut gw, mut c) = memory_gateway("persistent", "1", &flags);
+    for i in 0..20 {
+        assert_eq!(memory_case(&mut c, "huge"), None, "huge call {i}");
+    }
+    assert_eq!(memory_case(&mut c, "calls"), Some(0));
+    let s = stats(&mut c);
+    assert_eq!(failures(&s, "memory", "out_of_memory"), 20, "{s}");
+    assert_eq!(s["js_threads"]["parked"], 20, "{s}");
+    for i in 0..4 {
+        assert_eq!(
+            memory_case(&mut c, "callback-grow"),
+            None,
+            "growing call {i}"
+        );
+    }
+    let s = stats(&mut c);
+    assert_eq!(failures(&s, "memory", "out_of_memory"), 24, "{s}");
+    assert_eq!(s["js_threads"]["parked"], 24, "{s}");
+    let held = s["js_threads"]["parked_bytes"].as_u64().unwrap();
+    assert!(
+        held >= 4 * (66 << 20) - (4 << 20),
+        "parked threads hold {held} bytes"
+    );
+    // Budget used up: no fifth thread, and no more parked memory.
+    assert_eq!(memory_case(&mut c, "calls"), None);
+    let s = stats(&mut c);
+    assert_eq!(failures(&s, "memory", "internal"), 1, "{s}");
+    assert_eq!(s["js_threads"]["parked"], 24, "{s}");
     gw.assert_alive();
 }
 

@@ -514,11 +514,11 @@ impl ThreadedVm {
 
 /// VM threads taken out of service, process-wide (`GET /tyk/stats`).
 pub fn threads_out_of_service() -> gateway_wire::JsThreads {
-    let (parked, bytes) = crate::heap::parked();
+    let out = crate::heap::out_of_service();
     gateway_wire::JsThreads {
-        abandoned: vmthread::abandoned() as u64,
-        parked: parked as u64,
-        parked_bytes: bytes as u64,
+        abandoned: out.running as u64,
+        parked: out.parked as u64,
+        parked_bytes: out.parked_bytes as u64,
     }
 }
 

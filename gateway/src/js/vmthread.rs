@@ -36,7 +36,7 @@
 
 use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,19 +65,14 @@ pub(crate) const ABANDON_GRACE: Duration = Duration::from_millis(20);
 /// stopped in the allocator.
 const HALT_LOOK: Duration = Duration::from_millis(50);
 
-/// Abandoned threads in the whole process: still running their last native
-/// step, or stopped for good in the allocator (`heap::Halt`). Past
-/// [`MAX_ABANDONED`], a pool does not replace a thread it abandons: its API
-/// answers 500 until one exits, rather than let an attacker pile up threads
-/// that each burn a core or hold a heap (a stopped one never exits: the
-/// bound on what they hold together is `MAX_ABANDONED` ceilings).
-static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+/// Most abandoned threads still running their last native step, process
+/// wide (`heap::out_of_service`). Past it, a pool does not replace a thread
+/// it abandons: its API answers 500 until one exits, rather than let an
+/// attacker pile up threads that each burn a core. Threads parked for good
+/// by the allocator (`heap::Halt`) burn nothing but hold their heap: they
+/// have their own bound (`heap::MAX_PARKED`, `heap::PARKED_CEILINGS`), past
+/// which no thread is replaced either, until a restart.
 const MAX_ABANDONED: usize = 16;
-
-/// Abandoned VM threads now (see [`ABANDONED`]).
-pub(crate) fn abandoned() -> usize {
-    ABANDONED.load(Ordering::SeqCst)
-}
 
 /// Builds a VM thread's state, on that thread.
 pub(crate) type Builder<S> = Arc<dyn Fn() -> Result<S, MwError> + Send + Sync>;
@@ -153,7 +148,6 @@ impl<S: 'static> VmThread<S> {
     /// Marks the thread abandoned; it exits when its current job returns.
     fn abandon(self) {
         self.halt.abandon();
-        ABANDONED.fetch_add(1, Ordering::SeqCst);
         let tid = self.tid.load(Ordering::SeqCst);
         if tid > 0 {
             // SAFETY: setpriority on a thread id of this process; a stale id
@@ -205,9 +199,7 @@ fn serve<S>(jobs: &inbox::Inbox<Job<S>>, build: Builder<S>, halt: Arc<Halt>, tid
             let _ = slot.get();
         }
     }
-    if halt.abandoned() {
-        ABANDONED.fetch_sub(1, Ordering::SeqCst);
-    }
+    halt.exiting();
 }
 
 /// A lane: one VM thread slot of a pool and how many calls want it.
@@ -283,11 +275,19 @@ impl<S: 'static> VmPool<S> {
 
         // Phase 2: a live thread (replacing an abandoned one), and the job.
         if held.is_none() {
-            if ABANDONED.load(Ordering::SeqCst) >= MAX_ABANDONED {
-                let (parked, bytes) = crate::heap::parked();
+            let out = crate::heap::out_of_service();
+            if out.running >= MAX_ABANDONED {
                 return Err(RunError::Unavailable(format!(
-                    "{MAX_ABANDONED} stopped scripts are still running their last native step or parked ({parked} parked for good, holding {}); not starting another JS thread",
-                    super::memory::mib(bytes)
+                    "{MAX_ABANDONED} stopped scripts are still running their last native step; not starting another JS thread"
+                )));
+            }
+            if out.parked_full() {
+                return Err(RunError::Unavailable(format!(
+                    "{} JS threads are parked for good, holding {} (at most {} threads and {}); not starting another JS thread until the gateway restarts",
+                    out.parked,
+                    super::memory::mib(out.parked_bytes),
+                    crate::heap::MAX_PARKED,
+                    super::memory::mib(out.parked_budget)
                 )));
             }
             *held = Some(VmThread::spawn(&self.name, self.build.clone())?);

@@ -73,12 +73,12 @@ pub struct StatsBody {
 }
 
 /// VM threads taken out of service: abandoned at a call's deadline inside a
-/// native step, and of those, the ones the allocator stopped for good
-/// because their heap passed its bound there (they hold it until the
-/// gateway restarts).
+/// native step and still running it, and parked: stopped for good by the
+/// allocator because their heap passed its bound inside one (they hold it
+/// until the gateway restarts).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct JsThreads {
-    /// Abandoned: still running their last native step, or parked.
+    /// Abandoned, still running their last native step.
     pub abandoned: u64,
     /// Stopped for good in the allocator.
     pub parked: u64,
