@@ -23,6 +23,11 @@
 //! ([`Contexts`]), and a context over its limit is rebuilt (the JS host's
 //! policy is in `js/memory.rs`).
 //!
+//! The count also bounds what no slice check reaches (a builtin's callback,
+//! one huge block, a thread abandoned at its deadline): a VM thread that
+//! entered a [`Halt`] is stopped for good at the allocation that would take
+//! it past its bound, before it is made ([`Halt`], [`arm`]).
+//!
 //! The binary installs [`Counting`] as its global allocator (`main.rs`); a
 //! program that does not (a test binary, a bench) still runs, with JS heaps
 //! unbounded: [`installed`] tells the two apart.
@@ -48,6 +53,9 @@ thread_local! {
     /// [`arm`]'s limit and ceiling.
     static SOFT: Cell<isize> = const { Cell::new(isize::MAX) };
     static HARD: Cell<isize> = const { Cell::new(isize::MAX) };
+    /// [`arm`]'s ceiling without the bodies' share (what parked threads'
+    /// budget is counted in).
+    static BASE: Cell<usize> = const { Cell::new(0) };
     /// The [`Halt`] this thread entered (null: none).
     static HALT: Cell<*const Halt> = const { Cell::new(std::ptr::null()) };
 }
@@ -203,13 +211,15 @@ const PARKED_BIT: u8 = 2;
 /// stops at an allocation instead (before making it), for good:
 ///
 /// - while its call is live, once its count would pass the ceiling
-///   ([`ceiling`]: 4 x the limit, at least the limit + 64 MiB);
+///   ([`ceiling`]: 4 x the limit, at least the limit + 64 MiB; plus
+///   [`BODY_FACTOR`] bytes per byte of the call's bodies);
 /// - once abandoned, once its count would pass the limit.
 ///
 /// A stopped thread sleeps forever, keeping what it holds (at most the
 /// ceiling): nothing can unwind it from inside the allocator, and nothing
 /// else can free a boa heap. The pool sees [`Halt::held`] and answers its
-/// call at once. [`out_of_service`] counts the abandoned threads still
+/// call at once. Between calls (a context rebuilt after one) the thread is
+/// [`disarm`]ed. [`out_of_service`] counts the abandoned threads still
 /// running and the parked ones (one state word per thread, so a thread
 /// abandoned and parked at once is counted once, as parked).
 #[derive(Default)]
@@ -257,7 +267,7 @@ impl Halt {
         let held = held.max(1) as usize;
         PARKED.fetch_add(1, Ordering::SeqCst);
         PARKED_BYTES.fetch_add(held, Ordering::SeqCst);
-        PARKED_CEILING.fetch_max(HARD.with(Cell::get).max(0) as usize, Ordering::SeqCst);
+        PARKED_CEILING.fetch_max(BASE.with(Cell::get), Ordering::SeqCst);
         self.held.store(held, Ordering::SeqCst);
         if self.state.fetch_or(PARKED_BIT, Ordering::SeqCst) == ABANDONED {
             RUNNING_ABANDONED.fetch_sub(1, Ordering::SeqCst);
@@ -281,13 +291,32 @@ impl Drop for Entered {
     }
 }
 
-/// Sets this thread's limit (`--jsvm-memory`) and ceiling for what runs
-/// next; effective on a thread inside a [`Halt::enter`].
-pub fn arm(limit: usize) {
+/// How much heap a call may make per byte of the bodies it was given, over
+/// its [`ceiling`]: what a script does with a large body is bounded by the
+/// body (32 MiB at most), not by `--jsvm-memory`. Measured: `tyk-json`
+/// pastes the body into the call's source as base64, and boa's parser made
+/// ~13 bytes per body byte (a 16 MiB body peaked near 210 MiB);
+/// `JSON.parse` then `JSON.stringify` of a 32 MiB body ~8.
+pub const BODY_FACTOR: usize = 32;
+
+/// Sets this thread's limit (`--jsvm-memory`) and ceiling for the call
+/// that runs next, given `body` bytes of request and response bodies;
+/// effective on a thread inside a [`Halt::enter`], until [`disarm`].
+pub fn arm(limit: usize, body: usize) {
     let soft = limit.min(isize::MAX as usize) as isize;
+    let hard = ceiling(limit).saturating_add(body.saturating_mul(BODY_FACTOR));
     SOFT.with(|s| s.set(soft));
-    HARD.with(|h| h.set(ceiling(limit).min(isize::MAX as usize) as isize));
+    HARD.with(|h| h.set(hard.min(isize::MAX as usize) as isize));
+    BASE.with(|b| b.set(ceiling(limit)));
     rearm();
+}
+
+/// No bound between calls (a context rebuilt after one: its top-level
+/// code passed the load-time check, and no call waits for it).
+pub fn disarm() {
+    SOFT.with(|s| s.set(isize::MAX));
+    HARD.with(|h| h.set(isize::MAX));
+    NEXT.with(|n| n.set(isize::MAX));
 }
 
 /// Sets where the next look at the ceiling is due from the count now (after
@@ -329,8 +358,8 @@ fn crossed(b: isize, size: isize) {
 /// [`PARKED_CEILINGS`], a pool replaces no thread it loses.
 pub const MAX_PARKED: usize = 64;
 /// What parked threads may hold together, in ceilings (the largest of
-/// theirs): 1 GiB at the default `--jsvm-memory` (64 MiB, ceiling 256
-/// MiB). A thread stopped before one huge block holds little, so many of
+/// theirs, without the bodies' share): 1 GiB at the default
+/// `--jsvm-memory` (64 MiB, ceiling 256 MiB). A thread stopped before one huge block holds little, so many of
 /// those fit; four that filled their ceiling use it up.
 pub const PARKED_CEILINGS: usize = 4;
 
@@ -542,7 +571,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _in = h.enter();
-            arm(MIB as usize);
+            arm(MIB as usize, 0);
             grow(MIB / 2);
             let under = NEXT.with(Cell::get);
             // Past the limit while live: only the next look moves, a MiB on.
@@ -564,7 +593,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _in = h.enter();
-            arm(MIB as usize);
+            arm(MIB as usize, 0);
             grow(MIB / 2);
             tx.send(()).unwrap();
             while !h.abandoned() {
@@ -591,18 +620,23 @@ mod tests {
         // A thread that entered no `Halt` is never stopped, and an
         // armed one's look is off again once it leaves.
         std::thread::spawn(|| {
-            arm(MIB as usize);
+            arm(MIB as usize, 0);
             grow(64 * MIB);
             assert_eq!(NEXT.with(Cell::get), isize::MAX);
             let halt = Arc::new(Halt::default());
             {
                 let _in = halt.enter();
-                arm(MIB as usize);
+                arm(MIB as usize, 0);
                 assert_eq!(
                     NEXT.with(Cell::get),
                     65 * MIB,
                     "past the limit: the ceiling"
                 );
+                // A call given a 1 MiB body may make 32 MiB more.
+                arm(MIB as usize, MIB as usize);
+                assert_eq!(NEXT.with(Cell::get), 97 * MIB);
+                disarm();
+                assert_eq!(NEXT.with(Cell::get), isize::MAX);
             }
             assert_eq!(NEXT.with(Cell::get), isize::MAX);
         })

@@ -684,6 +684,65 @@ fn parked_boa_threads_are_bounded_by_what_they_hold() {
 }
 
 #[test]
+fn a_large_body_does_not_take_a_boa_call_past_its_ceiling() {
+    // `tyk-json` pastes the body into the call's source as base64: boa's
+    // parser makes ~13 bytes per body byte inside one step. The ceiling
+    // grows with the bodies a call is given (32 bytes a byte), so an 8 MiB
+    // body is served under a 2 MiB limit (ceiling 66 MiB: the thread was
+    // parked and the request answered 500 before).
+    let flags = [
+        "--jsvm-memory",
+        "2MiB",
+        "--jsvm-timeout",
+        "60s",
+        "--secret",
+        "s3cret",
+    ];
+    let (_dir, mut gw, mut c) = memory_gateway("tyk-json", "1", &flags);
+    let body = Bytes::from(vec![b'b'; 8 << 20]);
+    for i in 0..2 {
+        let (status, _) = c.send("POST", "/memory/", &[("x-case", "ordinary")], body.clone());
+        assert_eq!(status, 200, "call {i}");
+    }
+    assert_eq!(stats(&mut c)["js_threads"]["parked"], 0);
+    gw.assert_alive();
+}
+
+#[test]
+fn a_boa_context_build_is_not_held_to_a_calls_ceiling() {
+    // Top-level code that makes ~96 MiB of strings and keeps none passes
+    // the load-time check (2 MiB limit); with `fresh`, each call's context
+    // is built again on its VM thread (after the call, off the next
+    // request's path). Built under the last call's ceiling (66 MiB), the
+    // thread was parked and the next, unrelated request answered 500.
+    let dir = tempfile::tempdir().unwrap();
+    let up = format!("http://{}", draining_upstream());
+    let mw = json!({ "driver": "otto", "strategy": "fresh",
+        "pre": [{ "name": "buildMw", "path": fixture("memory_build.js") }] });
+    common::write_api(
+        dir.path(),
+        "build",
+        &common::api_json("build", "/build/", &up, true, mw),
+    );
+    let args = [
+        "--threads",
+        "1",
+        "--jsvm-memory",
+        "2MiB",
+        "--secret",
+        "s3cret",
+    ];
+    let mut gw = Proc::start(dir.path(), &args);
+    let mut c = Conn::open(gw.addr);
+    for i in 0..4 {
+        let (status, body) = c.send("GET", "/build/", &[], Bytes::new());
+        assert_eq!((status, &body[..]), (200, &b"built"[..]), "call {i}");
+    }
+    assert_eq!(stats(&mut c)["js_threads"]["parked"], 0);
+    gw.assert_alive();
+}
+
+#[test]
 fn ordinary_calls_leave_a_boa_contexts_heap_count_where_it_was() {
     // What the host copies into and out of a context (header maps that
     // share the I/O thread's buffers, the header values, bodies and URLs

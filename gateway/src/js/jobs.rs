@@ -36,6 +36,14 @@ pub(crate) enum Done {
 }
 
 impl Job {
+    /// The bytes of the bodies the call is given.
+    pub(crate) fn body_len(&self) -> usize {
+        match self {
+            Job::Request { req, .. } | Job::Endpoint { req, .. } => req.body.len(),
+            Job::Response { req, resp, .. } => req.body.len() + resp.body.len(),
+        }
+    }
+
     /// Runs the job on `vm` within `deadline`.
     /// Its allocations count towards the thread's boa heap while it runs
     /// (`memory.rs`), and the heap is checked after it.

@@ -193,9 +193,11 @@ pub(crate) fn passed(limit: usize) -> String {
 /// stopped for.
 pub(crate) fn parked(held: usize, limit: usize) -> String {
     format!(
-        "the JS heap reached {} and its next allocation inside one native step (a builtin's callback, or one huge block) would have passed its ceiling ({}: 4 x --jsvm-memory, at least --jsvm-memory + 64 MiB); its VM thread stays parked, holding that memory, until the gateway restarts",
+        "the JS heap reached {} and its next allocation inside one native step (a builtin's callback, or one huge block) would have passed its ceiling ({} for --jsvm-memory {}, plus {} bytes per byte of the call's bodies); its VM thread stays parked, holding that memory, until the gateway restarts",
         mib(held),
-        mib(heap::ceiling(limit))
+        mib(heap::ceiling(limit)),
+        mib(limit),
+        heap::BODY_FACTOR
     )
 }
 

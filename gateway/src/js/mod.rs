@@ -474,12 +474,16 @@ impl ThreadedVm {
         let placeholder = job.placeholder();
         let memory = self.memory;
         let work = move |slot: &mut Slot<Vm>| {
-            crate::heap::arm(memory);
             let mut job = job;
             let mut retired = None;
             let r = match slot.get() {
                 Ok(vm) => {
+                    // The call's bound in the allocator (`heap::Halt`); a
+                    // build is not bounded there: its top-level code is
+                    // the one the load-time check ran.
+                    crate::heap::arm(memory, job.body_len());
                     let r = budget::block_on(job.run(vm, deadline));
+                    crate::heap::disarm();
                     retired = vm.retired();
                     r
                 }

@@ -34,8 +34,14 @@ pub(crate) fn make_http_request(arg: &str) -> Option<String> {
             return Err(why);
         }
         let out = http_request(arg)?;
-        let reply = block_on(deadline(), fetch(out))?;
-        Ok(response_json(&reply))
+        // The exchange is the host's (its runtime, connection and buffers,
+        // the reply capped at 32 MiB), made and freed uncounted: a thread
+        // the allocator stopped in the middle of it would keep the
+        // connection open. What the script gets is counted.
+        let reply = crate::heap::uncounted(|| block_on(deadline(), fetch(out)))?;
+        let json = response_json(&reply);
+        crate::heap::uncounted(|| drop(reply));
+        Ok(json)
     };
     run()
         .map_err(|e| {
@@ -51,8 +57,11 @@ pub(crate) fn batch_request(arg: &str) -> Option<String> {
             return Err(why);
         }
         let (requests, sequential) = batch(arg)?;
-        let replies = block_on(deadline(), run_batch(requests, sequential))?;
-        serde_json::to_string(&replies).map_err(|e| e.to_string())
+        let replies =
+            crate::heap::uncounted(|| block_on(deadline(), run_batch(requests, sequential)))?;
+        let json = serde_json::to_string(&replies).map_err(|e| e.to_string());
+        crate::heap::uncounted(|| drop(replies));
+        json
     };
     run()
         .map_err(|e| {
