@@ -354,6 +354,14 @@ fn crossed(b: isize, size: isize) {
     rearm();
 }
 
+/// Whether this thread is a VM thread whose call was abandoned (its
+/// answer no longer wanted).
+pub fn abandoned_here() -> bool {
+    let halt = HALT.with(Cell::get);
+    // SAFETY: as in `crossed`: set from an `Arc` its guard keeps alive.
+    !halt.is_null() && unsafe { &*halt }.abandoned()
+}
+
 /// Most VM threads parked at once: past it, or past
 /// [`PARKED_CEILINGS`], a pool replaces no thread it loses.
 pub const MAX_PARKED: usize = 64;
@@ -634,7 +642,7 @@ mod tests {
                 );
                 // A call given a 1 MiB body may make 32 MiB more.
                 arm(MIB as usize, MIB as usize);
-                assert_eq!(NEXT.with(Cell::get), 97 * MIB);
+                assert_eq!(HARD.with(Cell::get), 97 * MIB);
                 disarm();
                 assert_eq!(NEXT.with(Cell::get), isize::MAX);
             }

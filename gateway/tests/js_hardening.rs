@@ -27,12 +27,22 @@ struct Proc {
 
 impl Proc {
     fn start(apis: &Path, extra: &[&str]) -> Proc {
+        Proc::spawn(apis, extra, "warn", Stdio::inherit())
+    }
+
+    /// As [`Proc::start`], its log (from `info`) written to `log`.
+    fn start_logging(apis: &Path, extra: &[&str], log: &Path) -> Proc {
+        let file = std::fs::File::create(log).unwrap();
+        Proc::spawn(apis, extra, "info", Stdio::from(file))
+    }
+
+    fn spawn(apis: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Proc {
         let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
             .args(["--apis", apis.to_str().unwrap(), "--listen", "127.0.0.1:0"])
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", level)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -739,6 +749,47 @@ fn a_boa_context_build_is_not_held_to_a_calls_ceiling() {
         assert_eq!((status, &body[..]), (200, &b"built"[..]), "call {i}");
     }
     assert_eq!(stats(&mut c)["js_threads"]["parked"], 0);
+    gw.assert_alive();
+}
+
+#[test]
+fn an_abandoned_boa_call_logs_no_more() {
+    // Its request got 500 at the deadline; a callback that goes on
+    // logging afterwards (one wrote 5 GB in 40 s) writes nothing more.
+    let dir = tempfile::tempdir().unwrap();
+    memory_api(dir.path(), "persistent");
+    let log = dir.path().join("gateway.log");
+    let flags = [
+        "--threads",
+        "1",
+        "--jsvm-timeout",
+        "200ms",
+        "--secret",
+        "s3cret",
+    ];
+    let mut gw = Proc::start_logging(dir.path(), &flags, &log);
+    let mut c = Conn::open(gw.addr);
+    let (status, _) = c.send(
+        "GET",
+        "/memory/",
+        &[("x-case", "late-log"), ("x-spin", "1000")],
+        Bytes::new(),
+    );
+    assert_eq!(status, 500);
+    // The abandoned thread runs its callback to the end, then exits.
+    let mut s = stats(&mut c);
+    for _ in 0..300 {
+        if s["js_threads"]["abandoned"] == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        s = stats(&mut c);
+    }
+    assert_eq!(s["js_threads"]["abandoned"], 0, "{s}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("stopped after the jsvm timeout"), "{text}");
+    let late = text.matches("late-log-line").count();
+    assert_eq!(late, 0, "{late} lines logged by the abandoned call");
     gw.assert_alive();
 }
 

@@ -46,6 +46,15 @@ memoryMw.NewProcessRequest(function (request, session, spec) {
             return "x".repeat(1024) + i;
         });
         n = g.length;
+    } else if (c === "late-log") {
+        // Spins inside a callback for X-Spin ms (past the deadline), then
+        // logs 2,000 lines there.
+        var spin2 = Number(request.Headers["X-Spin"] ? request.Headers["X-Spin"][0] : 0);
+        var t1 = Date.now();
+        [0].forEach(function () {
+            while (Date.now() - t1 < spin2) { }
+            for (var j = 0; j < 2000; j++) { log("late-log-line " + j); }
+        });
     } else if (c === "calls") {
         n = calls;
     } else if (c === "symbols") {
