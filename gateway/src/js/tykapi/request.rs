@@ -200,9 +200,8 @@ async fn run_batch(
                 body: r.body,
             },
             Err(e) => {
-                crate::heap::uncounted(
-                    || tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}"),
-                );
+                // (Uncounted: the whole batch runs so, `batch_request`.)
+                tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}");
                 BatchReply::default()
             }
         }
