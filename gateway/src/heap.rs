@@ -303,11 +303,11 @@ pub const BODY_FACTOR: usize = 32;
 /// that runs next, given `body` bytes of request and response bodies;
 /// effective on a thread inside a [`Halt::enter`], until [`disarm`].
 pub fn arm(limit: usize, body: usize) {
-    let soft = limit.min(isize::MAX as usize) as isize;
-    let hard = ceiling(limit).saturating_add(body.saturating_mul(BODY_FACTOR));
-    SOFT.with(|s| s.set(soft));
+    let base = ceiling(limit);
+    let hard = base.saturating_add(body.saturating_mul(BODY_FACTOR));
+    SOFT.with(|s| s.set(limit.min(isize::MAX as usize) as isize));
     HARD.with(|h| h.set(hard.min(isize::MAX as usize) as isize));
-    BASE.with(|b| b.set(ceiling(limit)));
+    BASE.with(|b| b.set(base));
     rearm();
 }
 
@@ -340,26 +340,29 @@ pub fn rearm() {
 #[cold]
 #[inline(never)]
 fn crossed(b: isize, size: isize) {
-    let halt = HALT.with(Cell::get);
-    if !halt.is_null() {
-        // SAFETY: `Halt::enter` set it from an `Arc` that its guard keeps
-        // alive, and the guard clears it before letting go.
-        let halt = unsafe { &*halt };
+    entered(|halt| {
         let (soft, hard) = (SOFT.with(Cell::get), HARD.with(Cell::get));
         if b > hard || (b > soft && halt.abandoned()) {
             shrink(size);
             halt.stop(b - size);
         }
-    }
+    });
     rearm();
+}
+
+/// `f` on the [`Halt`] this thread entered, if any.
+fn entered<R>(f: impl FnOnce(&Halt) -> R) -> Option<R> {
+    let halt = HALT.with(Cell::get);
+    // SAFETY: `Halt::enter` set it from an `Arc` that its guard keeps
+    // alive, and the guard clears it before letting go; `f` cannot keep
+    // the reference.
+    (!halt.is_null()).then(|| f(unsafe { &*halt }))
 }
 
 /// Whether this thread is a VM thread whose call was abandoned (its
 /// answer no longer wanted).
 pub fn abandoned_here() -> bool {
-    let halt = HALT.with(Cell::get);
-    // SAFETY: as in `crossed`: set from an `Arc` its guard keeps alive.
-    !halt.is_null() && unsafe { &*halt }.abandoned()
+    entered(Halt::abandoned).unwrap_or(false)
 }
 
 /// Most VM threads parked at once: past it, or past
@@ -367,8 +370,9 @@ pub fn abandoned_here() -> bool {
 pub const MAX_PARKED: usize = 64;
 /// What parked threads may hold together, in ceilings (the largest of
 /// theirs, without the bodies' share): 1 GiB at the default
-/// `--jsvm-memory` (64 MiB, ceiling 256 MiB). A thread stopped before one huge block holds little, so many of
-/// those fit; four that filled their ceiling use it up.
+/// `--jsvm-memory` (64 MiB, ceiling 256 MiB). A thread stopped before one
+/// huge block holds little, so many of those fit; four that filled their
+/// ceiling use it up.
 pub const PARKED_CEILINGS: usize = 4;
 
 /// VM threads out of service, process-wide.

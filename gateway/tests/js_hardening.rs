@@ -541,6 +541,34 @@ fn failures(stats: &Value, api: &str, kind: &str) -> u64 {
         .map_or(0, |e| e["count"].as_u64().unwrap())
 }
 
+/// Asserts that `stats` shows one parked VM thread and none abandoned and
+/// running; the bytes the parked one holds.
+fn one_parked(stats: &Value) -> u64 {
+    let threads = &stats["js_threads"];
+    assert_eq!(
+        (threads["parked"].as_u64(), threads["abandoned"].as_u64()),
+        (Some(1), Some(0)),
+        "{stats}"
+    );
+    threads["parked_bytes"].as_u64().unwrap()
+}
+
+/// `/tyk/stats` once `js_threads.<field>` reads `value` (waited for up to
+/// 30 s, then as it is).
+fn stats_once(c: &mut Conn, field: &str, value: u64) -> Value {
+    common::raw::eventually(Duration::from_secs(30), || {
+        stats(c)["js_threads"][field] == value
+    });
+    stats(c)
+}
+
+/// One `memory` case that spins 1 s in a callback before its work, past
+/// the deadline of the gateways that use it; the status answered.
+fn late_case(c: &mut Conn, kase: &str) -> u16 {
+    let headers = [("x-case", kase), ("x-spin", "1000")];
+    c.send("GET", "/memory/", &headers, Bytes::new()).0
+}
+
 #[test]
 fn a_boa_callback_growing_past_its_ceiling_stops_its_thread_there() {
     // `Array.from`'s callback runs in a loop of boa's that yields no
@@ -565,13 +593,7 @@ fn a_boa_callback_growing_past_its_ceiling_stops_its_thread_there() {
     let s = stats(&mut c);
     assert_eq!(failures(&s, "memory", "out_of_memory"), 1, "{s}");
     assert_eq!(failures(&s, "memory", "timed_out"), 0, "{s}");
-    let threads = &s["js_threads"];
-    assert_eq!(
-        (threads["parked"].as_u64(), threads["abandoned"].as_u64()),
-        (Some(1), Some(0)),
-        "{s}"
-    );
-    let held = threads["parked_bytes"].as_u64().unwrap();
+    let held = one_parked(&s);
     assert!(
         (76 << 20..=80 << 20).contains(&held),
         "stopped holding {held} bytes, not just under 80 MiB"
@@ -614,29 +636,10 @@ fn an_abandoned_boa_thread_stops_growing_at_jsvm_memory() {
     let (_dir, mut gw, mut c) = memory_gateway("persistent", "1", &flags);
     assert_eq!(memory_case(&mut c, "calls"), Some(0));
     let before = gw.rss_kb();
-    let (status, _) = c.send(
-        "GET",
-        "/memory/",
-        &[("x-case", "late-grow"), ("x-spin", "1000")],
-        Bytes::new(),
-    );
-    assert_eq!(status, 500);
-    let mut s = stats(&mut c);
+    assert_eq!(late_case(&mut c, "late-grow"), 500);
+    let s = stats(&mut c);
     assert_eq!(failures(&s, "memory", "timed_out"), 1, "{s}");
-    for _ in 0..300 {
-        if s["js_threads"]["parked"] == 1 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        s = stats(&mut c);
-    }
-    let threads = &s["js_threads"];
-    assert_eq!(
-        (threads["parked"].as_u64(), threads["abandoned"].as_u64()),
-        (Some(1), Some(0)),
-        "{s}"
-    );
-    let held = threads["parked_bytes"].as_u64().unwrap();
+    let held = one_parked(&stats_once(&mut c, "parked", 1));
     assert!(
         (15 << 20..=18 << 20).contains(&held),
         "stopped holding {held} bytes, not about 16 MiB"
@@ -769,22 +772,9 @@ fn an_abandoned_boa_call_logs_no_more() {
     ];
     let mut gw = Proc::start_logging(dir.path(), &flags, &log);
     let mut c = Conn::open(gw.addr);
-    let (status, _) = c.send(
-        "GET",
-        "/memory/",
-        &[("x-case", "late-log"), ("x-spin", "1000")],
-        Bytes::new(),
-    );
-    assert_eq!(status, 500);
+    assert_eq!(late_case(&mut c, "late-log"), 500);
     // The abandoned thread runs its callback to the end, then exits.
-    let mut s = stats(&mut c);
-    for _ in 0..300 {
-        if s["js_threads"]["abandoned"] == 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        s = stats(&mut c);
-    }
+    let s = stats_once(&mut c, "abandoned", 0);
     assert_eq!(s["js_threads"]["abandoned"], 0, "{s}");
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("stopped after the jsvm timeout"), "{text}");

@@ -202,12 +202,10 @@ mod tests {
             },
         };
         let v = serde_json::to_value(&body).unwrap();
-        let keys: Vec<&str> = v["apis"][0]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        // An object's field names, sorted (serde_json's map order).
+        let names = |o: &serde_json::Value| -> Vec<String> {
+            o.as_object().unwrap().keys().cloned().collect()
+        };
         let mut want = vec![
             "api_id",
             "hook",
@@ -220,27 +218,18 @@ mod tests {
             "max_us",
         ];
         want.sort_unstable();
-        let mut keys = keys;
+        let mut keys = names(&v["apis"][0]);
         keys.sort_unstable();
         assert_eq!(keys, want);
         assert_eq!(
             serde_json::from_value::<StatsBody>(v.clone()).unwrap(),
             body
         );
-        let error_keys: Vec<&str> = v["errors"][0]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(error_keys, ["api_id", "count", "kind"]);
-        let thread_keys: Vec<&str> = v["js_threads"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(thread_keys, ["abandoned", "parked", "parked_bytes"]);
+        assert_eq!(names(&v["errors"][0]), ["api_id", "count", "kind"]);
+        assert_eq!(
+            names(&v["js_threads"]),
+            ["abandoned", "parked", "parked_bytes"]
+        );
     }
 
     /// A body from a gateway that predates `errors` reads as no failures.
