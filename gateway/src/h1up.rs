@@ -463,17 +463,52 @@ pub fn encode_head(
 }
 
 fn title_case(dst: &mut Vec<u8>, name: &[u8]) {
-    // Copied whole, then capitalised in place: a push per byte checked
-    // the capacity per byte.
+    // Copied whole, then capitalised in place (a push per byte checked the
+    // capacity per byte), eight bytes at a time: a byte-at-a-time loop was
+    // ~5 instructions a byte, ~90 for a name like `X-Custom-GoPlugin`.
     let start = dst.len();
     dst.extend_from_slice(name);
-    let mut word_start = true;
-    for c in &mut dst[start..] {
+    let out = &mut dst[start..];
+    // 1 when the next byte starts a word: the first one, or one after `-`.
+    let mut starts_word = 1u64;
+    let (chunks, rest) = out.as_chunks_mut::<8>();
+    for chunk in chunks {
+        let x = u64::from_le_bytes(*chunk);
+        let dashes = bytes_equal(x, b'-');
+        // The high bit of each byte that starts a word: after a dash in
+        // this chunk, or the first byte after the last chunk's.
+        let starts = (dashes << 8) | (starts_word << 7);
+        starts_word = dashes >> 63;
+        let upper = starts & lowercase(x);
+        // 0x80 >> 2 is 0x20, the case bit.
+        *chunk = (x - (upper >> 2)).to_le_bytes();
+    }
+    let mut word_start = starts_word == 1;
+    for c in rest {
         if word_start {
             c.make_ascii_uppercase();
         }
         word_start = *c == b'-';
     }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `x` equal to `b` (exactly: no carries
+/// cross bytes).
+fn bytes_equal(x: u64, b: u8) -> u64 {
+    let t = x ^ (ONES * u64::from(b));
+    !(((t & !HIGH) + !HIGH) | t) & HIGH
+}
+
+/// The high bit of each byte of `x` in `a..=z`.
+fn lowercase(x: u64) -> u64 {
+    let low7 = x & !HIGH;
+    // A byte's high bit, after adding: set from `a` up, and from past `z` up.
+    let from_a = low7 + ONES * u64::from(0x80 - b'a');
+    let past_z = low7 + ONES * u64::from(0x80 - b'z' - 1);
+    from_a & !past_z & !x & HIGH
 }
 
 /// Whether a buffered body of `len` bytes goes in the head's write.
@@ -820,6 +855,49 @@ mod tests {
         assert_eq!(h.headers["x-a"], "1");
         assert_eq!(h.headers["x-b"], "two");
         assert_eq!(&buf[..], b"abcHTTP");
+    }
+
+    #[test]
+    fn title_case_matches_a_byte_at_a_time_at_every_offset() {
+        fn slow(name: &[u8]) -> Vec<u8> {
+            let mut word_start = true;
+            name.iter()
+                .map(|&c| {
+                    let out = if word_start {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c
+                    };
+                    word_start = c == b'-';
+                    out
+                })
+                .collect()
+        }
+        // Every byte value once, dashes at every offset of a chunk, and
+        // dashes that end a chunk (the next chunk's first byte starts a word).
+        let every: Vec<u8> = (0..=255u8).collect();
+        let mut names = vec![every.clone(), every.iter().rev().copied().collect()];
+        for n in 0..=24 {
+            for dash in 0..n {
+                let mut name: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+                name[dash] = b'-';
+                names.push(name);
+            }
+        }
+        names.push(b"x-custom-goplugin".to_vec());
+        names.push(b"--a-b--c-d-e-f-g-h-i-j".to_vec());
+        names.push(b"`az{@AZ[-`-a-z-{-@".to_vec());
+        for name in names {
+            let mut dst = b"prefix".to_vec();
+            title_case(&mut dst, &name);
+            assert_eq!(&dst[..6], b"prefix");
+            assert_eq!(
+                dst[6..],
+                slow(&name),
+                "{:?}",
+                String::from_utf8_lossy(&name)
+            );
+        }
     }
 
     #[test]

@@ -458,6 +458,19 @@ pub trait Middleware {
     fn never_waits(&self) -> bool {
         false
     }
+
+    /// The call as [`ApiChain::run_now`] makes it, for a driver that
+    /// [`Middleware::never_waits`]: its answer, with no [`MwFuture`] to
+    /// build, take from and drop. The default takes `call`'s ready answer
+    /// and fails a call in flight (500); native and wasm plugins answer
+    /// directly.
+    fn call_now(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
+        self.call(req).take_ready().unwrap_or_else(|| {
+            Err(MwError::internal(
+                "the driver said its calls never wait, and this one is in flight",
+            ))
+        })
+    }
 }
 
 /// The future of a response middleware or virtual endpoint call.
@@ -714,15 +727,10 @@ impl ApiChain {
     /// same steps, without awaiting. A call that is in flight all the same
     /// (a driver that broke its word) is dropped and fails the request.
     pub fn run_now(&self, hook: Hook, req: &mut MwRequest) -> Result<Flow, MwError> {
-        for index in 0..self.entries(hook) {
-            let (started, mut call) = self.call(hook, index, req);
-            let result = call.take_ready().unwrap_or_else(|| {
-                Err(MwError::internal(
-                    "the driver said its calls never wait, and this one is in flight",
-                ))
-            });
-            drop(call);
-            if let Some(end) = self.settle(hook, index, started, result) {
+        for (mw, rec) in self.list(hook) {
+            let started = rec.start();
+            let result = mw.call_now(req);
+            if let Some(end) = self.settle_entry(hook, &**mw, rec, started, result) {
                 return end;
             }
         }
@@ -757,6 +765,19 @@ impl ApiChain {
         result: Result<Flow, MwError>,
     ) -> Option<Result<Flow, MwError>> {
         let (mw, rec) = &self.list(hook)[index];
+        self.settle_entry(hook, &**mw, rec, started, result)
+    }
+
+    /// [`ApiChain::settle`] for the entry `mw`, timed by `rec`.
+    #[inline(always)]
+    fn settle_entry(
+        &self,
+        hook: Hook,
+        mw: &dyn Middleware,
+        rec: &CallRecorder,
+        started: Started,
+        result: Result<Flow, MwError>,
+    ) -> Option<Result<Flow, MwError>> {
         rec.finish(started);
         match result {
             Ok(Flow::Continue) => None,

@@ -312,6 +312,8 @@ impl Proxy {
     /// which it returns. `parts` is borrowed and the request made by the
     /// caller: passed and returned by value, the head and the request were
     /// moved through memory (~200 more instructions per request on `/gopl/`).
+    /// Inlined: its result, returned through memory, was copied (~90 more).
+    #[inline(always)]
     fn chain_upstream(
         &self,
         route: &Route,
@@ -320,7 +322,7 @@ impl Proxy {
         mw: MwRequest,
         remote: SocketAddr,
     ) -> Result<(UpstreamBody, upstream::Added), ProxyError> {
-        parts.uri = chain_uri(route, chain, &mw)?;
+        let uri = chain_uri(route, chain, &mw)?;
         let MwRequest {
             method,
             mut headers,
@@ -335,7 +337,12 @@ impl Proxy {
             added.has_content_length(),
         );
         parts.method = method;
-        parts.headers = headers;
+        debug_assert!(parts.headers.is_empty() && parts.uri == Uri::default());
+        // What `chain_request` left in `parts` is empty: `Uri::default()`
+        // (static bytes) and `HeaderMap::new()` (no allocation). Forgetting
+        // them leaks nothing; dropping them was ~90 instructions a request.
+        std::mem::forget(std::mem::replace(&mut parts.uri, uri));
+        std::mem::forget(std::mem::replace(&mut parts.headers, headers));
         parts.version = http::Version::HTTP_11;
         Ok((Either::Right(Full::new(body)), added))
     }
@@ -379,6 +386,7 @@ impl Proxy {
 }
 
 /// The middleware's view of the client's request, with its whole `body`.
+#[inline(always)]
 fn chain_request(parts: &mut http::request::Parts, body: Bytes, remote: SocketAddr) -> MwRequest {
     // Lent, not cloned: the chain edits the client's method, target and
     // headers, and [`Proxy::chain_upstream`] puts what it leaves back into
@@ -411,8 +419,16 @@ fn chain_uri(route: &Route, chain: &ApiChain, mw: &MwRequest) -> Result<Uri, Pro
 /// A middleware may have written a path with dot segments: they never
 /// reach the upstream (they could climb out of the target's base). The
 /// client's own path was cleaned at the front door (a redirect).
+/// The common case, nothing rewritten, is one test in the caller.
+#[inline(always)]
 fn clean_rewritten_path(mw: &mut MwRequest) {
-    if mw.is_rewritten() && mw.path() != mw.request_uri.path() {
+    if mw.is_rewritten() {
+        clean_written_path(mw);
+    }
+}
+
+fn clean_written_path(mw: &mut MwRequest) {
+    if mw.path() != mw.request_uri.path() {
         if let Some(clean) = crate::path::clean_rewritten(mw.path()) {
             mw.set_path(clean);
         }

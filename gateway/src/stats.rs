@@ -79,6 +79,7 @@ impl CallRecorder {
     }
 
     /// Records the call that began at `started` and has just ended.
+    #[inline]
     pub fn finish(&self, started: Started) {
         let ns = self.clock.delta_as_nanos(started.0, self.clock.raw());
         self.record_ns(ns);
@@ -89,6 +90,7 @@ impl CallRecorder {
         self.record_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     }
 
+    #[inline]
     fn record_ns(&self, ns: u64) {
         // A poisoned lock only means a panic elsewhere mid-record; the
         // histogram itself is still consistent enough to keep counting.

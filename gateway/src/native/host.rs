@@ -9,7 +9,6 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
-use http::header::{InvalidHeaderName, InvalidHeaderValue};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use plugin_sdk::abi::{
@@ -41,8 +40,10 @@ pub(crate) struct Ctx<'a> {
     pub api: &'a ApiInfo,
     /// The entry's `name`, to tag log lines.
     pub name: &'a str,
-    /// Set by `respond`: the answer that short-circuits the chain.
-    pub response: Option<MwResponse>,
+    /// Set by `respond`: the answer that short-circuits the chain. Boxed,
+    /// as [`Flow::Respond`](crate::middleware::Flow) wants it: unboxed, the
+    /// context was too large to build without a `memcpy` on every call.
+    pub response: Option<Box<MwResponse>>,
     /// Set by the first refused edit: the request fails whatever the plugin
     /// returns, so invalid data cannot reach the upstream.
     pub fault: Option<String>,
@@ -246,41 +247,44 @@ pub(super) fn any_edit(
 }
 
 pub(super) fn header_pair(name: GwStr, value: GwStr) -> Result<(HeaderName, HeaderValue), String> {
-    pair_with(name, value, HeaderName::from_bytes, HeaderValue::from_bytes)
+    // SAFETY: the plugin's buffers, alive during the callback.
+    let (name, value) = unsafe { (bytes(name), bytes(value)) };
+    let n = HeaderName::from_bytes(name).map_err(|_| bad_name(name))?;
+    let v = HeaderValue::from_bytes(value).map_err(|_| bad_value(&n, value))?;
+    Ok((n, v))
 }
 
-/// [`header_pair`] through the entry's cache of names and values.
+/// [`header_pair`] through the entry's cache of names and values: the
+/// same checks and errors, with the cache's lookups inlined here (passed
+/// in as closures, they were calls of their own).
+#[inline(always)]
 fn cached_pair(
     cache: &mut HeaderCache,
     name: GwStr,
     value: GwStr,
 ) -> Result<(HeaderName, HeaderValue), String> {
-    let (names, values) = (&mut cache.names, &mut cache.values);
-    pair_with(
-        name,
-        value,
-        |b| names.get(b, HeaderName::from_bytes),
-        |b| values.get(b, HeaderValue::from_bytes),
-    )
-}
-
-fn pair_with(
-    name: GwStr,
-    value: GwStr,
-    parse_name: impl FnOnce(&[u8]) -> Result<HeaderName, InvalidHeaderName>,
-    parse_value: impl FnOnce(&[u8]) -> Result<HeaderValue, InvalidHeaderValue>,
-) -> Result<(HeaderName, HeaderValue), String> {
     // SAFETY: the plugin's buffers, alive during the callback.
     let (name, value) = unsafe { (bytes(name), bytes(value)) };
-    let n = parse_name(name)
-        .map_err(|_| format!("invalid header name {:?}", String::from_utf8_lossy(name)))?;
-    let v = parse_value(value).map_err(|_| {
-        format!(
-            "invalid value {:?} for header {n}",
-            String::from_utf8_lossy(value)
-        )
-    })?;
+    let Ok(n) = cache.names.get(name, HeaderName::from_bytes) else {
+        return Err(bad_name(name));
+    };
+    let Ok(v) = cache.values.get(value, HeaderValue::from_bytes) else {
+        return Err(bad_value(&n, value));
+    };
     Ok((n, v))
+}
+
+#[cold]
+fn bad_name(raw: &[u8]) -> String {
+    format!("invalid header name {:?}", String::from_utf8_lossy(raw))
+}
+
+#[cold]
+fn bad_value(name: &HeaderName, raw: &[u8]) -> String {
+    format!(
+        "invalid value {:?} for header {name}",
+        String::from_utf8_lossy(raw)
+    )
 }
 
 unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
@@ -376,12 +380,12 @@ unsafe extern "C" fn respond(
             let (n, v) = header_pair(line.name, line.value)?;
             map.append(n, v);
         }
-        c.response = Some(MwResponse {
+        c.response = Some(Box::new(MwResponse {
             status,
             headers: map,
             // SAFETY: the plugin's buffer, alive during the callback.
             body: Bytes::copy_from_slice(unsafe { bytes(body) }),
-        });
+        }));
         Ok(())
     })
 }

@@ -169,7 +169,7 @@ impl NativeMiddleware {
             )));
         }
         Ok(match ctx.response {
-            Some(resp) => Flow::Respond(Box::new(resp)),
+            Some(resp) => Flow::Respond(resp),
             None => Flow::Continue,
         })
     }
@@ -182,6 +182,10 @@ impl Middleware for NativeMiddleware {
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
         MwFuture::ready(self.call_sync(req))
+    }
+
+    fn call_now(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
+        self.call_sync(req)
     }
 
     fn never_waits(&self) -> bool {

@@ -131,6 +131,10 @@ impl Middleware for WasmMiddleware {
         MwFuture::ready(self.call_sync(req))
     }
 
+    fn call_now(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
+        self.call_sync(req)
+    }
+
     fn never_waits(&self) -> bool {
         true
     }
