@@ -12,6 +12,7 @@ To try this:
   3. python3 gateway/benches/cg_routes.py --routes plain,gopl
      python3 gateway/benches/cg_routes.py --routes gopl,jsvm \\
          --gateway-args '--jsvm-threads 0' --inclusive 'gateway::js|boa_gc::Collector'
+     python3 gateway/benches/cg_routes.py --routes plain -k   (kept-alive connections)
 
 For each route, a one-worker gateway (the release build) runs under
 `valgrind --tool=callgrind`, serving N1 requests of `ab -c 10` (a new
@@ -65,7 +66,7 @@ def annotate(path, inclusive):
     return total, per_fn
 
 
-def run(apis, route, warm, n, keep, concurrency):
+def run(apis, route, warm, n, keep, concurrency, keepalive=False):
     """A one-worker gateway under callgrind serves `warm` requests of
     `route`, its counters are zeroed, it serves `n` more and they are
     dumped: the dump's file (only those `n` requests are in it)."""
@@ -75,7 +76,7 @@ def run(apis, route, warm, n, keep, concurrency):
     try:
         w.check_route(port, route)
         load = lambda k: subprocess.run(  # noqa: E731
-            ["ab", "-q", "-n", str(k), "-c", str(concurrency),
+            ["ab", "-q", *(["-k"] if keepalive else []), "-n", str(k), "-c", str(concurrency),
              f"http://127.0.0.1:{port}/{route}/hello/"],
             capture_output=True, timeout=900, check=True)
         load(warm)
@@ -107,6 +108,9 @@ def main():
     ap.add_argument("-c", "--concurrency", type=int, default=10,
                     help="ab's -c (10, the seed's); with 1 no two requests share a wakeup, so an "
                          "A/B of two builds repeats within a few instructions")
+    ap.add_argument("-k", "--keepalive", action="store_true",
+                    help="ab -k: requests on kept-alive connections (the cost of a request "
+                         "without its connection's accept and close)")
     ap.add_argument("--gateway-args", default="", help="more gateway flags, e.g. '--jsvm-threads 0'")
     ap.add_argument("--inclusive", metavar="REGEX", help="also print inclusive costs of these functions")
     ap.add_argument("--top", type=int, default=40, help="functions listed per comparison")
@@ -137,7 +141,7 @@ def main():
     try:
         wait_port(up_port)
         for route in routes:
-            f = run(apis, route, args.n1, n, keep, args.concurrency)
+            f = run(apis, route, args.n1, n, keep, args.concurrency, args.keepalive)
             t, own = annotate(f, False)
             totals[route], selves[route] = t / n, per_request({}, own, n)
             if args.inclusive:
