@@ -700,13 +700,14 @@ impl ApiChain {
     ///
     /// [`ApiChain::run_now`] runs the same steps without a future.
     pub async fn run(&self, hook: Hook, req: &mut MwRequest) -> Result<Flow, MwError> {
-        for index in 0..self.entries(hook) {
-            let (started, mut call) = self.call(hook, index, req);
+        for (mw, rec) in self.list(hook) {
+            let started = rec.start();
+            let mut call = mw.call(req);
             let result = match call.take_ready() {
                 Some(result) => result,
                 None => call.await,
             };
-            if let Some(end) = self.settle(hook, index, started, result) {
+            if let Some(end) = self.settle(hook, &**mw, rec, started, result) {
                 return end;
             }
         }
@@ -730,47 +731,18 @@ impl ApiChain {
         for (mw, rec) in self.list(hook) {
             let started = rec.start();
             let result = mw.call_now(req);
-            if let Some(end) = self.settle_entry(hook, &**mw, rec, started, result) {
+            if let Some(end) = self.settle(hook, &**mw, rec, started, result) {
                 return end;
             }
         }
         Ok(Flow::Continue)
     }
 
-    /// How many middleware `hook` runs (`pre` and `post`; 0 for the others).
-    pub fn entries(&self, hook: Hook) -> usize {
-        self.list(hook).len()
-    }
-
-    /// Starts entry `index` of `hook` (below [`ApiChain::entries`]) on
-    /// `req`: when the call started, for [`ApiChain::settle`], and the call.
-    pub fn call<'a>(
-        &'a self,
-        hook: Hook,
-        index: usize,
-        req: &'a mut MwRequest,
-    ) -> (Started, MwFuture<'a>) {
-        let (mw, rec) = &self.list(hook)[index];
-        (rec.start(), mw.call(req))
-    }
-
-    /// Records the call of entry `index` that started at `started` and
-    /// ended with `result`: `None` when the phase goes on to the next
+    /// Records the call of `mw` (timed by `rec`) that started at `started`
+    /// and ended with `result`: `None` when the phase goes on to the next
     /// entry, else how the phase ends (an answer or an error, logged here).
-    pub fn settle(
-        &self,
-        hook: Hook,
-        index: usize,
-        started: Started,
-        result: Result<Flow, MwError>,
-    ) -> Option<Result<Flow, MwError>> {
-        let (mw, rec) = &self.list(hook)[index];
-        self.settle_entry(hook, &**mw, rec, started, result)
-    }
-
-    /// [`ApiChain::settle`] for the entry `mw`, timed by `rec`.
     #[inline(always)]
-    fn settle_entry(
+    fn settle(
         &self,
         hook: Hook,
         mw: &dyn Middleware,

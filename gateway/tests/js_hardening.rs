@@ -435,6 +435,17 @@ fn memory_case(c: &mut Conn, kase: &str) -> Option<usize> {
 /// Where JS runs: a VM thread (the default) and inline on the worker.
 const PLACES: [&str; 2] = ["1", "0"];
 
+/// A 2 MiB heap (a ceiling of 66 MiB), calls slow enough never to time out,
+/// `/tyk/stats` open: what the parking tests measure against.
+const SMALL_HEAP_SLOW_CALLS: [&str; 6] = [
+    "--jsvm-memory",
+    "2MiB",
+    "--jsvm-timeout",
+    "60s",
+    "--secret",
+    "s3cret",
+];
+
 /// A one-worker gateway serving `memory` with `strategy`, its JS on `place`
 /// (`--jsvm-threads`), given `extra` flags too; the directory lives as
 /// long as the caller keeps it.
@@ -657,15 +668,7 @@ fn parked_boa_threads_are_bounded_by_what_they_hold() {
     // the API served. Threads that filled their ceiling (2 + 64 MiB here)
     // use up the parked threads' budget (4 ceilings) in four: then the API
     // answers 500 rather than start a fifth, until a restart.
-    let flags = [
-        "--jsvm-memory",
-        "2MiB",
-        "--jsvm-timeout",
-        "60s",
-        "--secret",
-        "s3cret",
-    ];
-    let (_dir, mut gw, mut c) = memory_gateway("persistent", "1", &flags);
+    let (_dir, mut gw, mut c) = memory_gateway("persistent", "1", &SMALL_HEAP_SLOW_CALLS);
     for i in 0..20 {
         assert_eq!(memory_case(&mut c, "huge"), None, "huge call {i}");
     }
@@ -703,15 +706,7 @@ fn a_large_body_does_not_take_a_boa_call_past_its_ceiling() {
     // grows with the bodies a call is given (32 bytes a byte), so an 8 MiB
     // body is served under a 2 MiB limit (ceiling 66 MiB: the thread was
     // parked and the request answered 500 before).
-    let flags = [
-        "--jsvm-memory",
-        "2MiB",
-        "--jsvm-timeout",
-        "60s",
-        "--secret",
-        "s3cret",
-    ];
-    let (_dir, mut gw, mut c) = memory_gateway("tyk-json", "1", &flags);
+    let (_dir, mut gw, mut c) = memory_gateway("tyk-json", "1", &SMALL_HEAP_SLOW_CALLS);
     let body = Bytes::from(vec![b'b'; 8 << 20]);
     for i in 0..2 {
         let (status, _) = c.send("POST", "/memory/", &[("x-case", "ordinary")], body.clone());
