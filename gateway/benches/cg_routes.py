@@ -13,6 +13,7 @@ To try this:
      python3 gateway/benches/cg_routes.py --routes gopl,jsvm \\
          --gateway-args '--jsvm-threads 0' --inclusive 'gateway::js|boa_gc::Collector'
      python3 gateway/benches/cg_routes.py --routes plain -k   (kept-alive connections)
+     python3 gateway/benches/cg_routes.py --routes plain --wrk 5   (wrk -t1 -c10, as issue 16)
 
 For each route, a one-worker gateway (the release build) runs under
 `valgrind --tool=callgrind`, serving N1 requests of `ab -c 10` (a new
@@ -66,10 +67,25 @@ def annotate(path, inclusive):
     return total, per_fn
 
 
-def run(apis, route, warm, n, keep, concurrency, keepalive=False):
+def wrk_load(port, route, concurrency, seconds):
+    """`wrk -t1` on kept-alive connections for `seconds`: the requests it
+    completed (read from its summary line)."""
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s",
+         f"http://127.0.0.1:{port}/{route}/hello/"],
+        capture_output=True, text=True, timeout=seconds + 120, check=True).stdout
+    m = re.search(r"(\d+) requests in", out)
+    if not m:
+        raise SystemExit(f"no request count in wrk's output:\n{out}")
+    return int(m.group(1))
+
+
+def run(apis, route, warm, n, keep, concurrency, keepalive=False, wrk=None):
     """A one-worker gateway under callgrind serves `warm` requests of
     `route`, its counters are zeroed, it serves `n` more and they are
-    dumped: the dump's file (only those `n` requests are in it)."""
+    dumped: the dump's file (only those `n` requests are in it) and `n`.
+    With `wrk` (seconds), the load is `wrk -t1` for 2 s, then for `wrk`
+    seconds, and `n` is what wrk counted in the second run."""
     out = os.path.join(keep, f"{route}.callgrind")
     port, p = w.start_gateway(apis, 1, ["valgrind", "--tool=callgrind",
                                         f"--callgrind-out-file={out}"])
@@ -79,16 +95,19 @@ def run(apis, route, warm, n, keep, concurrency, keepalive=False):
             ["ab", "-q", *(["-k"] if keepalive else []), "-n", str(k), "-c", str(concurrency),
              f"http://127.0.0.1:{port}/{route}/hello/"],
             capture_output=True, timeout=900, check=True)
+        if wrk:
+            warm, n = 2, wrk
+            load = lambda seconds: wrk_load(port, route, concurrency, seconds)  # noqa: E731
         load(warm)
         control = lambda what: subprocess.run(  # noqa: E731
             ["callgrind_control", what, str(p.pid)], capture_output=True, timeout=120, check=True)
         control("-z")
-        load(n)
+        served = load(n)
         control("-d")
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=300)
-    return out + ".1"
+    return out + ".1", (served if wrk else n)
 
 
 def per_request(a, b, n):
@@ -111,6 +130,10 @@ def main():
     ap.add_argument("-k", "--keepalive", action="store_true",
                     help="ab -k: requests on kept-alive connections (the cost of a request "
                          "without its connection's accept and close)")
+    ap.add_argument("--wrk", type=int, metavar="SECONDS",
+                    help="load with `wrk -t1 -c C` (kept-alive HTTP/1.1, no Connection header) "
+                         "for 2 s, then SECONDS counted (instead of ab and --n1/--n2): issue 16's "
+                         "keep-alive workload")
     ap.add_argument("--gateway-args", default="", help="more gateway flags, e.g. '--jsvm-threads 0'")
     ap.add_argument("--inclusive", metavar="REGEX", help="also print inclusive costs of these functions")
     ap.add_argument("--top", type=int, default=40, help="functions listed per comparison")
@@ -120,9 +143,9 @@ def main():
     unknown = [r for r in routes if r not in w.DEFINITIONS]
     if unknown:
         raise SystemExit(f"unknown route(s) {unknown}: known are {list(w.DEFINITIONS)}")
-    for tool in ("ab", "valgrind", "callgrind_annotate"):
+    for tool in ("wrk" if args.wrk else "ab", "valgrind", "callgrind_annotate"):
         if not shutil.which(tool):
-            raise SystemExit(f"{tool} is needed (apt-get install -y apache2-utils valgrind)")
+            raise SystemExit(f"{tool} is needed (apt-get install -y apache2-utils wrk valgrind)")
     w.ROUTES[:] = routes
     w.GATEWAY_ARGS[:] = args.gateway_args.split()
     # Go's signal-based preemption (a Go plugin, `gopl-go`) trips an
@@ -136,17 +159,18 @@ def main():
                              f"127.0.0.1:{up_port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     apis = w.write_apis(up_port)
-    n = args.n2 - args.n1
     selves, totals, inclusive = {}, {}, {}
     try:
         wait_port(up_port)
         for route in routes:
-            f = run(apis, route, args.n1, n, keep, args.concurrency, args.keepalive)
+            f, n = run(apis, route, args.n1, args.n2 - args.n1, keep, args.concurrency,
+                       args.keepalive, args.wrk)
             t, own = annotate(f, False)
             totals[route], selves[route] = t / n, per_request({}, own, n)
             if args.inclusive:
                 inclusive[route] = per_request({}, annotate(f, True)[1], n)
-            print(f"/{route}/: {totals[route]:,.0f} user instructions per request", flush=True)
+            print(f"/{route}/: {totals[route]:,.0f} user instructions per request ({n:,} requests)",
+                  flush=True)
     finally:
         mock.send_signal(signal.SIGTERM)
         mock.wait(timeout=30)

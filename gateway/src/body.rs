@@ -138,6 +138,14 @@ impl ClientIn {
     }
 }
 
+/// No body: what a request lent whole leaves in its place
+/// ([`std::mem::take`]).
+impl Default for ClientIn {
+    fn default() -> Self {
+        ClientIn::empty()
+    }
+}
+
 impl From<Incoming> for ClientIn {
     fn from(b: Incoming) -> Self {
         ClientIn::Hyper(b)

@@ -26,14 +26,14 @@
 //! - The worker waits for its connections up to the shutdown grace period,
 //!   then drops whatever is left.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -76,8 +76,93 @@ struct Shared {
     keepalive_timeout: Duration,
     send_timeout: Duration,
     /// Set when shutdown begins: every response from then on closes its
-    /// connection.
-    stopping: Cell<bool>,
+    /// connection, and the own reader's idle connections are woken.
+    stop: Stop,
+}
+
+/// Shutdown as the own reader's connections see it: a flag, and the
+/// wakers of the connections waiting for their next request.
+///
+/// A `watch` channel did this before: every wait for a request made a
+/// `wait_for` future, which locked the channel's value and its `Notify`
+/// (a mutex) to enter a waiter list, and locked it again to leave; ~350
+/// instructions per kept-alive request. Here a connection takes a slot
+/// once, and a wait stores its waker in it only when the task's waker
+/// changed (never, for a connection's own task).
+#[derive(Default)]
+pub struct Stop {
+    set: Cell<bool>,
+    /// One per connection that has waited; `None` when free or woken.
+    waiters: RefCell<Vec<Option<Waker>>>,
+    /// Slots given back, for the next connection that waits.
+    free: RefCell<Vec<usize>>,
+}
+
+impl Stop {
+    /// Whether shutdown has begun.
+    pub fn is_set(&self) -> bool {
+        self.set.get()
+    }
+
+    /// Begins shutdown: the flag is set and every waiting connection woken.
+    pub fn begin(&self) {
+        self.set.set(true);
+        // Taken out first: no borrow is held while tasks are woken.
+        let woken: Vec<Waker> = self
+            .waiters
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        for w in woken {
+            w.wake();
+        }
+    }
+
+    /// Ready once shutdown has begun; until then `cx`'s task is woken when
+    /// it does. `slot` is the connection's, taken at its first wait.
+    pub fn poll_begun(&self, cx: &mut Context<'_>, slot: &mut Waiter<'_>) -> Poll<()> {
+        if self.set.get() {
+            return Poll::Ready(());
+        }
+        let mut waiters = self.waiters.borrow_mut();
+        let i = *slot
+            .index
+            .get_or_insert_with(|| match self.free.borrow_mut().pop() {
+                Some(i) => i,
+                None => {
+                    waiters.push(None);
+                    waiters.len() - 1
+                }
+            });
+        match &mut waiters[i] {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            w => *w = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+/// A connection's slot in [`Stop`]'s waiters, given back when it ends.
+pub struct Waiter<'a> {
+    stop: &'a Stop,
+    index: Option<usize>,
+}
+
+impl<'a> Waiter<'a> {
+    /// No slot yet: one is taken at the first wait.
+    pub fn new(stop: &'a Stop) -> Self {
+        Waiter { stop, index: None }
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if let Some(i) = self.index {
+            self.stop.waiters.borrow_mut()[i] = None;
+            self.stop.free.borrow_mut().push(i);
+        }
+    }
 }
 
 /// Open connections, so shutdown can wait for the last one.
@@ -153,7 +238,7 @@ impl Server {
                 header_timeout: config.client_header_timeout,
                 keepalive_timeout: config.client_keepalive_timeout,
                 send_timeout: config.client_send_timeout,
-                stopping: Cell::new(false),
+                stop: Stop::default(),
             }),
             shutdown,
             open: Rc::new(Open::default()),
@@ -183,13 +268,13 @@ impl Server {
             let ctx = crate::h1down::Ctx {
                 proxy: &shared.proxy,
                 control: &shared.control,
-                stopping: &shared.stopping,
+                stop: &shared.stop,
                 remote,
                 header_timeout: shared.header_timeout,
                 keepalive_timeout: shared.keepalive_timeout,
                 send_timeout: shared.send_timeout,
             };
-            match crate::h1down::serve(stream, ctx, shutdown.clone()).await {
+            match crate::h1down::serve(stream, ctx).await {
                 Ok(End::HandOff { stream, read }) => {
                     // Boxed: rare, and hyper's connection is large.
                     Box::pin(serve_hyper(shared, shutdown, stream, read, remote)).await
@@ -204,7 +289,7 @@ impl Server {
 
     /// Marks the start of shutdown (before the backlog is drained).
     pub fn stopping(&self) {
-        self.shared.stopping.set(true);
+        self.shared.stop.begin();
     }
 
     /// Waits for every connection to end, at most `grace`.
@@ -251,7 +336,7 @@ async fn serve_hyper(
                         crate::front::serve(&shared.proxy, &shared.control, req, remote).await
                     }
                 };
-                if shared.stopping.get() || refused.is_some() {
+                if shared.stop.is_set() || refused.is_some() {
                     // The last response on this connection.
                     resp.headers_mut()
                         .insert(header::CONNECTION, HeaderValue::from_static("close"));

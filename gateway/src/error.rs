@@ -115,9 +115,12 @@ pub enum ErrorFormat {
 impl ErrorFormat {
     /// The format for a request with these headers.
     pub fn of(headers: &HeaderMap) -> ErrorFormat {
+        // A scan of the request's few names, not a hashed lookup: this runs
+        // for every request, and nearly all of them never fail.
         let ct = headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
+            .iter()
+            .find(|(n, _)| *n == http::header::CONTENT_TYPE)
+            .and_then(|(_, v)| v.to_str().ok())
             .unwrap_or("");
         match ct.split(';').next().unwrap_or("") {
             "application/xml" => ErrorFormat::Xml("application/xml"),

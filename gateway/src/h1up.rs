@@ -28,6 +28,7 @@
 //! no stray bytes after it, and neither side said `close` (HTTP/1.0:
 //! unless the upstream said `keep-alive`).
 
+use std::future::Future;
 use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
@@ -40,7 +41,9 @@ use http::{Method, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
+use crate::intern::{with_wire_names, Wire};
 use crate::pool::{Pool, UpstreamId};
 
 /// At most this many response header fields (hyper's default too).
@@ -54,11 +57,13 @@ const READ_SIZE: usize = 16 * 1024;
 /// A buffered body up to this size is written in the same write as the head.
 const COALESCE: usize = 16 * 1024;
 
-/// One upstream connection: the socket and the bytes read past the last
-/// response parsed.
+/// One upstream connection: the socket, the bytes read past the last
+/// response parsed, and the timer its exchanges are timed with.
 pub struct UpConn {
     io: TcpStream,
     buf: BytesMut,
+    /// Made at the first exchange, moved at each next one.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 /// Why an exchange failed.
@@ -77,6 +82,8 @@ pub enum Failure {
     Bad(String),
     /// The socket failed mid-exchange.
     Io(io::Error),
+    /// No response head by the exchange's deadline (`--upstream-timeout`).
+    TimedOut,
 }
 
 /// A parsed response head and how its body is framed.
@@ -110,6 +117,7 @@ impl UpConn {
         UpConn {
             io,
             buf: BytesMut::new(),
+            timer: None,
         }
     }
 
@@ -138,15 +146,45 @@ impl UpConn {
         }
     }
 
-    /// Writes the request (`head` then `body`) and reads the response head.
+    /// Writes the request (`head` then `body`) and reads the response head,
+    /// by `deadline`.
+    ///
+    /// The deadline is this connection's own timer, moved from one exchange
+    /// to the next: moving a registered timer later is an atomic store,
+    /// where a new timer per request (`tokio::time::timeout`) was registered
+    /// in the runtime's wheel and removed again (~500 instructions).
     pub async fn exchange(
         &mut self,
         head: &[u8],
         body: &[u8],
         method: &Method,
+        deadline: Instant,
     ) -> Result<Head, Failure> {
-        self.write_request(head, body).await?;
-        self.read_head(method == Method::HEAD).await
+        let mut timer = match self.timer.take() {
+            Some(mut t) => {
+                t.as_mut().reset(deadline);
+                t
+            }
+            None => Box::pin(tokio::time::sleep_until(deadline)),
+        };
+        let head_request = method == Method::HEAD;
+        let result = {
+            let mut work = std::pin::pin!(async {
+                self.write_request(head, body).await?;
+                self.read_head(head_request).await
+            });
+            // The exchange first: an answer that is ready wins over a timer
+            // that is too (as `tokio::time::timeout` polls).
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                    return Poll::Ready(r);
+                }
+                timer.as_mut().poll(cx).map(|()| Err(Failure::TimedOut))
+            })
+            .await
+        };
+        self.timer = Some(timer);
+        result
     }
 
     async fn write_request(&mut self, head: &[u8], body: &[u8]) -> Result<(), Failure> {
@@ -293,22 +331,31 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
         // add `keep-alive`), and that entry would grow a full map (a new
         // table, every header hashed again).
         let mut headers = HeaderMap::with_capacity(count + 1);
-        for span in &spans[..count] {
-            // SAFETY: the loop above wrote the first `count` spans.
-            let Span {
-                name: (n, nl),
-                value: (v, vl),
-            } = unsafe { span.assume_init_read() };
-            let name = HeaderName::from_bytes(&bytes[n..n + nl])
-                .map_err(|_| Failure::Bad("a response header name is not valid".into()))?;
-            let value = HeaderValue::from_maybe_shared(bytes.slice(v..v + vl))
-                .map_err(|_| Failure::Bad(format!("the {name} header's value is not valid")))?;
-            headers.append(name, value);
-        }
-        let framing = framing(status, &mut headers, head_request)?;
+        let mut seen = Seen::default();
+        with_wire_names(Wire::Response, |names| {
+            for span in &spans[..count] {
+                // SAFETY: the loop above wrote the first `count` spans.
+                let Span {
+                    name: (n, nl),
+                    value: (v, vl),
+                } = unsafe { span.assume_init_read() };
+                let name = names
+                    .get(&bytes[n..n + nl], HeaderName::from_bytes)
+                    .map_err(|_| Failure::Bad("a response header name is not valid".into()))?;
+                let value = HeaderValue::from_maybe_shared(bytes.slice(v..v + vl))
+                    .map_err(|_| Failure::Bad(format!("the {name} header's value is not valid")))?;
+                seen.note(&name, &bytes[v..v + vl]);
+                headers.append(name, value);
+            }
+            Ok::<_, Failure>(())
+        })?;
+        let framing = framing(status, &mut headers, head_request, seen)?;
         let reusable = framing != Framing::Close
             && status != StatusCode::SWITCHING_PROTOCOLS
-            && keeps_alive(version, &headers);
+            && match seen.connection {
+                true => keeps_alive(version, &headers),
+                false => version == Version::HTTP_11,
+            };
         return Ok(Some(Head {
             status,
             version,
@@ -316,6 +363,30 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             framing,
             reusable,
         }));
+    }
+}
+
+/// Which of the headers that frame a response it has, noted while its
+/// head is read: most responses have `Content-Length` alone, and then the
+/// map is not searched (hashed) for the other two.
+#[derive(Clone, Copy, Default)]
+struct Seen<'a> {
+    transfer_encoding: bool,
+    content_length: bool,
+    connection: bool,
+    /// The value of the `Content-Length` field when there is one field.
+    only_length: Option<&'a [u8]>,
+}
+
+impl<'a> Seen<'a> {
+    #[inline(always)]
+    fn note(&mut self, name: &HeaderName, value: &'a [u8]) {
+        self.transfer_encoding |= name == header::TRANSFER_ENCODING;
+        self.connection |= name == header::CONNECTION;
+        if name == header::CONTENT_LENGTH {
+            self.only_length = (!self.content_length).then_some(value);
+            self.content_length = true;
+        }
     }
 }
 
@@ -353,6 +424,7 @@ fn framing(
     status: StatusCode,
     headers: &mut HeaderMap,
     head_request: bool,
+    seen: Seen,
 ) -> Result<Framing, Failure> {
     if head_request
         || status.is_informational()
@@ -361,9 +433,8 @@ fn framing(
     {
         return Ok(Framing::Empty);
     }
-    let te = headers.get_all(header::TRANSFER_ENCODING);
-    if te.iter().next().is_some() {
-        if headers.contains_key(header::CONTENT_LENGTH) {
+    if seen.transfer_encoding {
+        if seen.content_length {
             // Framed two ways: whichever we believed, the client might
             // believe the other (response splitting).
             return Err(Failure::Bad(
@@ -373,16 +444,19 @@ fn framing(
         only_chunked(headers).map_err(Failure::Bad)?;
         return Ok(Framing::Chunked);
     }
+    if !seen.content_length {
+        return Ok(Framing::Close);
+    }
     let mut length = None;
     let mut parts = 0;
-    for v in headers.get_all(header::CONTENT_LENGTH) {
-        let text = v.to_str().unwrap_or("");
-        for part in text.split(',') {
-            let part = part.trim();
-            let n = (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| part.parse::<u64>().ok())
-                .flatten()
-                .ok_or_else(|| Failure::Bad(format!("Content-Length {text:?} is not a number")))?;
+    let mut add = |v: &[u8]| {
+        for part in v.split(|&b| b == b',') {
+            let n = decimal(part.trim_ascii()).ok_or_else(|| {
+                Failure::Bad(format!(
+                    "Content-Length {:?} is not a number",
+                    String::from_utf8_lossy(v)
+                ))
+            })?;
             if length.is_some_and(|l| l != n) {
                 return Err(Failure::Bad(
                     "the response has Content-Length values that differ".into(),
@@ -390,6 +464,16 @@ fn framing(
             }
             length = Some(n);
             parts += 1;
+        }
+        Ok(())
+    };
+    match seen.only_length {
+        // One field: the value noted while the head was read.
+        Some(v) => add(v)?,
+        None => {
+            for v in headers.get_all(header::CONTENT_LENGTH) {
+                add(v.as_bytes())?;
+            }
         }
     }
     if let (Some(n), 2..) = (length, parts) {
@@ -399,6 +483,19 @@ fn framing(
         Some(0) => Framing::Empty,
         Some(n) => Framing::Length(n),
         None => Framing::Close,
+    })
+}
+
+/// `digits` as a number: ASCII digits only (no sign, no space), at least
+/// one, and no more than a `u64` holds.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        d.is_ascii_digit()
+            .then(|| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+            .flatten()
     })
 }
 
@@ -524,8 +621,9 @@ pub struct RawBody {
     state: State,
     reusable: bool,
     home: Option<(Rc<Pool>, UpstreamId)>,
-    /// Trailers of a chunked body, once read.
-    trailers: Option<HeaderMap>,
+    /// Trailers of a chunked body, once read. Boxed: rare, and the body is
+    /// moved with each response (a map inline was 88 more bytes a move).
+    trailers: Option<Box<HeaderMap>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -619,7 +717,7 @@ impl RawBody {
         loop {
             match self.state {
                 State::Done => {
-                    return Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
+                    return Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(*t))))
                 }
                 State::Length(0) => self.finish(),
                 State::Length(left) | State::ChunkData(left) => {
@@ -686,7 +784,7 @@ impl RawBody {
             State::Trailers if line.is_empty() => self.finish(),
             State::Trailers => {
                 let (name, value) = trailer(line)?;
-                let map = self.trailers.get_or_insert_with(HeaderMap::new);
+                let map = self.trailers.get_or_insert_with(Box::default);
                 if map.len() >= MAX_HEADERS {
                     return Err(BodyError::bad("too many trailer fields"));
                 }
@@ -799,8 +897,14 @@ mod tests {
 
     #[test]
     fn framing_follows_rfc_9112() {
-        let cases: [(&[u8], bool, Option<Framing>, bool); 8] = [
+        let cases: [(&[u8], bool, Option<Framing>, bool); 13] = [
             (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false, Some(Framing::Length(5)), true),
+            // Two equal fields are one length; any spelling of the names.
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\nCONTENT-LENGTH: 7\r\n\r\n", false, Some(Framing::Length(7)), true),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n", false, Some(Framing::Length(u64::MAX)), true),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", false, Some(Framing::Empty), false),
+            (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: Keep-Alive\r\n\r\n", false, Some(Framing::Length(2)), true),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: upgrade, CLOSE\r\n\r\n", false, Some(Framing::Length(2)), false),
             (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true, Some(Framing::Empty), true),
             (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", false, Some(Framing::Length(5)), true),
             (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n", false, Some(Framing::Chunked), true),
@@ -824,6 +928,10 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551616\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5,\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\ncontent-length: 5\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n",

@@ -375,8 +375,9 @@ pub struct ResponseBody {
     read_timeout: Duration,
     /// Where a hyper connection goes back when the body ends; `None` once
     /// given back (or when the connection must not be reused). An in-task
-    /// body gives its connection back itself.
-    home: Option<(Rc<Pool>, UpstreamId, Sender)>,
+    /// body gives its connection back itself. Boxed: only hyper's side has
+    /// one, and every response's body is moved a few times on its way.
+    home: Option<Box<(Rc<Pool>, UpstreamId, Sender)>>,
 }
 
 /// Who reads the body off the connection.
@@ -427,7 +428,7 @@ impl ResponseBody {
             inner: Inner::Hyper(inner),
             idle: Idle::default(),
             read_timeout,
-            home,
+            home: home.map(Box::new),
         };
         // No body at all (HEAD, 204, Content-Length: 0): hyper may never
         // poll it, so give the connection back now.
@@ -448,7 +449,8 @@ impl ResponseBody {
     }
 
     fn give_back(&mut self) {
-        if let Some((pool, id, sender)) = self.home.take() {
+        if let Some(home) = self.home.take() {
+            let (pool, id, sender) = *home;
             pool.checkin(id, sender);
         }
     }

@@ -50,7 +50,11 @@ pub type ClientBody = Either<ResponseBody, Full<Bytes>>;
 // an allocation per request to save a few hundred bytes of stack.
 #[allow(clippy::large_enum_variant)]
 enum Plan<'a> {
-    /// An API without middleware: the upstream request, ready to send.
+    /// No body to stream, and no middleware or middleware run in place:
+    /// the upstream request's bytes, ready to write.
+    Encoded(&'a Route, upstream::Encoded),
+    /// An API without middleware, the client's body streaming: the
+    /// upstream request, ready to send.
     Stream(&'a Route, Request<UpstreamBody>, upstream::Added),
     /// An API with request middleware: run here, unboxed.
     Chain(
@@ -113,9 +117,23 @@ impl Proxy {
     /// whole) at each level that awaits it, and the service future is
     /// copied again into hyper's per-connection slot: keeping the common
     /// path's future small and shallow is what keeps those copies cheap.
-    pub async fn handle(&self, req: Request<ClientIn>, remote: SocketAddr) -> Response<ClientBody> {
+    ///
+    /// The request is lent to [`Proxy::plan`], not moved into it: on the
+    /// common path it is read in place into the upstream's bytes, and its
+    /// head (~250 bytes) is not copied from one call to the next.
+    pub async fn handle(
+        &self,
+        mut req: Request<ClientIn>,
+        remote: SocketAddr,
+    ) -> Response<ClientBody> {
         let format = ErrorFormat::of(req.headers());
-        let result = match self.plan(req, remote) {
+        let result = match self.plan(&mut req, remote) {
+            Ok(Plan::Encoded(route, up)) => {
+                // `req` is dropped where it lies when this returns: dropped
+                // here it would be moved (copied) into `drop` first.
+                let limit = self.upstream_timeout;
+                upstream::send_encoded(&self.pool, route.upstream, up, limit).await
+            }
             Ok(Plan::Stream(route, up, added)) => self.forward(route, up, added).await,
             Ok(Plan::Chain(route, chain, parts, body, remote)) => {
                 self.through_chain(route, chain, parts, body, remote).await
@@ -138,7 +156,7 @@ impl Proxy {
     /// an API with middleware (rarer, and much larger to hold).
     fn plan<'a>(
         &'a self,
-        req: Request<ClientIn>,
+        req: &mut Request<ClientIn>,
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
         let route = self
@@ -167,16 +185,24 @@ impl Proxy {
                 ),
             ));
         }
-        let (parts, body) = req.into_parts();
-        let body = RequestBody::new(body, self.body_timeout);
+        let ended = http_body::Body::is_end_stream(req.body());
+        // The paths that keep the request whole take it from the lender.
+        let take = |req: &mut Request<ClientIn>| {
+            let (parts, body) = std::mem::take(req).into_parts();
+            (parts, RequestBody::new(body, self.body_timeout))
+        };
         match &route.chain {
+            // The common path: no middleware and no body.
+            None if ended => Ok(Plan::Encoded(route, self.encode(route, req, remote))),
             // Streaming path: no middleware, nothing buffered.
             None => {
+                let (parts, body) = take(req);
                 let (up, added) = self.stream(route, parts, body, remote)?;
                 Ok(Plan::Stream(route, up, added))
             }
             // Response middleware only: the request body streams too.
             Some(Ok(chain)) if crate::response::only_response(chain) => {
+                let (parts, body) = take(req);
                 let head = crate::response::head_of_parts(&parts, remote);
                 let (up, added) = self.stream(route, parts, body, remote)?;
                 Ok(Plan::Boxed(Box::pin(async move {
@@ -185,11 +211,14 @@ impl Proxy {
                 })))
             }
             // Native or wasm middleware and no body to read: the chain
-            // runs here and the request streams on like one without.
-            Some(Ok(chain)) if chain.runs_in_place() && http_body::Body::is_end_stream(&body) => {
-                self.in_place(route, chain, parts, remote)
+            // runs here and the request goes on like one without.
+            Some(Ok(chain)) if chain.runs_in_place() && ended => {
+                self.in_place(route, chain, req, remote)
             }
-            Some(Ok(chain)) => Ok(Plan::Chain(route, chain, parts, body, remote)),
+            Some(Ok(chain)) => {
+                let (parts, body) = take(req);
+                Ok(Plan::Chain(route, chain, parts, body, remote))
+            }
             // Logged once at load (or when the worker built it), not per
             // request; counted per request.
             Some(Err(e)) => {
@@ -203,6 +232,19 @@ impl Proxy {
                 ))
             }
         }
+    }
+
+    /// An API without middleware, a request without a body: its head,
+    /// edited in place for the upstream, written as the upstream's bytes.
+    fn encode(
+        &self,
+        route: &Route,
+        req: &mut Request<ClientIn>,
+        remote: SocketAddr,
+    ) -> upstream::Encoded {
+        let target = upstream_target(&route.spec, req.uri().path(), req.uri().query());
+        let added = self.prepare_headers(route, req.headers_mut(), remote);
+        upstream::Encoded::from_head(req.method(), &target, req.headers(), &added, Bytes::new())
     }
 
     /// An API without middleware: the head is rewritten for the upstream,
@@ -286,10 +328,10 @@ impl Proxy {
         &'a self,
         route: &'a Route,
         chain: &'a ApiChain,
-        mut parts: http::request::Parts,
+        req: &mut Request<ClientIn>,
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
-        let mut mw = chain_request(&mut parts, Bytes::new(), remote);
+        let mut mw = chain_request_in(req, Bytes::new(), remote);
         for hook in [Hook::Pre, Hook::Post] {
             // A phase without entries is skipped, not run empty; a phase
             // that goes on builds no answer (a large `Result` to move).
@@ -301,8 +343,28 @@ impl Proxy {
             }
         }
         clean_rewritten_path(&mut mw);
-        let (body, added) = self.chain_upstream(route, chain, &mut parts, mw, remote)?;
-        Ok(Plan::Stream(route, Request::from_parts(parts, body), added))
+        let target = chain_target(route, chain, &mw)?;
+        let MwRequest {
+            method,
+            mut headers,
+            body,
+            request_uri,
+            ..
+        } = mw;
+        let added = self.prepare_headers(route, &mut headers, remote);
+        crate::body::frame(
+            &mut headers,
+            &method,
+            body.len(),
+            added.has_content_length(),
+        );
+        let up = upstream::Encoded::from_head(&method, &target, &headers, &added, body);
+        // The lender's placeholders (`chain_request_in`) own no memory:
+        // forgotten, and the head given back to be dropped with the request.
+        debug_assert!(req.headers().is_empty() && *req.uri() == Uri::default());
+        std::mem::forget(std::mem::replace(req.headers_mut(), headers));
+        std::mem::forget(std::mem::replace(req.uri_mut(), request_uri));
+        Ok(Plan::Encoded(route, up))
     }
 
     /// Puts what the chain left of the request (its path cleaned,
@@ -359,10 +421,7 @@ impl Proxy {
         added: upstream::Added,
     ) -> Result<Response<ClientBody>, ProxyError> {
         let limit = self.upstream_timeout;
-        let resp = upstream::send(&self.pool, route.upstream, req, added, limit).await?;
-        let (mut parts, body) = resp.into_parts();
-        upstream::remove_hop_by_hop(&mut parts.headers);
-        Ok(Response::from_parts(parts, Either::Left(body)))
+        upstream::send(&self.pool, route.upstream, req, added, limit).await
     }
 
     /// Header edits every proxied request gets, with or without middleware;
@@ -403,6 +462,42 @@ fn chain_request(parts: &mut http::request::Parts, body: Bytes, remote: SocketAd
         body,
         remote,
     )
+}
+
+/// [`chain_request`] for a request lent whole: its method, target and
+/// headers are taken (empty ones left in their place) and given back by
+/// the caller when the chain is done.
+#[inline(always)]
+fn chain_request_in(req: &mut Request<ClientIn>, body: Bytes, remote: SocketAddr) -> MwRequest {
+    let mut headers = std::mem::take(req.headers_mut());
+    // Room for the headers a middleware sets, outside its timed call (our
+    // own parser made it already: then this is a check).
+    if headers.capacity().saturating_sub(headers.keys_len()) < crate::middleware::CHAIN_HEADER_ROOM
+    {
+        headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
+    }
+    MwRequest::new(
+        std::mem::take(req.method_mut()),
+        std::mem::take(req.uri_mut()),
+        headers,
+        body,
+        remote,
+    )
+}
+
+/// The upstream's request target for a request a chain ran in place on:
+/// as [`chain_uri`], but as the request line's text. A path or query a
+/// middleware wrote is checked as a URI; one it did not write is the
+/// client's, parsed already.
+fn chain_target(route: &Route, chain: &ApiChain, mw: &MwRequest) -> Result<String, ProxyError> {
+    if !mw.is_rewritten() {
+        return Ok(upstream_target(&route.spec, mw.path(), mw.query()));
+    }
+    let uri = chain_uri(route, chain, mw)?;
+    Ok(uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .to_owned())
 }
 
 /// The upstream target of a request a chain has run on: the listen path
@@ -524,6 +619,13 @@ fn upstream_uri(
     path: &str,
     query: Option<&str>,
 ) -> Result<Uri, http::uri::InvalidUri> {
+    Uri::try_from(upstream_target(spec, path, query))
+}
+
+/// [`upstream_uri`] as text. For a client's path and query, which parsed,
+/// and a target URL checked at load, it is a valid request target by how
+/// it is joined (no byte is added but `/`, `?` and `&`).
+fn upstream_target(spec: &ApiSpec, path: &str, query: Option<&str>) -> String {
     let pq = router::upstream_target(
         &spec.listen_path,
         spec.strip_listen_path,
@@ -532,5 +634,6 @@ fn upstream_uri(
         spec.target.query.as_deref(),
         query,
     );
-    Uri::try_from(pq)
+    debug_assert!(Uri::try_from(pq.as_str()).is_ok(), "{pq}");
+    pq
 }

@@ -27,11 +27,13 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body::Body as _;
 use http_body_util::{Either, Full};
+use tokio::time::Instant;
 
 use crate::error::{Kind, Origin, ProxyError};
 use crate::h1up;
 pub use crate::hop::Hop;
 use crate::pool::{Pool, ResponseBody, Sender, UpstreamBody, UpstreamId};
+use crate::proxy::ClientBody;
 
 /// Resolves target hosts from a table filled at load, falling back to the
 /// system resolver for names it has not seen (and remembering the answer).
@@ -119,13 +121,16 @@ pub const TYK_USER_AGENT: &str = "Tyk/v5.5.0-dev";
 /// `limit` is `--upstream-timeout`: how long the upstream may take to
 /// answer once it has the whole request ([`after_body`] for a body still
 /// streaming from the client), else Tyk's 504.
+///
+/// The response comes back as the client gets it: its body wrapped, its
+/// hop-by-hop headers removed.
 pub fn send<'a>(
     pool: &'a Rc<Pool>,
     id: UpstreamId,
     mut req: Request<UpstreamBody>,
     added: Added,
     limit: Duration,
-) -> impl Future<Output = Result<Response<ResponseBody>, ProxyError>> + 'a {
+) -> impl Future<Output = Result<Response<ClientBody>, ProxyError>> + 'a {
     let work = match req.body_mut() {
         // Still arriving from the client: hyper writes it while it watches
         // for an early answer.
@@ -142,10 +147,7 @@ pub fn send<'a>(
     };
     async move {
         match work {
-            Ok(req) => match tokio::time::timeout(limit, send_in_task(pool, id, req)).await {
-                Ok(resp) => resp,
-                Err(_) => Err(timed_out()),
-            },
+            Ok(req) => send_in_task(pool, id, req, Instant::now() + limit).await,
             Err(streaming) => streaming.await,
         }
     }
@@ -159,10 +161,10 @@ pub fn send<'a>(
 /// (408). (The whole exchange used to be timed from the start: an upload
 /// longer than `--upstream-timeout` got a 504 while it was still going.)
 async fn after_body(
-    work: impl Future<Output = Result<Response<ResponseBody>, ProxyError>>,
+    work: impl Future<Output = Result<Response<ClientBody>, ProxyError>>,
     progress: Arc<crate::body::Progress>,
     limit: Duration,
-) -> Result<Response<ResponseBody>, ProxyError> {
+) -> Result<Response<ClientBody>, ProxyError> {
     let mut work = std::pin::pin!(work);
     loop {
         tokio::select! {
@@ -186,9 +188,22 @@ fn timed_out() -> ProxyError {
     ProxyError::new(Kind::UpstreamTimeout, Origin::Upstream)
 }
 
+/// [`send`] for a request already encoded: the proxy's common path (no
+/// middleware, or middleware run in place, and no body to stream), which
+/// writes the upstream's head straight from the client's request without
+/// building a `Request` for the upstream.
+pub fn send_encoded(
+    pool: &Rc<Pool>,
+    id: UpstreamId,
+    req: Encoded,
+    limit: Duration,
+) -> impl Future<Output = Result<Response<ClientBody>, ProxyError>> + '_ {
+    send_in_task(pool, id, req, Instant::now() + limit)
+}
+
 /// A request whose body is known (none, or buffered), as the bytes an
 /// in-task exchange writes: also what a retry sends again.
-struct Encoded {
+pub struct Encoded {
     /// The head, and the body too when it is small enough to go in the
     /// same write ([`h1up::coalesce`]).
     head: Vec<u8>,
@@ -206,16 +221,23 @@ impl Encoded {
             Either::Left(_) => Bytes::new(),
         };
         let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        Encoded::from_head(&parts.method, target, &parts.headers, added, body)
+    }
+
+    /// The request `method target` with `headers` (and `added`), `body`
+    /// after them. `target` is the origin-form request target, written as
+    /// it is: the caller makes it from checked parts (a client's parsed
+    /// path, a target URL checked at load) or checks it.
+    pub fn from_head(
+        method: &Method,
+        target: &str,
+        headers: &HeaderMap,
+        added: &Added,
+        body: Bytes,
+    ) -> Encoded {
         let coalesce = h1up::coalesce(body.len());
         let mut head = Vec::with_capacity(256 + if coalesce { body.len() } else { 0 });
-        h1up::encode_head(
-            &mut head,
-            &parts.method,
-            target,
-            &parts.headers,
-            added,
-            body.len(),
-        );
+        h1up::encode_head(&mut head, method, target, headers, added, body.len());
         let rest = if coalesce {
             head.extend_from_slice(&body);
             Bytes::new()
@@ -225,7 +247,7 @@ impl Encoded {
         Encoded {
             head,
             rest,
-            method: parts.method,
+            method: method.clone(),
         }
     }
 }
@@ -241,17 +263,22 @@ fn full_data(mut full: Full<Bytes>) -> Bytes {
 }
 
 /// [`send`] for a request whose body is known: the exchange runs in this
-/// task ([`crate::h1up`]).
+/// task ([`crate::h1up`]), answered by `deadline` (a new connection's
+/// connect included).
 async fn send_in_task(
     pool: &Rc<Pool>,
     id: UpstreamId,
     req: Encoded,
-) -> Result<Response<ResponseBody>, ProxyError> {
+    deadline: Instant,
+) -> Result<Response<ClientBody>, ProxyError> {
     let (mut conn, reused) = match pool.idle_raw(id) {
         Some(conn) => (conn, true),
-        None => (connect_raw(pool, id).await?, false),
+        None => (connect_raw(pool, id, deadline).await?, false),
     };
-    let head = match conn.exchange(&req.head, &req.rest, &req.method).await {
+    let head = match conn
+        .exchange(&req.head, &req.rest, &req.method, deadline)
+        .await
+    {
         Ok(h) => h,
         // A pooled connection the upstream had closed: as nginx does, send
         // again on a new one if nothing came back and the request either
@@ -260,33 +287,42 @@ async fn send_in_task(
             if reused && (!written || is_idempotent(&req.method)) =>
         {
             tracing::info!(upstream = %pool.name(id), "{cause}; retrying once on a new connection");
-            conn = connect_raw(pool, id).await?;
-            conn.exchange(&req.head, &req.rest, &req.method)
+            conn = connect_raw(pool, id, deadline).await?;
+            conn.exchange(&req.head, &req.rest, &req.method, deadline)
                 .await
                 .map_err(|e| exchange_error(pool, id, e))?
         }
         Err(e) => return Err(exchange_error(pool, id, e)),
     };
     let body = h1up::RawBody::new(conn, &head, (pool.clone(), id));
-    let mut resp = Response::new(ResponseBody::in_task(body, pool));
+    let mut resp = Response::new(Either::Left(ResponseBody::in_task(body, pool)));
     *resp.status_mut() = head.status;
     *resp.version_mut() = head.version;
-    *resp.headers_mut() = head.headers;
+    // The map `Response::new` made has no room (no allocation): forgotten,
+    // not dropped.
+    std::mem::forget(std::mem::replace(resp.headers_mut(), head.headers));
+    remove_hop_by_hop(resp.headers_mut());
     Ok(resp)
 }
 
 /// A new connection for an in-task exchange. Boxed: connecting (a lookup,
 /// a timed connect) makes a future several times the size of the exchange,
 /// and most requests find an idle connection instead.
-async fn connect_raw(pool: &Pool, id: UpstreamId) -> Result<h1up::UpConn, ProxyError> {
-    Box::pin(pool.connect_raw(id))
-        .await
-        .map_err(|e| connect_error(pool, id, e))
+async fn connect_raw(
+    pool: &Pool,
+    id: UpstreamId,
+    deadline: Instant,
+) -> Result<h1up::UpConn, ProxyError> {
+    match Box::pin(tokio::time::timeout_at(deadline, pool.connect_raw(id))).await {
+        Ok(conn) => conn.map_err(|e| connect_error(pool, id, e)),
+        Err(_) => Err(timed_out()),
+    }
 }
 
 /// A failed in-task exchange as Tyk's answer.
 fn exchange_error(pool: &Pool, id: UpstreamId, e: h1up::Failure) -> ProxyError {
     let detail = match e {
+        h1up::Failure::TimedOut => return timed_out(),
         h1up::Failure::Bad(what) => format!("bad answer from upstream {}: {what}", pool.name(id)),
         h1up::Failure::Stale { cause, .. } => format!("upstream {}: {cause}", pool.name(id)),
         h1up::Failure::Io(e) => format!("upstream {}: {e}", pool.name(id)),
@@ -299,7 +335,7 @@ async fn send_streaming(
     pool: &Rc<Pool>,
     id: UpstreamId,
     req: Request<UpstreamBody>,
-) -> Result<Response<ResponseBody>, ProxyError> {
+) -> Result<Response<ClientBody>, ProxyError> {
     let checkout = pool
         .checkout(id)
         .await
@@ -346,7 +382,7 @@ fn finish(
     id: UpstreamId,
     sender: Sender,
     resp: Response<hyper::body::Incoming>,
-) -> Result<Response<ResponseBody>, ProxyError> {
+) -> Result<Response<ClientBody>, ProxyError> {
     if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
         // As the in-task reader (`h1up`): no upgrade is ever asked for.
         return Err(ProxyError::with_cause(
@@ -382,9 +418,13 @@ fn finish(
     let closing = h
         .get(header::CONNECTION)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-    let (parts, body) = resp.into_parts();
+    let (mut parts, body) = resp.into_parts();
     let home = (!closing).then(|| (pool.clone(), id, sender));
-    Ok(Response::from_parts(parts, ResponseBody::new(body, home)))
+    remove_hop_by_hop(&mut parts.headers);
+    Ok(Response::from_parts(
+        parts,
+        Either::Left(ResponseBody::new(body, home)),
+    ))
 }
 
 /// Why a pooled connection failed before any response arrived, in plain

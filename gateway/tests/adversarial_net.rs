@@ -204,6 +204,49 @@ fn the_upstream_timeout_starts_when_the_upstream_has_the_body() {
     gw.stop();
 }
 
+/// Each pooled upstream connection times its exchanges with one timer of
+/// its own, moved to the next exchange's deadline. A connection whose timer
+/// went off while it sat idle in the pool is reused and answers (the timer
+/// is armed again, not left fired: no 504 for a quick answer), and a slow
+/// answer on a reused connection still gets the 504.
+#[test]
+fn the_upstream_timeout_holds_on_reused_connections_whose_timer_went_off() {
+    let (up, stats) = raw_upstream(|mut s| {
+        while let Some(head) = read_request_head(&mut s) {
+            if head.contains("/slow") {
+                std::thread::sleep(Duration::from_secs(3));
+            }
+            let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+            if s.write_all(answer.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(GatewayConfig {
+        upstream_timeout: Duration::from_millis(300),
+        ..config(dir.path())
+    });
+    for round in 0..3 {
+        assert_eq!(get(gw.addr, "/up/fast").status, 200, "round {round}");
+        // Longer than the upstream timeout: the connection's timer goes
+        // off while the connection waits in the pool.
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    assert_eq!(
+        stats.accepted.load(Ordering::SeqCst),
+        1,
+        "the idle connection was not reused"
+    );
+    let slow = get(gw.addr, "/up/slow");
+    assert_eq!(slow.status, 504, "{}", slow.text());
+    // Given up on, that connection is not reused: the next goes on a new one.
+    assert_eq!(get(gw.addr, "/up/fast").status, 200);
+    assert_eq!(stats.accepted.load(Ordering::SeqCst), 2);
+    gw.stop();
+}
+
 /// A client that stops reading a large response: its connection is closed
 /// after `--client-send-timeout` without a byte taken (nginx's
 /// `send_timeout`), and with it the upstream's the response came from.

@@ -150,6 +150,37 @@ fn an_idle_keep_alive_connection_closes_after_the_idle_timeout() {
     gw.stop();
 }
 
+/// A connection's idle deadline moves with each request (one timer per
+/// connection, set later each time it waits): used more often than the
+/// idle timeout, for longer than it in all, it stays open; then left idle,
+/// it closes.
+#[test]
+fn a_keep_alive_connection_used_within_the_idle_timeout_stays_open() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(GatewayConfig {
+        client_header_timeout: Duration::from_secs(60),
+        client_keepalive_timeout: Duration::from_millis(1000),
+        ..config(dir.path())
+    });
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    // Ten requests 250 ms apart: 2.5 s in all, each wait a quarter of the
+    // idle timeout.
+    for i in 0..10 {
+        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut s).0, 200, "request {i}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(rec.count(), 10);
+    assert!(
+        closed_by_peer(&mut s, Duration::from_secs(10)),
+        "the idle keep-alive connection was not closed by the idle timeout"
+    );
+    gw.stop();
+}
+
 #[test]
 fn the_idle_wait_is_not_the_head_wait_and_a_slow_head_is_still_cut() {
     let (up, _rec) = recorder();
