@@ -22,7 +22,9 @@ is shared and noisy, so alternation and CPU time beat req/s):
   - with --callgrind: user instructions per request of the gateway with one
     worker and of nginx with one process (`master_process off`), under the
     same `ab -c 10`, as (Ir(n2) - Ir(n1)) / (n2 - n1) from two bounded
-    callgrind runs each, so startup and shutdown cancel out.
+    callgrind runs each, so startup and shutdown cancel out; and, with wrk,
+    under `wrk -t1 -c10` (counters zeroed after a 2 s warm-up, then 5 s
+    counted, over the requests wrk completed).
 Prints median and min-max per proxy and workload.
 """
 
@@ -151,6 +153,43 @@ def callgrind_ir(command, n):
     return total
 
 
+def callgrind_wrk_ir(command, seconds=5):
+    """User instructions per request of `command(port)` under `wrk -t1
+    -c10` (kept-alive connections): counters zeroed after a 2 s warm-up,
+    then `seconds` counted, over the requests wrk completed in them."""
+    port = free_port()
+    out = tempfile.mktemp(suffix=".callgrind")
+    p = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + command(port),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, 60)
+        url = f"http://127.0.0.1:{port}/plain/"
+
+        def wrk(secs):
+            text = subprocess.run(["wrk", "-t1", "-c10", f"-d{secs}s", url], capture_output=True,
+                                  text=True, timeout=secs + 120, check=True).stdout
+            return int(re.search(r"(\d+) requests in", text).group(1))
+
+        def control(what):
+            subprocess.run(["callgrind_control", what, str(p.pid)], capture_output=True,
+                           timeout=120, check=True)
+
+        wrk(2)
+        control("-z")
+        served = wrk(seconds)
+        control("-d")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=120)
+    with open(out + ".1") as f:
+        total = next(int(l.split()[1]) for l in f if l.startswith("summary:") or l.startswith("totals:"))
+    for f in (out, out + ".1"):
+        if os.path.exists(f):
+            os.unlink(f)
+    return total / served
+
+
 def spread(xs):
     return f"{statistics.median(xs):7.1f} ({min(xs):.1f}-{max(xs):.1f})"
 
@@ -262,7 +301,10 @@ def main():
                 a = callgrind_ir(command, n1)
                 b = callgrind_ir(command, n2)
                 print(f"{name} user instructions per request (callgrind, ab -c 10): "
-                      f"{(b - a) / (n2 - n1):.0f}")
+                      f"{(b - a) / (n2 - n1):.0f}", flush=True)
+                if shutil.which("wrk") and not args.no_wrk:
+                    print(f"{name} user instructions per request (callgrind, wrk -t1 -c10 "
+                          f"keep-alive): {callgrind_wrk_ir(command):.0f}", flush=True)
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)

@@ -515,19 +515,19 @@ fn keeps_alive(version: Version, headers: &HeaderMap) -> bool {
 
 /// Writes a request head as hyper's client does with title-case header
 /// names (`X-Forwarded-For`: the names Go, and so Tyk, sends), adding
-/// `Content-Length` for a body when the headers have none. `target` is the
-/// origin-form request target.
+/// `Content-Length` for a body when the headers have none. `target`
+/// writes the origin-form request target.
 pub fn encode_head(
     dst: &mut Vec<u8>,
     method: &Method,
-    target: &str,
+    target: impl FnOnce(&mut Vec<u8>),
     headers: &HeaderMap,
     added: &crate::upstream::Added,
     body_len: usize,
 ) {
     dst.extend_from_slice(method.as_str().as_bytes());
     dst.push(b' ');
-    dst.extend_from_slice(target.as_bytes());
+    target(dst);
     dst.extend_from_slice(b" HTTP/1.1\r\n");
     let mut has_length = false;
     let host = added.host_in_place();
@@ -1021,7 +1021,7 @@ mod tests {
         encode_head(
             &mut out,
             &Method::POST,
-            "/a?b=1",
+            |d: &mut Vec<u8>| d.extend_from_slice(b"/a?b=1"),
             &headers,
             &crate::upstream::Added::default(),
             3,

@@ -242,9 +242,10 @@ impl Proxy {
         req: &mut Request<ClientIn>,
         remote: SocketAddr,
     ) -> upstream::Encoded {
-        let target = upstream_target(&route.spec, req.uri().path(), req.uri().query());
         let added = self.prepare_headers(route, req.headers_mut(), remote);
-        upstream::Encoded::from_head(req.method(), &target, req.headers(), &added, Bytes::new())
+        let uri = req.uri();
+        let target = |d: &mut Vec<u8>| write_target(d, &route.spec, uri.path(), uri.query());
+        upstream::Encoded::from_head(req.method(), target, req.headers(), &added, Bytes::new())
     }
 
     /// An API without middleware: the head is rewritten for the upstream,
@@ -343,7 +344,12 @@ impl Proxy {
             }
         }
         clean_rewritten_path(&mut mw);
-        let target = chain_target(route, chain, &mw)?;
+        // A path or query a middleware wrote is checked as a URI; the
+        // client's, parsed already, is written as it is.
+        let written = match mw.is_rewritten() {
+            true => Some(chain_uri(route, chain, &mw)?),
+            false => None,
+        };
         let MwRequest {
             method,
             mut headers,
@@ -358,7 +364,15 @@ impl Proxy {
             body.len(),
             added.has_content_length(),
         );
-        let up = upstream::Encoded::from_head(&method, &target, &headers, &added, body);
+        let target = |d: &mut Vec<u8>| match &written {
+            Some(uri) => d.extend_from_slice(
+                uri.path_and_query()
+                    .map_or("/", |pq| pq.as_str())
+                    .as_bytes(),
+            ),
+            None => write_target(d, &route.spec, request_uri.path(), request_uri.query()),
+        };
+        let up = upstream::Encoded::from_head(&method, target, &headers, &added, body);
         // The lender's placeholders (`chain_request_in`) own no memory:
         // forgotten, and the head given back to be dropped with the request.
         debug_assert!(req.headers().is_empty() && *req.uri() == Uri::default());
@@ -485,21 +499,6 @@ fn chain_request_in(req: &mut Request<ClientIn>, body: Bytes, remote: SocketAddr
     )
 }
 
-/// The upstream's request target for a request a chain ran in place on:
-/// as [`chain_uri`], but as the request line's text. A path or query a
-/// middleware wrote is checked as a URI; one it did not write is the
-/// client's, parsed already.
-fn chain_target(route: &Route, chain: &ApiChain, mw: &MwRequest) -> Result<String, ProxyError> {
-    if !mw.is_rewritten() {
-        return Ok(upstream_target(&route.spec, mw.path(), mw.query()));
-    }
-    let uri = chain_uri(route, chain, mw)?;
-    Ok(uri
-        .path_and_query()
-        .map_or("/", |pq| pq.as_str())
-        .to_owned())
-}
-
 /// The upstream target of a request a chain has run on: the listen path
 /// stripped from the path and query as the chain left them.
 fn chain_uri(route: &Route, chain: &ApiChain, mw: &MwRequest) -> Result<Uri, ProxyError> {
@@ -622,11 +621,26 @@ fn upstream_uri(
     Uri::try_from(upstream_target(spec, path, query))
 }
 
-/// [`upstream_uri`] as text. For a client's path and query, which parsed,
-/// and a target URL checked at load, it is a valid request target by how
-/// it is joined (no byte is added but `/`, `?` and `&`).
+/// [`upstream_uri`] as text.
 fn upstream_target(spec: &ApiSpec, path: &str, query: Option<&str>) -> String {
-    let pq = router::upstream_target(
+    router::upstream_target(
+        &spec.listen_path,
+        spec.strip_listen_path,
+        &spec.target.base_path,
+        path,
+        spec.target.query.as_deref(),
+        query,
+    )
+}
+
+/// [`upstream_target`] written at the end of an upstream request's head.
+/// For a client's path and query, which parsed, and a target URL checked
+/// at load, it is a valid request target by how it is joined (no byte is
+/// added but `/`, `?` and `&`).
+fn write_target(dst: &mut Vec<u8>, spec: &ApiSpec, path: &str, query: Option<&str>) {
+    let start = dst.len();
+    router::write_upstream_target(
+        dst,
         &spec.listen_path,
         spec.strip_listen_path,
         &spec.target.base_path,
@@ -634,6 +648,9 @@ fn upstream_target(spec: &ApiSpec, path: &str, query: Option<&str>) -> String {
         spec.target.query.as_deref(),
         query,
     );
-    debug_assert!(Uri::try_from(pq.as_str()).is_ok(), "{pq}");
-    pq
+    debug_assert!(
+        std::str::from_utf8(&dst[start..]).is_ok_and(|t| Uri::try_from(t).is_ok()),
+        "{:?}",
+        String::from_utf8_lossy(&dst[start..])
+    );
 }

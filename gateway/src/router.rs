@@ -96,41 +96,103 @@ pub fn upstream_target(
     target_query: Option<&str>,
     query: Option<&str>,
 ) -> String {
-    let rest = match strip_listen_path {
-        true => path.strip_prefix(listen_path).unwrap_or(path),
-        false => path,
-    };
-    // As `join`: the slashes between the base and the rest become one.
-    let base = base.trim_end_matches('/');
-    let sub = rest.trim_start_matches('/');
-    let tq = target_query.filter(|q| !q.is_empty());
-    let rq = query.filter(|q| !q.is_empty());
-    let path_len = match (base.is_empty(), sub.is_empty()) {
-        (true, true) => 1,
-        (false, true) => base.len(),
-        _ => base.len() + 1 + sub.len(),
-    };
-    let query_len = match (tq, rq) {
-        (None, None) => 0,
-        (Some(q), None) | (None, Some(q)) => 1 + q.len(),
-        (Some(t), Some(r)) => 2 + t.len() + r.len(),
-    };
-    let mut out = String::with_capacity(path_len + query_len);
-    match (base.is_empty(), sub.is_empty()) {
-        // Go sends an empty path as `/`.
-        (true, true) => out.push('/'),
-        (false, true) => out.push_str(base),
-        _ => {
-            out.push_str(base);
-            out.push('/');
-            out.push_str(sub);
+    let t = Target::new(
+        listen_path,
+        strip_listen_path,
+        base,
+        path,
+        target_query,
+        query,
+    );
+    let mut out = String::with_capacity(t.len());
+    t.write(|piece| out.push_str(piece));
+    out
+}
+
+/// [`upstream_target`] written at the end of `dst` (an upstream request's
+/// head), with no string of its own.
+pub fn write_upstream_target(
+    dst: &mut Vec<u8>,
+    listen_path: &str,
+    strip_listen_path: bool,
+    base: &str,
+    path: &str,
+    target_query: Option<&str>,
+    query: Option<&str>,
+) {
+    let t = Target::new(
+        listen_path,
+        strip_listen_path,
+        base,
+        path,
+        target_query,
+        query,
+    );
+    t.write(|piece| dst.extend_from_slice(piece.as_bytes()));
+}
+
+/// The pieces of an upstream request target, before they are joined.
+struct Target<'a> {
+    /// The target URL's base path, without trailing slashes.
+    base: &'a str,
+    /// The request's path after the listen path, without leading slashes.
+    sub: &'a str,
+    target_query: Option<&'a str>,
+    query: Option<&'a str>,
+}
+
+impl<'a> Target<'a> {
+    fn new(
+        listen_path: &str,
+        strip_listen_path: bool,
+        base: &'a str,
+        path: &'a str,
+        target_query: Option<&'a str>,
+        query: Option<&'a str>,
+    ) -> Self {
+        let rest = match strip_listen_path {
+            true => path.strip_prefix(listen_path).unwrap_or(path),
+            false => path,
+        };
+        // As `join`: the slashes between the base and the rest become one.
+        Target {
+            base: base.trim_end_matches('/'),
+            sub: rest.trim_start_matches('/'),
+            target_query: target_query.filter(|q| !q.is_empty()),
+            query: query.filter(|q| !q.is_empty()),
         }
     }
-    for (i, q) in tq.into_iter().chain(rq).enumerate() {
-        out.push(if i == 0 { '?' } else { '&' });
-        out.push_str(q);
+
+    fn len(&self) -> usize {
+        let path = match (self.base.is_empty(), self.sub.is_empty()) {
+            (true, true) => 1,
+            (false, true) => self.base.len(),
+            _ => self.base.len() + 1 + self.sub.len(),
+        };
+        let query = match (self.target_query, self.query) {
+            (None, None) => 0,
+            (Some(q), None) | (None, Some(q)) => 1 + q.len(),
+            (Some(t), Some(r)) => 2 + t.len() + r.len(),
+        };
+        path + query
     }
-    out
+
+    fn write(&self, mut put: impl FnMut(&str)) {
+        match (self.base.is_empty(), self.sub.is_empty()) {
+            // Go sends an empty path as `/`.
+            (true, true) => put("/"),
+            (false, true) => put(self.base),
+            _ => {
+                put(self.base);
+                put("/");
+                put(self.sub);
+            }
+        }
+        for (i, q) in self.target_query.into_iter().chain(self.query).enumerate() {
+            put(if i == 0 { "?" } else { "&" });
+            put(q);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -216,6 +278,10 @@ mod tests {
                 let got = upstream_target(lp, strip, base, path, tq, q);
                 assert_eq!(got, want, "{lp} {strip} {base} {path} {tq:?} {q:?}");
                 assert_eq!(got.capacity(), got.len());
+                // Written into a head after what it already holds.
+                let mut head = b"GET ".to_vec();
+                write_upstream_target(&mut head, lp, strip, base, path, tq, q);
+                assert_eq!(head, format!("GET {want}").into_bytes());
             }
         }
     }

@@ -221,16 +221,17 @@ impl Encoded {
             Either::Left(_) => Bytes::new(),
         };
         let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let target = |d: &mut Vec<u8>| d.extend_from_slice(target.as_bytes());
         Encoded::from_head(&parts.method, target, &parts.headers, added, body)
     }
 
     /// The request `method target` with `headers` (and `added`), `body`
-    /// after them. `target` is the origin-form request target, written as
-    /// it is: the caller makes it from checked parts (a client's parsed
-    /// path, a target URL checked at load) or checks it.
+    /// after them. `target` writes the origin-form request target as it
+    /// is: the caller makes it from checked parts (a client's parsed path,
+    /// a target URL checked at load) or checks it.
     pub fn from_head(
         method: &Method,
-        target: &str,
+        target: impl FnOnce(&mut Vec<u8>),
         headers: &HeaderMap,
         added: &Added,
         body: Bytes,
