@@ -464,39 +464,46 @@ fn chain_request(parts: &mut http::request::Parts, body: Bytes, remote: SocketAd
     // Lent, not cloned: the chain edits the client's method, target and
     // headers, and [`Proxy::chain_upstream`] puts what it leaves back into
     // the same `parts`, so the head is neither copied nor moved whole.
-    let mut headers = std::mem::take(&mut parts.headers);
-    // Room for the headers a middleware sets, outside its timed call:
-    // our own parser made it already (a check, then); hyper's map, of a
-    // connection handed to it, is sized to the client's headers.
-    headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
-    MwRequest::new(
+    lent(
         std::mem::take(&mut parts.method),
         std::mem::take(&mut parts.uri),
-        headers,
+        std::mem::take(&mut parts.headers),
         body,
         remote,
     )
 }
 
-/// [`chain_request`] for a request lent whole: its method, target and
-/// headers are taken (empty ones left in their place) and given back by
-/// the caller when the chain is done.
+/// [`chain_request`] for a request lent whole ([`Proxy::in_place`]): its
+/// method, target and headers are taken (empty ones left in their place)
+/// and given back by the caller when the chain is done.
 #[inline(always)]
 fn chain_request_in(req: &mut Request<ClientIn>, body: Bytes, remote: SocketAddr) -> MwRequest {
-    let mut headers = std::mem::take(req.headers_mut());
-    // Room for the headers a middleware sets, outside its timed call (our
-    // own parser made it already: then this is a check).
-    if headers.capacity().saturating_sub(headers.keys_len()) < crate::middleware::CHAIN_HEADER_ROOM
-    {
-        headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
-    }
-    MwRequest::new(
+    lent(
         std::mem::take(req.method_mut()),
         std::mem::take(req.uri_mut()),
-        headers,
+        std::mem::take(req.headers_mut()),
         body,
         remote,
     )
+}
+
+/// The middleware request of a lent head.
+#[inline(always)]
+fn lent(
+    method: http::Method,
+    uri: Uri,
+    mut headers: http::HeaderMap,
+    body: Bytes,
+    remote: SocketAddr,
+) -> MwRequest {
+    // Room for the headers a middleware sets, outside its timed call: our
+    // own parser made it already (a check, then); hyper's map, of a
+    // connection handed to it, is sized to the client's headers.
+    let room = headers.capacity().saturating_sub(headers.keys_len());
+    if room < crate::middleware::CHAIN_HEADER_ROOM {
+        headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
+    }
+    MwRequest::new(method, uri, headers, body, remote)
 }
 
 /// The upstream target of a request a chain has run on: the listen path
@@ -618,22 +625,17 @@ fn upstream_uri(
     path: &str,
     query: Option<&str>,
 ) -> Result<Uri, http::uri::InvalidUri> {
-    Uri::try_from(upstream_target(spec, path, query))
-}
-
-/// [`upstream_uri`] as text.
-fn upstream_target(spec: &ApiSpec, path: &str, query: Option<&str>) -> String {
-    router::upstream_target(
+    Uri::try_from(router::upstream_target(
         &spec.listen_path,
         spec.strip_listen_path,
         &spec.target.base_path,
         path,
         spec.target.query.as_deref(),
         query,
-    )
+    ))
 }
 
-/// [`upstream_target`] written at the end of an upstream request's head.
+/// [`upstream_uri`]'s target written at the end of an upstream request's head.
 /// For a client's path and query, which parsed, and a target URL checked
 /// at load, it is a valid request target by how it is joined (no byte is
 /// added but `/`, `?` and `&`).
