@@ -43,7 +43,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wasm_cpu as w  # noqa: E402  (the script beside this one: definitions, gateway start)
-from proc_cpu import free_port, wait_port  # noqa: E402
+from proc_cpu import free_port, wait_port, wrk_requests  # noqa: E402
 
 # "  1,234 (12.3%)  file:function [object]": the count, then the name.
 LINE = re.compile(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
@@ -67,19 +67,6 @@ def annotate(path, inclusive):
     return total, per_fn
 
 
-def wrk_load(port, route, concurrency, seconds):
-    """`wrk -t1` on kept-alive connections for `seconds`: the requests it
-    completed (read from its summary line)."""
-    out = subprocess.run(
-        ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s",
-         f"http://127.0.0.1:{port}/{route}/hello/"],
-        capture_output=True, text=True, timeout=seconds + 120, check=True).stdout
-    m = re.search(r"(\d+) requests in", out)
-    if not m:
-        raise SystemExit(f"no request count in wrk's output:\n{out}")
-    return int(m.group(1))
-
-
 def run(apis, route, warm, n, keep, concurrency, keepalive=False, wrk=None):
     """A one-worker gateway under callgrind serves `warm` requests of
     `route`, its counters are zeroed, it serves `n` more and they are
@@ -97,7 +84,8 @@ def run(apis, route, warm, n, keep, concurrency, keepalive=False, wrk=None):
             capture_output=True, timeout=900, check=True)
         if wrk:
             warm, n = 2, wrk
-            load = lambda seconds: wrk_load(port, route, concurrency, seconds)  # noqa: E731
+            load = lambda seconds: wrk_requests(  # noqa: E731
+                f"http://127.0.0.1:{port}/{route}/hello/", seconds, concurrency)
         load(warm)
         control = lambda what: subprocess.run(  # noqa: E731
             ["callgrind_control", what, str(p.pid)], capture_output=True, timeout=120, check=True)

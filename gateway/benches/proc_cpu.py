@@ -1,6 +1,6 @@
 """CPU time of running processes, read from /proc, and the loopback port
-helpers and the paired-difference interval, for the bench scripts beside
-this file (wasm_cpu.py, proxy_cost.py).
+helpers, a `wrk` run and the paired-difference interval, for the bench
+scripts beside this file (wasm_cpu.py, proxy_cost.py, cg_routes.py).
 
 /proc/<pid>/task/<tid>/schedstat's first field is the nanoseconds the thread
 has spent on a CPU (user and system together), where /proc/<pid>/stat counts
@@ -11,7 +11,9 @@ thread that exits takes its figure with it, so measure long-lived servers
 """
 
 import os
+import re
 import socket
+import subprocess
 import statistics
 import time
 
@@ -35,6 +37,17 @@ def cpu_ns(pids):
             except FileNotFoundError:
                 pass  # a thread that exited between listdir and open
     return total
+
+
+def wrk_requests(url, seconds, connections=10):
+    """`wrk -t1 -c<connections>` on kept-alive connections to `url` for
+    `seconds`: the requests it completed (read from its summary line)."""
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", url],
+                         capture_output=True, text=True, timeout=seconds + 120, check=True).stdout
+    m = re.search(r"(\d+) requests in", out)
+    if not m:
+        raise SystemExit(f"no request count in wrk's output:\n{out}")
+    return int(m.group(1))
 
 
 def free_port():

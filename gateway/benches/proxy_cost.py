@@ -40,7 +40,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proc_cpu import cpu_ns, free_port, interval, wait_port  # noqa: E402  (the module beside this script)
+from proc_cpu import cpu_ns, free_port, interval, wait_port, wrk_requests  # noqa: E402  (the module beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REL = os.path.join(ROOT, "target", "release")
@@ -99,14 +99,11 @@ def run_load(kind, port, n):
     elif kind == "loadgen-c1000":
         cmd = [os.path.join(REL, "loadgen"), "-q", "-n", str(n), "-c", "1000", url]
     else:
-        cmd = ["wrk", "-t1", "-c10", "-d3s", url]
+        return wrk_requests(url, 3), 0, None
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
-    if kind in ("ab-c10", "loadgen-c1000"):
-        failed = int(re.search(r"Failed requests:\s+(\d+)", out).group(1))
-        p99 = re.search(r"^\s*99%\s+([\d.]+)", out, re.M)
-        return n, failed, float(p99.group(1)) if p99 else None
-    m = re.search(r"(\d+) requests in", out)
-    return int(m.group(1)), 0, None
+    failed = int(re.search(r"Failed requests:\s+(\d+)", out).group(1))
+    p99 = re.search(r"^\s*99%\s+([\d.]+)", out, re.M)
+    return n, failed, float(p99.group(1)) if p99 else None
 
 
 def rss_kib(pids):
@@ -166,18 +163,13 @@ def callgrind_wrk_ir(command, seconds=5):
         wait_port(port, 60)
         url = f"http://127.0.0.1:{port}/plain/"
 
-        def wrk(secs):
-            text = subprocess.run(["wrk", "-t1", "-c10", f"-d{secs}s", url], capture_output=True,
-                                  text=True, timeout=secs + 120, check=True).stdout
-            return int(re.search(r"(\d+) requests in", text).group(1))
-
         def control(what):
             subprocess.run(["callgrind_control", what, str(p.pid)], capture_output=True,
                            timeout=120, check=True)
 
-        wrk(2)
+        wrk_requests(url, 2)
         control("-z")
-        served = wrk(seconds)
+        served = wrk_requests(url, seconds)
         control("-d")
     finally:
         p.send_signal(signal.SIGTERM)

@@ -357,13 +357,7 @@ impl Proxy {
             request_uri,
             ..
         } = mw;
-        let added = self.prepare_headers(route, &mut headers, remote);
-        crate::body::frame(
-            &mut headers,
-            &method,
-            body.len(),
-            added.has_content_length(),
-        );
+        let added = self.prepare_chain_headers(route, &mut headers, &method, body.len(), remote);
         let target = |d: &mut Vec<u8>| match &written {
             Some(uri) => d.extend_from_slice(
                 uri.path_and_query()
@@ -405,13 +399,7 @@ impl Proxy {
             body,
             ..
         } = mw;
-        let added = self.prepare_headers(route, &mut headers, remote);
-        crate::body::frame(
-            &mut headers,
-            &method,
-            body.len(),
-            added.has_content_length(),
-        );
+        let added = self.prepare_chain_headers(route, &mut headers, &method, body.len(), remote);
         parts.method = method;
         debug_assert!(parts.headers.is_empty() && parts.uri == Uri::default());
         // What `chain_request` left in `parts` is empty: `Uri::default()`
@@ -436,6 +424,22 @@ impl Proxy {
     ) -> Result<Response<ClientBody>, ProxyError> {
         let limit = self.upstream_timeout;
         upstream::send(&self.pool, route.upstream, req, added, limit).await
+    }
+
+    /// [`Proxy::prepare_headers`] for the request a chain leaves, and
+    /// framing for its body of `len` bytes (maybe replaced by a middleware).
+    #[inline(always)]
+    fn prepare_chain_headers(
+        &self,
+        route: &Route,
+        headers: &mut http::HeaderMap,
+        method: &http::Method,
+        len: usize,
+        remote: SocketAddr,
+    ) -> upstream::Added {
+        let added = self.prepare_headers(route, headers, remote);
+        crate::body::frame(headers, method, len, added.has_content_length());
+        added
     }
 
     /// Header edits every proxied request gets, with or without middleware;
@@ -617,39 +621,35 @@ async fn read_body(body: RequestBody) -> Result<Bytes, ProxyError> {
 }
 
 /// The origin-form request target sent upstream for the request's `path`
-/// and `query` (see [`router::upstream_target`]). The caller says whose
-/// fault an invalid one is: middleware's after a rewrite, the gateway's
-/// on the streaming path.
+/// and `query` on the API of `spec`.
+fn target_of<'a>(spec: &'a ApiSpec, path: &'a str, query: Option<&'a str>) -> router::Target<'a> {
+    router::Target::new(
+        &spec.listen_path,
+        spec.strip_listen_path,
+        &spec.target.base_path,
+        path,
+        spec.target.query.as_deref(),
+        query,
+    )
+}
+
+/// [`target_of`] as a `Uri`. The caller says whose fault an invalid one
+/// is: middleware's after a rewrite, the gateway's on the streaming path.
 fn upstream_uri(
     spec: &ApiSpec,
     path: &str,
     query: Option<&str>,
 ) -> Result<Uri, http::uri::InvalidUri> {
-    Uri::try_from(router::upstream_target(
-        &spec.listen_path,
-        spec.strip_listen_path,
-        &spec.target.base_path,
-        path,
-        spec.target.query.as_deref(),
-        query,
-    ))
+    Uri::try_from(target_of(spec, path, query).string())
 }
 
-/// [`upstream_uri`]'s target written at the end of an upstream request's head.
-/// For a client's path and query, which parsed, and a target URL checked
-/// at load, it is a valid request target by how it is joined (no byte is
+/// [`target_of`] written at the end of an upstream request's head. For a
+/// client's path and query, which parsed, and a target URL checked at
+/// load, it is a valid request target by how it is joined (no byte is
 /// added but `/`, `?` and `&`).
 fn write_target(dst: &mut Vec<u8>, spec: &ApiSpec, path: &str, query: Option<&str>) {
     let start = dst.len();
-    router::write_upstream_target(
-        dst,
-        &spec.listen_path,
-        spec.strip_listen_path,
-        &spec.target.base_path,
-        path,
-        spec.target.query.as_deref(),
-        query,
-    );
+    target_of(spec, path, query).write_into(dst);
     debug_assert!(
         std::str::from_utf8(&dst[start..]).is_ok_and(|t| Uri::try_from(t).is_ok()),
         "{:?}",

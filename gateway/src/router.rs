@@ -82,57 +82,11 @@ pub fn upstream_path(listen_path: &str, strip_listen_path: bool, base: &str, pat
     }
 }
 
-/// The origin-form request target sent upstream, built in one string of
-/// exactly its length: [`upstream_path`], then the target URL's own query
-/// and the request's, joined with `&` as Tyk's director does.
-///
-/// One allocation, and one whose capacity is its length, so turning it into
-/// `Bytes` (and so a `Uri`) keeps the buffer instead of copying it.
-pub fn upstream_target(
-    listen_path: &str,
-    strip_listen_path: bool,
-    base: &str,
-    path: &str,
-    target_query: Option<&str>,
-    query: Option<&str>,
-) -> String {
-    let t = Target::new(
-        listen_path,
-        strip_listen_path,
-        base,
-        path,
-        target_query,
-        query,
-    );
-    let mut out = String::with_capacity(t.len());
-    t.write(|piece| out.push_str(piece));
-    out
-}
-
-/// [`upstream_target`] written at the end of `dst` (an upstream request's
-/// head), with no string of its own.
-pub fn write_upstream_target(
-    dst: &mut Vec<u8>,
-    listen_path: &str,
-    strip_listen_path: bool,
-    base: &str,
-    path: &str,
-    target_query: Option<&str>,
-    query: Option<&str>,
-) {
-    let t = Target::new(
-        listen_path,
-        strip_listen_path,
-        base,
-        path,
-        target_query,
-        query,
-    );
-    t.write(|piece| dst.extend_from_slice(piece.as_bytes()));
-}
-
-/// The pieces of an upstream request target, before they are joined.
-struct Target<'a> {
+/// The origin-form request target sent upstream: [`upstream_path`], then
+/// the target URL's own query and the request's, joined with `&` as Tyk's
+/// director does. Held as its pieces; [`Target::string`] and
+/// [`Target::write_into`] join them.
+pub struct Target<'a> {
     /// The target URL's base path, without trailing slashes.
     base: &'a str,
     /// The request's path after the listen path, without leading slashes.
@@ -142,7 +96,9 @@ struct Target<'a> {
 }
 
 impl<'a> Target<'a> {
-    fn new(
+    /// The target for `path` and `query` on an API with this listen path
+    /// (stripped or not) and this target base path and query.
+    pub fn new(
         listen_path: &str,
         strip_listen_path: bool,
         base: &'a str,
@@ -175,6 +131,20 @@ impl<'a> Target<'a> {
             (Some(t), Some(r)) => 2 + t.len() + r.len(),
         };
         path + query
+    }
+
+    /// In one string of exactly its length: turned into `Bytes` (and so a
+    /// `Uri`), it keeps its buffer instead of being copied.
+    pub fn string(&self) -> String {
+        let mut out = String::with_capacity(self.len());
+        self.write(|piece| out.push_str(piece));
+        out
+    }
+
+    /// Written at the end of `dst` (an upstream request's head), with no
+    /// string of its own.
+    pub fn write_into(&self, dst: &mut Vec<u8>) {
+        self.write(|piece| dst.extend_from_slice(piece.as_bytes()));
     }
 
     fn write(&self, mut put: impl FnMut(&str)) {
@@ -275,12 +245,13 @@ mod tests {
                 (None, Some("a=2"), format!("{p}?a=2")),
                 (Some("k=1"), Some("a=2"), format!("{p}?k=1&a=2")),
             ] {
-                let got = upstream_target(lp, strip, base, path, tq, q);
+                let target = Target::new(lp, strip, base, path, tq, q);
+                let got = target.string();
                 assert_eq!(got, want, "{lp} {strip} {base} {path} {tq:?} {q:?}");
                 assert_eq!(got.capacity(), got.len());
                 // Written into a head after what it already holds.
                 let mut head = b"GET ".to_vec();
-                write_upstream_target(&mut head, lp, strip, base, path, tq, q);
+                target.write_into(&mut head);
                 assert_eq!(head, format!("GET {want}").into_bytes());
             }
         }
