@@ -350,14 +350,11 @@ impl Proxy {
             true => Some(chain_uri(route, chain, &mw)?),
             false => None,
         };
-        let MwRequest {
-            method,
-            mut headers,
-            body,
-            request_uri,
-            ..
-        } = mw;
-        let added = self.prepare_chain_headers(route, &mut headers, &method, body.len(), remote);
+        // Edited and encoded where the chain left them, not taken out of
+        // `mw` first: each move of the head was ~30 instructions.
+        let len = mw.body.len();
+        let added = self.prepare_chain_headers(route, &mut mw.headers, &mw.method, len, remote);
+        let request_uri = &mw.request_uri;
         let target = |d: &mut Vec<u8>| match &written {
             Some(uri) => d.extend_from_slice(
                 uri.path_and_query()
@@ -366,12 +363,12 @@ impl Proxy {
             ),
             None => write_target(d, &route.spec, request_uri.path(), request_uri.query()),
         };
-        let up = upstream::Encoded::from_head(&method, target, &headers, &added, body);
+        let up = upstream::Encoded::from_head(&mw.method, target, &mw.headers, &added, mw.body);
         // The lender's placeholders (`chain_request_in`) own no memory:
         // forgotten, and the head given back to be dropped with the request.
         debug_assert!(req.headers().is_empty() && *req.uri() == Uri::default());
-        std::mem::forget(std::mem::replace(req.headers_mut(), headers));
-        std::mem::forget(std::mem::replace(req.uri_mut(), request_uri));
+        std::mem::forget(std::mem::replace(req.headers_mut(), mw.headers));
+        std::mem::forget(std::mem::replace(req.uri_mut(), mw.request_uri));
         Ok(Plan::Encoded(route, up))
     }
 

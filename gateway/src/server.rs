@@ -6,7 +6,8 @@
 //! connections across them), its own upstream pool and its own middleware
 //! instances. JS contexts are not `Send`, so this is also what lets every
 //! worker keep its scripts compiled: nothing is shared on the request path
-//! but the call-time histograms, each behind its own uncontended lock.
+//! but the call-time counts, each worker's own (relaxed atomic counters,
+//! no lock: [`crate::stats`]).
 //!
 //! Shutdown: the caller's future resolves → every worker stops accepting,
 //! serves what is already in its accept queue, and closes its listener (new
