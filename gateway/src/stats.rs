@@ -115,14 +115,15 @@ const SUB_MASK: u64 = (1 << (HALF_MAGNITUDE + 1)) - 1;
 /// relaxed atomic counter.
 ///
 /// Recording was a `Mutex` lock and unlock and HDR's `record` (which also
-/// keeps a total, a minimum and a maximum): ~100 instructions of the ~500
-/// the seed's native plugin adds to a request. Here it is a slot index
-/// (a leading-zero count, a shift) and one atomic add, ~15. Readers
+/// keeps a total, a minimum and a maximum): ~100 instructions a call, a
+/// tenth of what the seed's native plugin route adds to a request. Here it
+/// is a slot index (a leading-zero count, a shift) and one atomic add,
+/// ~15. Readers
 /// rebuild an HDR histogram with the same buckets ([`CallCounts::histogram`]),
 /// so every summary is what HDR itself reports for the same calls. A
 /// reader may see a call in flight on another thread counted or not, as
 /// it could not tell the difference before either.
-pub struct CallCounts {
+pub(crate) struct CallCounts {
     slots: Box<[AtomicU64]>,
 }
 
