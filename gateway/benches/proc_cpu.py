@@ -39,6 +39,16 @@ def cpu_ns(pids):
     return total
 
 
+def idle_ns():
+    """The machine's idle time so far, all CPUs together (idle and iowait
+    from /proc/stat), in ns. Its growth per request under a load shows the
+    CPUs left unused while requests were in flight (wakeup chains, lock
+    step), which CPU time per process cannot."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return (int(fields[4]) + int(fields[5])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def wrk_requests(url, seconds, connections=10):
     """`wrk -t1 -c<connections>` on kept-alive connections to `url` for
     `seconds`: the requests it completed (read from its summary line)."""

@@ -18,6 +18,11 @@ is shared and noisy, so alternation and CPU time beat req/s):
   - with --c1000: loadgen -n N -c 1000 (new connections) as a third load,
     and its p99 latency per proxy (both listen with a backlog of 4096),
     also as a paired difference per round against nginx.
+  - requests per second of each run, and the machine's idle time per
+    request (/proc/stat: CPU the three processes left unused while the
+    load ran, which CPU per process cannot show: `perf sched` once caught
+    the gateway's worker moving between the cores in lock step with wrk
+    where nginx's stayed on one), both also paired per round against nginx.
   - VmRSS of each proxy after all rounds (for nginx, master and workers).
   - with --callgrind: user instructions per request of the gateway with one
     worker and of nginx with one process (`master_process off`), under the
@@ -40,7 +45,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proc_cpu import cpu_ns, free_port, interval, wait_port, wrk_requests  # noqa: E402  (the module beside this script)
+from proc_cpu import cpu_ns, free_port, idle_ns, interval, wait_port, wrk_requests  # noqa: E402  (the module beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REL = os.path.join(ROOT, "target", "release")
@@ -242,12 +247,16 @@ def main():
             loads.append("loadgen-c1000")
         results = {(name, load): [] for name in proxies for load in loads}
         tails = {(name, load): [] for name in proxies for load in loads}  # p99, ms
+        rates = {(name, load): [] for name in proxies for load in loads}  # requests per second
+        idles = {(name, load): [] for name in proxies for load in loads}  # µs per request
         for r in range(args.rounds):
             for load in loads:
                 for name, (port, pids) in proxies.items():
-                    before = cpu_ns(pids())
+                    before, idle, start = cpu_ns(pids()), idle_ns(), time.monotonic()
                     done, failed, p99 = run_load(load, port, args.n)
                     used = cpu_ns(pids()) - before
+                    rates[(name, load)].append(done / (time.monotonic() - start))
+                    idles[(name, load)].append((idle_ns() - idle) / 1000 / done)
                     if p99 is not None:
                         tails[(name, load)].append(p99)
                     if failed:
@@ -265,6 +274,19 @@ def main():
         for load in loads:
             for label, d in paired(results, load):
                 print(f"  {load:18} {label}: {interval(d)}")
+        print("requests per second (wall time of the load, ab's and loadgen's start-up included), "
+              "median (min-max):")
+        for load in loads:
+            for name in proxies:
+                print(f"  {load:18} {name:20} {spread(rates[(name, load)])}")
+        print("machine idle µs per request (/proc/stat, both cores), median (min-max):")
+        for load in loads:
+            for name in proxies:
+                print(f"  {load:18} {name:20} {spread(idles[(name, load)])}")
+        print("paired difference per round, gateway minus nginx: requests per second, idle µs per request:")
+        for load in loads:
+            for (label, d), (_, e) in zip(paired(rates, load), paired(idles, load)):
+                print(f"  {load:18} {label}: {interval(d)}; {interval(e)}")
         if "loadgen-c1000" in loads:
             # Both listen with a backlog of 4096 (the gateway's, and nginx's
             # `backlog=4096` above), so the queue in front is the same.
