@@ -323,7 +323,8 @@ impl Proxy {
 
     /// An API whose chain [`ApiChain::runs_in_place`], for a request with
     /// no body to read: `pre` and `post` run right here, and the request
-    /// goes on as [`Plan::Stream`] (or a middleware's answer as
+    /// goes on encoded as a route without middleware's does,
+    /// [`Plan::Encoded`] (or a middleware's answer as
     /// [`Plan::Answer`]), with no future of the chain's own.
     fn in_place<'a>(
         &'a self,
