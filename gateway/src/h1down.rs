@@ -281,7 +281,7 @@ async fn next_head(
         }
         rbuf.reserve(READ_ROOM);
         // A read that does not wait needs no clock and no timer.
-        match stream.try_read_buf(rbuf) {
+        match crate::wire::read_drained(stream, rbuf) {
             Ok(0) => return Ok(Err(Waited::Closed)),
             Ok(_) => continue,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

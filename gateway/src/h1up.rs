@@ -686,7 +686,7 @@ impl RawBody {
         conn.buf.reserve(want.clamp(1, 4 * READ_SIZE));
         loop {
             ready!(conn.io.poll_read_ready(cx))?;
-            match conn.io.try_read_buf(&mut conn.buf) {
+            match crate::wire::read_drained(&conn.io, &mut conn.buf) {
                 Ok(n) => return Poll::Ready(Ok(n > 0)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),

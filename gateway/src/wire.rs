@@ -429,6 +429,39 @@ fn deadline_after(limit: Duration) -> Instant {
         .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
+/// Reads what `stream` holds into `buf`'s spare room without waiting
+/// (`WouldBlock` when nothing is there), as `TcpStream::try_read_buf` does,
+/// and then tells tokio when the read drained the socket.
+///
+/// Tokio clears a socket's readiness only when a read fails with
+/// `WouldBlock` (its `poll_read` also after a short read, its `try_read`s
+/// not). So after a request or response was read whole, the next read of
+/// that socket was a system call that could only fail (`EAGAIN`): on a
+/// keep-alive connection, one per request. A read that returned less than
+/// the room it had emptied the socket's receive queue (epoll is
+/// edge-triggered: bytes that arrive later raise a new event), so here it
+/// clears the readiness as a failed read would. Readiness for a close
+/// (`EPOLLRDHUP`) is never cleared (tokio keeps closed states), so a FIN
+/// that came with the last bytes is still seen by the next read.
+pub fn read_drained(stream: &TcpStream, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+    let room = buf.capacity() - buf.len();
+    let mut short = None;
+    let read = stream.try_io(tokio::io::Interest::READABLE, || {
+        let n = stream.try_read_buf(buf)?;
+        if n > 0 && n < room {
+            // Reported as `WouldBlock` so that `try_io` clears the
+            // readiness; the bytes are kept and returned below.
+            short = Some(n);
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    });
+    match (read, short) {
+        (_, Some(n)) => Ok(n),
+        (read, None) => read,
+    }
+}
+
 /// The error of a write the client took no byte of within `limit`.
 pub fn send_timed_out(limit: Duration) -> io::Error {
     io::Error::new(
@@ -514,5 +547,128 @@ impl AsyncWrite for ClientIo {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use bytes::BytesMut;
+    use tokio::io::{AsyncWriteExt, Interest};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::read_drained;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (client, server)
+    }
+
+    /// Whether tokio still holds `stream` readable: a read now would make a
+    /// system call.
+    fn held_readable(stream: &TcpStream) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        matches!(stream.poll_read_ready(&mut cx), Poll::Ready(_))
+    }
+
+    fn would_block(r: std::io::Result<usize>) -> bool {
+        matches!(r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    const BOUND: Duration = Duration::from_secs(10);
+
+    #[tokio::test]
+    async fn a_short_read_clears_readiness_and_later_bytes_raise_it_again() {
+        let (mut client, server) = pair().await;
+        let mut buf = BytesMut::with_capacity(4096);
+        for round in 0..3 {
+            let sent = format!("request {round}");
+            client.write_all(sent.as_bytes()).await.unwrap();
+            tokio::time::timeout(BOUND, server.readable())
+                .await
+                .unwrap()
+                .unwrap();
+            buf.clear();
+            buf.reserve(4096);
+            assert_eq!(read_drained(&server, &mut buf).unwrap(), sent.len());
+            assert_eq!(&buf[..], sent.as_bytes());
+            // Drained: the next read waits for the kernel's next event
+            // rather than asking (and failing with EAGAIN).
+            assert!(
+                !held_readable(&server),
+                "round {round}: readiness kept after a short read"
+            );
+            assert!(would_block(read_drained(&server, &mut buf)));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_that_fills_the_room_keeps_readiness_for_the_rest() {
+        let (mut client, server) = pair().await;
+        client.write_all(b"0123456789").await.unwrap();
+        let mut got = Vec::new();
+        let mut reads = 0;
+        while got.len() < 10 {
+            tokio::time::timeout(BOUND, server.readable())
+                .await
+                .unwrap()
+                .unwrap();
+            let mut buf = BytesMut::with_capacity(4);
+            let room = buf.capacity();
+            match read_drained(&server, &mut buf) {
+                Ok(n) => {
+                    assert!(n > 0);
+                    reads += 1;
+                    if n == room {
+                        // More may be queued: readiness stays.
+                        assert!(
+                            held_readable(&server),
+                            "readiness cleared after a full read"
+                        );
+                    }
+                    got.extend_from_slice(&buf);
+                }
+                Err(e) => assert!(e.kind() == std::io::ErrorKind::WouldBlock, "{e}"),
+            }
+        }
+        assert_eq!(got, b"0123456789");
+        assert!(
+            reads >= 2,
+            "ten bytes through a smaller buffer came in {reads} read"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_close_that_came_with_the_last_bytes_is_still_seen() {
+        let (mut client, server) = pair().await;
+        client.write_all(b"last").await.unwrap();
+        client.shutdown().await.unwrap();
+        // Wait until the FIN is queued behind the bytes.
+        tokio::time::timeout(BOUND, async {
+            while !server
+                .ready(Interest::READABLE)
+                .await
+                .unwrap()
+                .is_read_closed()
+            {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+        let mut buf = BytesMut::with_capacity(4096);
+        assert_eq!(read_drained(&server, &mut buf).unwrap(), 4);
+        // The short read must not hide the close: the next read reports it.
+        assert!(
+            held_readable(&server),
+            "the close was cleared with the bytes"
+        );
+        assert_eq!(read_drained(&server, &mut buf).unwrap(), 0);
     }
 }
