@@ -123,6 +123,74 @@ fn framing_is_followed_across_bodies_on_one_keep_alive_connection() {
     gw.stop();
 }
 
+/// Requests that arrive in pieces and responses that arrive in pieces, on
+/// one kept-alive client connection and one pooled upstream connection.
+/// Every read of ours that comes up short tells tokio the socket is drained
+/// (`wire::read_drained`), so the next read waits for the kernel's next
+/// event: a read that forgot bytes still queued, or an event that came
+/// between, would leave a request unanswered here. Every tenth response is
+/// 300 KB written at once, more than a read's room, so reads that fill
+/// their room are followed by more.
+#[test]
+fn heads_and_bodies_in_pieces_on_kept_alive_connections_all_arrive() {
+    const BIG: usize = 300 * 1024;
+    fn body_for(i: usize) -> Vec<u8> {
+        let len = if i % 10 == 9 { BIG } else { 64 + i };
+        (0..len).map(|k| b'a' + ((k + i) % 26) as u8).collect()
+    }
+    let (up, stats) = raw_upstream(|mut s| {
+        while let Some(head) = read_request(&mut s) {
+            let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+            let i: usize = path.trim_start_matches('/').parse().unwrap_or(0);
+            let body = body_for(i);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            if s.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            if body.len() == BIG {
+                if s.write_all(&body).is_err() {
+                    return;
+                }
+                continue;
+            }
+            // The body in four pieces, a pause before each.
+            for piece in body.chunks(body.len().div_ceil(4)) {
+                std::thread::sleep(Duration::from_millis(2));
+                if s.write_all(piece).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    for i in 0..40 {
+        let request = format!(
+            "GET /plain/{i} HTTP/1.1\r\nHost: a\r\nX-Pad: {}\r\n\r\n",
+            "p".repeat(i)
+        );
+        // The head in three pieces, a pause after each.
+        for piece in request.as_bytes().chunks(request.len().div_ceil(3)) {
+            s.write_all(piece).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let (status, body) = read_response(&mut s);
+        assert_eq!(status, 200, "request {i}: {body:.200}");
+        assert!(
+            body.as_bytes() == body_for(i),
+            "request {i}: a body of {} bytes, not the upstream's {}",
+            body.len(),
+            body_for(i).len()
+        );
+    }
+    // Every response ended cleanly, so one pooled connection carried all.
+    assert_eq!(stats.accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    gw.stop();
+}
+
 // ---------------------------------------------------------------- timeouts
 
 #[test]
