@@ -7,7 +7,7 @@ To try this:
   1. cargo build --release -p gateway -p loadgen
   2. apt-get install -y nginx-light apache2-utils valgrind   (nginx optional)
   3. python3 gateway/benches/proxy_cost.py [--rounds 5] [-n 10000] [--callgrind]
-     [--c1000] [--baseline OTHER_GATEWAY_BINARY]
+     [--c1000] [--syscalls] [--baseline OTHER_GATEWAY_BINARY]
 
 What it measures, alternating the proxies inside each round (the machine
 is shared and noisy, so alternation and CPU time beat req/s):
@@ -24,6 +24,12 @@ is shared and noisy, so alternation and CPU time beat req/s):
     the gateway's worker moving between the cores in lock step with wrk
     where nginx's stayed on one), both also paired per round against nginx.
   - VmRSS of each proxy after all rounds (for nginx, master and workers).
+  - with --syscalls (needs `perf` and the kernel's syscall tracepoints):
+    after the rounds, one more run of each load per proxy with `perf stat`
+    attached, counting the proxy's system calls per request and those
+    that failed with EAGAIN (a read or accept that found nothing: work
+    for nothing). `strace -c` cannot show the second: it slows the
+    process so much that its reads find data where untraced ones do not.
   - with --callgrind: user instructions per request of the gateway with one
     worker and of nginx with one process (`master_process off`), under the
     same `ab -c 10`, as (Ir(n2) - Ir(n1)) / (n2 - n1) from two bounded
@@ -109,6 +115,37 @@ def run_load(kind, port, n):
     failed = int(re.search(r"Failed requests:\s+(\d+)", out).group(1))
     p99 = re.search(r"^\s*99%\s+([\d.]+)", out, re.M)
     return n, failed, float(p99.group(1)) if p99 else None
+
+
+def count_syscalls(pids, run):
+    """Runs `run()` (which returns the requests it completed) with `perf
+    stat` counting the system calls of `pids` (all their threads): (calls,
+    calls that failed with EAGAIN) per request, or None without perf."""
+    fd, out = tempfile.mkstemp(prefix="perf-syscalls-")
+    os.close(fd)
+    perf = subprocess.Popen(
+        ["perf", "stat", "-x,", "-o", out,
+         "-e", "raw_syscalls:sys_enter",
+         "-e", "raw_syscalls:sys_exit", "--filter", "ret==-11",
+         "-p", ",".join(str(p) for p in pids)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # attached before the load starts
+    done = run()
+    perf.send_signal(signal.SIGINT)
+    perf.wait(timeout=30)
+    counts = {}
+    try:
+        with open(out) as f:
+            for line in f:
+                fields = line.strip().split(",")
+                if len(fields) > 2 and fields[0].isdigit():
+                    counts[fields[2]] = int(fields[0])
+        os.unlink(out)
+    except OSError:
+        return None
+    if "raw_syscalls:sys_enter" not in counts or not done:
+        return None
+    return counts["raw_syscalls:sys_enter"] / done, counts.get("raw_syscalls:sys_exit", 0) / done
 
 
 def rss_kib(pids):
@@ -209,6 +246,8 @@ def main():
     ap.add_argument("--callgrind", action="store_true")
     ap.add_argument("--c1000", action="store_true", help="add loadgen -c 1000 (new connections)")
     ap.add_argument("--no-wrk", action="store_true")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="count each proxy's system calls per request with perf (one more run per load)")
     ap.add_argument("--baseline", metavar="GATEWAY",
                     help="another gateway binary measured in the same rounds (before/after)")
     args = ap.parse_args()
@@ -302,6 +341,18 @@ def main():
         print("VmRSS after the rounds:")
         for name, (port, pids) in proxies.items():
             print(f"  {name:20} {rss_kib(pids()) / 1024:6.1f} MiB")
+        if args.syscalls:
+            if not shutil.which("perf"):
+                raise SystemExit("perf is needed for --syscalls (apt-get install -y linux-perf)")
+            print("system calls per request (perf stat, one run each), all / failed with EAGAIN:")
+            for load in loads:
+                for name, (port, pids) in proxies.items():
+                    got = count_syscalls(pids(), lambda: run_load(load, port, args.n)[0])
+                    if got is None:
+                        print(f"  {load:18} {name:20} (perf could not count: are the syscall "
+                              "tracepoints readable? try as root)")
+                    else:
+                        print(f"  {load:18} {name:20} {got[0]:5.2f} / {got[1]:4.2f}")
         if args.callgrind:
             if not shutil.which("valgrind"):
                 raise SystemExit("valgrind is needed for --callgrind")
