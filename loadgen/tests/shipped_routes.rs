@@ -1,0 +1,177 @@
+//! The repo's own routes (`apis/`, their scripts and plugins, as `loadgen
+//! bench` runs them) under the requests clients send besides the bench's
+//! GET: every method, with and without a body, HEAD among them. A shipped
+//! example that fails an ordinary request fails closed (500) and teaches
+//! its readers the wrong thing: the response hook's script once parsed the
+//! upstream's body as JSON unconditionally, and every HEAD through
+//! `/jsvm-response/` got a 500.
+//!
+//! The Go route is left out (its library needs a Go toolchain and a build;
+//! `gateway/tests/native_go.rs` covers the adapter).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::bins::{apis_dir, bin_dir, workspace};
+use loadgen::bench::apis::prepare;
+use loadgen::bench::procs::{self, Child};
+use serde_json::Value;
+
+/// Sends `method path` with `body` on a connection of its own (closed by
+/// the client's `Connection: close`); returns the status, the head and
+/// what followed it.
+fn exchange(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    if !body.is_empty() {
+        req += &format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+    }
+    req += "\r\n";
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got)
+        .unwrap_or_else(|e| panic!("{method} {path}: no complete answer: {e}"));
+    let end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("{method} {path}: no head in {got:?}"));
+    let head = String::from_utf8_lossy(&got[..end]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{method} {path}: no status in {head:?}"));
+    (status, head, got[end + 4..].to_vec())
+}
+
+/// The body of an answer framed by length or chunked (this test's answers
+/// are one or the other; the connection closes after each).
+fn payload(head: &str, rest: &[u8]) -> Vec<u8> {
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return rest.to_vec();
+    }
+    let (mut out, mut b) = (Vec::new(), rest);
+    loop {
+        let eol = b.windows(2).position(|w| w == b"\r\n").expect("chunk size");
+        let size = std::str::from_utf8(&b[..eol]).unwrap().split(';').next();
+        let n = usize::from_str_radix(size.unwrap().trim(), 16).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + n]);
+        b = &b[eol + 2 + n + 2..];
+    }
+}
+
+#[test]
+fn every_shipped_route_answers_every_method_with_and_without_a_body() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let timeout = Duration::from_secs(20);
+    let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut up = Child::start(
+        "mock-upstream",
+        &bin_dir().join("mock-upstream"),
+        &args(&["--listen", "127.0.0.1:0", "--echo", "query,body"]),
+        dir,
+        dir.join("up.log"),
+        timeout,
+    )
+    .unwrap();
+    let upstream = up.addr.unwrap();
+    procs::wait_ready(&mut up, upstream, "/", timeout).unwrap();
+
+    let shipped = apis_dir(dir);
+    std::fs::remove_file(shipped.join("gopl-go-hello.json")).unwrap();
+    let ready = dir.join("ready");
+    let found = prepare(&shipped, &ready, &workspace(), upstream.port()).unwrap();
+    let routes: Vec<_> = found.iter().map(|f| &f.route).collect();
+    // Every kind the repo ships is here: the table below is not empty of
+    // meaning.
+    for path in [
+        "/gopl/",
+        "/jsvm/",
+        "/jsvm-response/",
+        "/jsvm-virtual/",
+        "/wasm/",
+        "/plain/",
+    ] {
+        assert!(
+            routes.iter().any(|r| r.path.starts_with(path)),
+            "{path} is not among the shipped routes {routes:?}"
+        );
+    }
+
+    let mut gw = Child::start(
+        "gateway",
+        &bin_dir().join("gateway"),
+        &args(&["--apis", ready.to_str().unwrap(), "--listen", "127.0.0.1:0"]),
+        dir,
+        dir.join("gw.log"),
+        timeout,
+    )
+    .unwrap();
+    let gateway = gw.addr.unwrap();
+    procs::wait_ready(&mut gw, gateway, "/plain/hello/", timeout).unwrap();
+
+    let json = br#"{"order": [1, 2, {"x": null}], "note": "caf\u00e9"}"#;
+    let text = b"plain words, not JSON";
+    let mut failures = Vec::new();
+    for route in &routes {
+        for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
+            let bodies: &[&[u8]] = match method {
+                "POST" | "PUT" | "PATCH" => &[json, text],
+                _ => &[b""],
+            };
+            for body in bodies {
+                let (status, head, rest) = exchange(gateway, method, &route.path, body);
+                let what = format!(
+                    "{method} {} with {} body bytes: {status}",
+                    route.path,
+                    body.len()
+                );
+                if status != 200 {
+                    failures.push(what);
+                    continue;
+                }
+                if method == "HEAD" {
+                    assert!(rest.is_empty(), "{what}: HEAD answered with a body");
+                    continue;
+                }
+                if route.answers_itself {
+                    continue;
+                }
+                // The upstream's echo: what the route proxied.
+                let echo: Value = serde_json::from_slice(&payload(&head, &rest))
+                    .unwrap_or_else(|e| panic!("{what}: not the upstream's echo: {e}"));
+                assert_eq!(echo["method"], method, "{what}");
+                assert_eq!(
+                    echo["body"].as_str().unwrap_or_default().as_bytes(),
+                    *body,
+                    "{what}: the body changed on the way"
+                );
+            }
+        }
+    }
+    let log = std::fs::read_to_string(dir.join("gw.log")).unwrap_or_default();
+    assert!(
+        failures.is_empty(),
+        "shipped routes failed ordinary requests:\n{}\ngateway log:\n{}",
+        failures.join("\n"),
+        log.lines()
+            .filter(|l| !l.contains(" INFO "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
