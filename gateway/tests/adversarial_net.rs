@@ -102,6 +102,181 @@ fn a_slowloris_connection_does_not_hold_shutdown() {
     assert!(closed_by_peer(&mut slow, Duration::from_secs(5)));
 }
 
+/// A client that closes its connection (or only its sending side, as nginx
+/// and Go's server also read it) before the answer takes its request with
+/// it: the upstream exchange is dropped there and then, its connection
+/// closed, not held until the upstream answers or times out.
+#[test]
+fn a_client_that_hangs_up_lets_go_of_its_upstream_exchange() {
+    let (deaf, stats) = raw_upstream(|mut s| {
+        // Takes the head, never answers; returns when the gateway closes.
+        let _ = read_request_head(&mut s);
+        let mut b = [0u8; 1];
+        let _ = s.read(&mut b);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/deaf/", deaf);
+    let gw = start_gateway_with(GatewayConfig {
+        upstream_timeout: Duration::from_secs(120),
+        ..config(dir.path())
+    });
+    for (i, half) in [false, true, false].into_iter().enumerate() {
+        let mut s = TcpStream::connect(gw.addr).unwrap();
+        s.write_all(b"GET /deaf/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        assert!(
+            eventually(Duration::from_secs(10), || stats
+                .accepted
+                .load(Ordering::SeqCst)
+                > i),
+            "request {i} never reached the upstream"
+        );
+        if half {
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+        } else {
+            drop(s);
+        }
+        assert!(
+            eventually(Duration::from_secs(10), || stats
+                .open
+                .load(Ordering::SeqCst)
+                == 0),
+            "request {i}: the upstream exchange of a client that hung up is still open"
+        );
+    }
+    // Pipelined requests are not a hang-up: both are answered.
+    let (up, _rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw2 = start_gateway_with(config(dir.path()));
+    let mut s = TcpStream::connect(gw2.addr).unwrap();
+    s.write_all(b"GET /plain/a HTTP/1.1\r\nHost: x\r\n\r\nGET /plain/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+    assert_eq!(read_response(&mut s).0, 200);
+    gw2.stop();
+    gw.stop();
+}
+
+/// Requests whose clients hang up do not pile up behind a busy script: one
+/// still waiting for the API's VM thread is dropped with its client, and a
+/// job whose client left while it ran stays the thread's only one (the
+/// next call waits for it rather than queue behind it). Here 40 clients
+/// send a request to a script that runs 0.4 s and hang up, 20 at once and
+/// 20 one after another; the script counts its runs, and a client that
+/// stays is answered and sees a handful of runs, not 41 (which would also
+/// have taken 16 s, past its 5 s `jsvm_timeout`: a 500).
+#[test]
+fn requests_whose_clients_hung_up_do_not_queue_behind_a_busy_script() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("slow.js"),
+        r#"var runs = 0;
+var slowHook = new TykJS.TykMiddleware.NewMiddleware({});
+slowHook.NewProcessRequest(function (request, session, spec) {
+    runs += 1;
+    var until = Date.now() + 400;
+    while (Date.now() < until) {}
+    request.SetHeaders["X-Runs"] = String(runs);
+    return slowHook.ReturnData(request, {});
+});
+"#,
+    )
+    .unwrap();
+    let script = dir.path().join("slow.js");
+    let mw = serde_json::json!({"driver": "otto", "pre": [{"name": "slowHook", "path": script}]});
+    write_api(
+        dir.path(),
+        "slow",
+        &api_json("slow", "/slow/", &format!("http://{up}"), true, mw),
+    );
+    let gw = start_gateway_with(config(dir.path()));
+    let request = b"GET /slow/ HTTP/1.1\r\nHost: x\r\n\r\n";
+    let burst: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = TcpStream::connect(gw.addr).unwrap();
+            s.write_all(request).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    drop(burst);
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(gw.addr).unwrap();
+        s.write_all(request).unwrap();
+        std::thread::sleep(Duration::from_millis(40));
+        drop(s);
+    }
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.write_all(b"GET /slow/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200, "the client that stayed");
+    let seen = rec.last();
+    let runs: usize = seen.headers["x-runs"].to_str().unwrap().parse().unwrap();
+    assert!(
+        (1..=10).contains(&runs),
+        "the script ran {runs} times for 40 requests whose clients left and 1 that stayed"
+    );
+    gw.stop();
+}
+
+/// A runaway (a catastrophic regex on 27 `a`s: one native step that no
+/// interpreter budget reaches, so its VM thread is abandoned at its
+/// deadline and runs on at nice 19 until the step ends) whose client
+/// hung up still holds its thread until that deadline, not the next
+/// request's: the next call waits for it as the thread's one job, gets a
+/// new thread when it is abandoned, and is answered, also after a call
+/// that waited for the runaway hung up in turn. (Put in the thread's inbox
+/// behind the runaway, it waited until its own deadline: a 500.)
+#[test]
+fn the_next_request_does_not_wait_behind_a_runaway_whose_client_left() {
+    let (up, _rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("runaway.js"),
+        r#"var runaway = new TykJS.TykMiddleware.NewMiddleware({});
+runaway.NewProcessRequest(function (request, session, spec) {
+    if (request.Headers["X-Hang"]) { /^(a+)+$/.test(new Array(28).join("a") + "!"); }
+    return runaway.ReturnData(request, {});
+});
+"#,
+    )
+    .unwrap();
+    let script = dir.path().join("runaway.js");
+    let mw = serde_json::json!({"driver": "otto", "pre": [{"name": "runaway", "path": script}]});
+    write_api(
+        dir.path(),
+        "runaway",
+        &api_json("runaway", "/runaway/", &format!("http://{up}"), true, mw),
+    );
+    let gw = start_gateway_with(GatewayConfig {
+        jsvm_timeout: Duration::from_secs(2),
+        ..config(dir.path())
+    });
+    let mut hang = TcpStream::connect(gw.addr).unwrap();
+    hang.write_all(b"GET /runaway/ HTTP/1.1\r\nHost: x\r\nX-Hang: 1\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(hang);
+    // A request that waits for the runaway and hangs up too: the runaway
+    // is still the thread's one job for the next call.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut gives_up = TcpStream::connect(gw.addr).unwrap();
+    gives_up
+        .write_all(b"GET /runaway/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(gives_up);
+    // Sent well before the runaway's deadline; its own ends 2 s later.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.write_all(b"GET /runaway/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+    gw.stop();
+}
+
 #[test]
 fn a_stalled_request_body_gets_408_and_a_broken_chunked_body_400() {
     let (up, _rec) = recorder();

@@ -32,10 +32,16 @@
 //! One job at a time per thread: a request queued for a busy thread waits
 //! on the I/O side (an async lock with the request's own deadline), never in
 //! the thread's inbox, so a request never sits behind a job that is about
-//! to be abandoned.
+//! to be abandoned. A call dropped while its job runs (its client closed
+//! the connection) leaves the job behind as the lane's *orphan*: the next
+//! call on that lane waits for it first, abandoning the thread at the
+//! orphan's own deadline, so clients that send requests and hang up can
+//! neither queue jobs in a thread's inbox nor hold more than that one.
 
 use std::cell::Cell;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -202,11 +208,86 @@ fn serve<S>(jobs: &inbox::Inbox<Job<S>>, build: Builder<S>, halt: Arc<Halt>, tid
     halt.exiting();
 }
 
+/// Waits for the answer `pending` of the job on `held`'s thread until
+/// `end`, looking every `HALT_LOOK` whether the allocator stopped the
+/// thread (`heap::Halt`: it will never answer, so the call fails now rather
+/// than at its deadline). At `end`, or stopped, the thread is abandoned.
+async fn settle<S: 'static, F: Future + Unpin>(
+    held: &mut Option<VmThread<S>>,
+    pending: &mut F,
+    end: tokio::time::Instant,
+) -> Result<F::Output, RunError> {
+    let Some(halt) = held.as_ref().map(|t| t.halt.clone()) else {
+        return Err(RunError::Unavailable("the JS thread has exited".into()));
+    };
+    loop {
+        let look = (tokio::time::Instant::now() + HALT_LOOK).min(end);
+        if let Ok(got) = tokio::time::timeout_at(look, &mut *pending).await {
+            return Ok(got);
+        }
+        let stopped = halt.held();
+        if stopped > 0 || look >= end {
+            if let Some(t) = held.take() {
+                t.abandon();
+            }
+            return Err(match stopped {
+                0 => RunError::Timeout,
+                bytes => RunError::Parked(bytes),
+            });
+        }
+    }
+}
+
 /// A lane: one VM thread slot of a pool and how many calls want it.
 struct Lane<S> {
     thread: tokio::sync::Mutex<Option<VmThread<S>>>,
     /// Calls waiting for or holding this lane (to pick the least busy).
     load: Cell<usize>,
+    /// The job of a call dropped while it ran, still on the thread.
+    orphan: Cell<Option<Orphan>>,
+}
+
+/// A job whose call was dropped: its answer, to wait for (the answer's
+/// type erased: it is thrown away), and when its thread is abandoned.
+struct Orphan {
+    done: Pin<Box<dyn Future<Output = ()>>>,
+    end: tokio::time::Instant,
+}
+
+/// Leaves the call's job to the lane as its [`Orphan`] if the call is
+/// dropped before the answer came (armed while `pending` is `Some`).
+struct OrphanGuard<'a, R: 'static> {
+    orphan: &'a Cell<Option<Orphan>>,
+    pending: Option<answer::Pending<R>>,
+    end: tokio::time::Instant,
+}
+
+impl<R: 'static> Drop for OrphanGuard<'_, R> {
+    fn drop(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            self.orphan.set(Some(Orphan {
+                done: Box::pin(async move {
+                    let _ = pending.await;
+                }),
+                end: self.end,
+            }));
+        }
+    }
+}
+
+/// Gives an [`Orphan`] that a call was waiting for back to its lane if the
+/// call is dropped first (armed while `orphan` is `Some`).
+struct PutBack<'a> {
+    lane: &'a Cell<Option<Orphan>>,
+    orphan: Option<Orphan>,
+}
+
+impl Drop for PutBack<'_> {
+    fn drop(&mut self) {
+        if let Some(orphan) = self.orphan.take() {
+            self.lane.set(Some(orphan));
+        }
+    }
 }
 
 /// One API's VM threads on one I/O worker.
@@ -242,6 +323,7 @@ impl<S: 'static> VmPool<S> {
             .map(|_| Lane {
                 thread: tokio::sync::Mutex::new(VmThread::spawn(name, build.clone()).ok()),
                 load: Cell::new(0),
+                orphan: Cell::new(None),
             })
             .collect();
         VmPool {
@@ -272,6 +354,21 @@ impl<S: 'static> VmPool<S> {
         let mut held = tokio::time::timeout_at(until, lane.thread.lock())
             .await
             .map_err(|_| RunError::Timeout)?;
+
+        // The job of a call dropped while it ran goes first: waited for
+        // until its own deadline, when its thread is abandoned.
+        // Dropped meanwhile (its own client gone), this call puts the
+        // orphan back for the next one.
+        if let Some(orphan) = lane.orphan.take() {
+            let mut back = PutBack {
+                lane: &lane.orphan,
+                orphan: Some(orphan),
+            };
+            let orphan = back.orphan.as_mut().expect("just set");
+            let end = orphan.end + ABANDON_GRACE;
+            let _ = settle(&mut held, &mut orphan.done, end).await;
+            back.orphan = None;
+        }
 
         // Phase 2: a live thread (replacing an abandoned one), and the job.
         if held.is_none() {
@@ -321,27 +418,21 @@ impl<S: 'static> VmPool<S> {
         let got = match quick {
             Some(got) => got,
             None => {
-                // Looked at every `HALT_LOOK` too: a thread the allocator
-                // stopped (`heap::Halt`) will never answer, so its call
-                // fails now rather than at the deadline.
-                let halt = thread.halt.clone();
-                let end = until + ABANDON_GRACE;
-                let mut pending = pending;
-                loop {
-                    let look = (tokio::time::Instant::now() + HALT_LOOK).min(end);
-                    if let Ok(got) = tokio::time::timeout_at(look, &mut pending).await {
-                        break got;
-                    }
-                    let stopped = halt.held();
-                    if stopped > 0 || look >= end {
-                        if let Some(t) = held.take() {
-                            t.abandon();
-                        }
+                // Dropped from here on (its client gone), the call leaves
+                // its job to the lane.
+                let mut guard = OrphanGuard {
+                    orphan: &lane.orphan,
+                    pending: Some(pending),
+                    end: until,
+                };
+                let pending = guard.pending.as_mut().expect("just set");
+                let got = settle(&mut held, pending, until + ABANDON_GRACE).await;
+                guard.pending = None;
+                match got {
+                    Ok(got) => got,
+                    Err(e) => {
                         self.note(self.wait);
-                        return Err(match stopped {
-                            0 => RunError::Timeout,
-                            bytes => RunError::Parked(bytes),
-                        });
+                        return Err(e);
                     }
                 }
             }
