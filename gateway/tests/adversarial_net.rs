@@ -166,6 +166,20 @@ fn a_client_that_hangs_up_lets_go_of_its_upstream_exchange() {
     gw.stop();
 }
 
+/// Writes the JS API `name` on `/name/`, proxying to `up`: `script`
+/// (saved as `name.js`) runs as its `pre` middleware, the function `name`.
+fn js_api(dir: &std::path::Path, name: &str, up: SocketAddr, script: &str) {
+    let path = dir.join(format!("{name}.js"));
+    std::fs::write(&path, script).unwrap();
+    let mw = serde_json::json!({"driver": "otto", "pre": [{"name": name, "path": path}]});
+    let listen = format!("/{name}/");
+    write_api(
+        dir,
+        name,
+        &api_json(name, &listen, &format!("http://{up}"), true, mw),
+    );
+}
+
 /// Requests whose clients hang up do not pile up behind a busy script: one
 /// still waiting for the API's VM thread is dropped with its client, and a
 /// job whose client left while it ran stays the thread's only one (the
@@ -178,26 +192,20 @@ fn a_client_that_hangs_up_lets_go_of_its_upstream_exchange() {
 fn requests_whose_clients_hung_up_do_not_queue_behind_a_busy_script() {
     let (up, rec) = recorder();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("slow.js"),
+    js_api(
+        dir.path(),
+        "slow",
+        up,
         r#"var runs = 0;
-var slowHook = new TykJS.TykMiddleware.NewMiddleware({});
-slowHook.NewProcessRequest(function (request, session, spec) {
+var slow = new TykJS.TykMiddleware.NewMiddleware({});
+slow.NewProcessRequest(function (request, session, spec) {
     runs += 1;
     var until = Date.now() + 400;
     while (Date.now() < until) {}
     request.SetHeaders["X-Runs"] = String(runs);
-    return slowHook.ReturnData(request, {});
+    return slow.ReturnData(request, {});
 });
 "#,
-    )
-    .unwrap();
-    let script = dir.path().join("slow.js");
-    let mw = serde_json::json!({"driver": "otto", "pre": [{"name": "slowHook", "path": script}]});
-    write_api(
-        dir.path(),
-        "slow",
-        &api_json("slow", "/slow/", &format!("http://{up}"), true, mw),
     );
     let gw = start_gateway_with(config(dir.path()));
     let request = b"GET /slow/ HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -241,22 +249,16 @@ slowHook.NewProcessRequest(function (request, session, spec) {
 fn the_next_request_does_not_wait_behind_a_runaway_whose_client_left() {
     let (up, _rec) = recorder();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("runaway.js"),
+    js_api(
+        dir.path(),
+        "runaway",
+        up,
         r#"var runaway = new TykJS.TykMiddleware.NewMiddleware({});
 runaway.NewProcessRequest(function (request, session, spec) {
     if (request.Headers["X-Hang"]) { /^(a+)+$/.test(new Array(28).join("a") + "!"); }
     return runaway.ReturnData(request, {});
 });
 "#,
-    )
-    .unwrap();
-    let script = dir.path().join("runaway.js");
-    let mw = serde_json::json!({"driver": "otto", "pre": [{"name": "runaway", "path": script}]});
-    write_api(
-        dir.path(),
-        "runaway",
-        &api_json("runaway", "/runaway/", &format!("http://{up}"), true, mw),
     );
     let gw = start_gateway_with(GatewayConfig {
         jsvm_timeout: Duration::from_secs(2),

@@ -15,9 +15,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::bins::{apis_dir, bin_dir, workspace};
+use common::bins::{apis_dir, start_ready, workspace};
 use loadgen::bench::apis::prepare;
-use loadgen::bench::procs::{self, Child};
 use serde_json::Value;
 
 /// Sends `method path` with `body` on a connection of its own (closed by
@@ -78,19 +77,8 @@ fn payload(head: &str, rest: &[u8]) -> Vec<u8> {
 fn every_shipped_route_answers_every_method_with_and_without_a_body() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let timeout = Duration::from_secs(20);
-    let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let mut up = Child::start(
-        "mock-upstream",
-        &bin_dir().join("mock-upstream"),
-        &args(&["--listen", "127.0.0.1:0", "--echo", "query,body"]),
-        dir,
-        dir.join("up.log"),
-        timeout,
-    )
-    .unwrap();
-    let upstream = up.addr.unwrap();
-    procs::wait_ready(&mut up, upstream, "/", timeout).unwrap();
+    let up = ["--listen", "127.0.0.1:0", "--echo", "query,body"];
+    let (_up, upstream) = start_ready("mock-upstream", &up, dir, "/");
 
     let shipped = apis_dir(dir);
     std::fs::remove_file(shipped.join("gopl-go-hello.json")).unwrap();
@@ -113,17 +101,8 @@ fn every_shipped_route_answers_every_method_with_and_without_a_body() {
         );
     }
 
-    let mut gw = Child::start(
-        "gateway",
-        &bin_dir().join("gateway"),
-        &args(&["--apis", ready.to_str().unwrap(), "--listen", "127.0.0.1:0"]),
-        dir,
-        dir.join("gw.log"),
-        timeout,
-    )
-    .unwrap();
-    let gateway = gw.addr.unwrap();
-    procs::wait_ready(&mut gw, gateway, "/plain/hello/", timeout).unwrap();
+    let gw = ["--apis", ready.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+    let (_gw, gateway) = start_ready("gateway", &gw, dir, "/plain/hello/");
 
     let json = br#"{"order": [1, 2, {"x": null}], "note": "caf\u00e9"}"#;
     let text = b"plain words, not JSON";

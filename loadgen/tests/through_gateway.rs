@@ -20,8 +20,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use common::bins::bin_dir;
-use loadgen::bench::procs::{self, Child};
+use common::bins::start_ready;
+use loadgen::bench::procs::Child;
 use serde_json::{Map, Value};
 
 /// One request of the table. `path` is what the upstream should see; the
@@ -205,26 +205,15 @@ struct Pair {
 }
 
 fn start(dir: &Path) -> Pair {
-    let timeout = Duration::from_secs(20);
-    let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let mut up = Child::start(
-        "mock-upstream",
-        &bin_dir().join("mock-upstream"),
-        &args(&[
-            "--listen",
-            "127.0.0.1:0",
-            "--threads",
-            "1",
-            "--echo",
-            "query,body",
-        ]),
-        dir,
-        dir.join("up.log"),
-        timeout,
-    )
-    .unwrap();
-    let upstream = up.addr.unwrap();
-    procs::wait_ready(&mut up, upstream, "/", timeout).unwrap();
+    let up = [
+        "--listen",
+        "127.0.0.1:0",
+        "--threads",
+        "1",
+        "--echo",
+        "query,body",
+    ];
+    let (up, upstream) = start_ready("mock-upstream", &up, dir, "/");
     let apis = dir.join("apis");
     std::fs::create_dir_all(&apis).unwrap();
     let def = serde_json::json!({
@@ -234,17 +223,8 @@ fn start(dir: &Path) -> Pair {
                   "strip_listen_path": true}
     });
     std::fs::write(apis.join("plain.json"), def.to_string()).unwrap();
-    let mut gw = Child::start(
-        "gateway",
-        &bin_dir().join("gateway"),
-        &args(&["--apis", apis.to_str().unwrap(), "--listen", "127.0.0.1:0"]),
-        dir,
-        dir.join("gw.log"),
-        timeout,
-    )
-    .unwrap();
-    let gateway = gw.addr.unwrap();
-    procs::wait_ready(&mut gw, gateway, "/hello", timeout).unwrap();
+    let gw = ["--apis", apis.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+    let (gw, gateway) = start_ready("gateway", &gw, dir, "/hello");
     Pair {
         upstream,
         gateway,

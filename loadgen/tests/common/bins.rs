@@ -136,3 +136,23 @@ pub fn assert_children_gone(report: &Value) {
         );
     }
 }
+
+/// Starts our binary `bin` (`gateway`, `mock-upstream`) from [`bin_dir`]
+/// with `args` in `dir` (its log as `dir/BIN.log`), and waits until it
+/// answers `ready_path`; returns it with its address.
+pub fn start_ready(
+    bin: &str,
+    args: &[&str],
+    dir: &Path,
+    ready_path: &str,
+) -> (loadgen::bench::procs::Child, std::net::SocketAddr) {
+    use loadgen::bench::procs;
+    let timeout = std::time::Duration::from_secs(20);
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let log = dir.join(format!("{bin}.log"));
+    let mut child =
+        procs::Child::start(bin, &bin_dir().join(bin), &args, dir, log, timeout).unwrap();
+    let addr = child.addr.unwrap();
+    procs::wait_ready(&mut child, addr, ready_path, timeout).unwrap();
+    (child, addr)
+}
