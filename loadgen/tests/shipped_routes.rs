@@ -11,20 +11,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
-
 use common::bins::{apis_dir, start_ready, workspace};
+use common::exchange;
 use loadgen::bench::apis::prepare;
 use serde_json::Value;
 
-/// Sends `method path` with `body` on a connection of its own (closed by
-/// the client's `Connection: close`); returns the status, the head and
-/// what followed it.
-fn exchange(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+/// `method path` with `body`, closing the connection.
+fn request(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
     if !body.is_empty() {
         req += &format!(
@@ -33,44 +26,9 @@ fn exchange(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, St
         );
     }
     req += "\r\n";
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut got = Vec::new();
-    s.read_to_end(&mut got)
-        .unwrap_or_else(|e| panic!("{method} {path}: no complete answer: {e}"));
-    let end = got
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("{method} {path}: no head in {got:?}"));
-    let head = String::from_utf8_lossy(&got[..end]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("{method} {path}: no status in {head:?}"));
-    (status, head, got[end + 4..].to_vec())
-}
-
-/// The body of an answer framed by length or chunked (this test's answers
-/// are one or the other; the connection closes after each).
-fn payload(head: &str, rest: &[u8]) -> Vec<u8> {
-    if !head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        return rest.to_vec();
-    }
-    let (mut out, mut b) = (Vec::new(), rest);
-    loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n").expect("chunk size");
-        let size = std::str::from_utf8(&b[..eol]).unwrap().split(';').next();
-        let n = usize::from_str_radix(size.unwrap().trim(), 16).unwrap();
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[eol + 2..eol + 2 + n]);
-        b = &b[eol + 2 + n + 2..];
-    }
+    let mut req = req.into_bytes();
+    req.extend_from_slice(body);
+    req
 }
 
 #[test]
@@ -114,7 +72,7 @@ fn every_shipped_route_answers_every_method_with_and_without_a_body() {
                 _ => &[b""],
             };
             for body in bodies {
-                let (status, head, rest) = exchange(gateway, method, &route.path, body);
+                let (status, got) = exchange(gateway, &request(method, &route.path, body));
                 let what = format!(
                     "{method} {} with {} body bytes: {status}",
                     route.path,
@@ -125,14 +83,14 @@ fn every_shipped_route_answers_every_method_with_and_without_a_body() {
                     continue;
                 }
                 if method == "HEAD" {
-                    assert!(rest.is_empty(), "{what}: HEAD answered with a body");
+                    assert!(got.is_empty(), "{what}: HEAD answered with a body");
                     continue;
                 }
                 if route.answers_itself {
                     continue;
                 }
                 // The upstream's echo: what the route proxied.
-                let echo: Value = serde_json::from_slice(&payload(&head, &rest))
+                let echo: Value = serde_json::from_slice(&got)
                     .unwrap_or_else(|e| panic!("{what}: not the upstream's echo: {e}"));
                 assert_eq!(echo["method"], method, "{what}");
                 assert_eq!(

@@ -15,12 +15,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
 use common::bins::start_ready;
+use common::exchange;
 use loadgen::bench::procs::Child;
 use serde_json::{Map, Value};
 
@@ -144,46 +143,6 @@ fn encode(c: &Case, prefix: &str) -> Vec<u8> {
         }
     }
     out
-}
-
-/// Sends `request` and reads to the end (every case closes the connection),
-/// returning the status and the body, de-chunked if need be.
-fn exchange(addr: SocketAddr, request: &[u8]) -> (u16, Vec<u8>) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(request).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut resp = httparse::Response::new(&mut headers);
-    let len = match resp.parse(&raw).unwrap() {
-        httparse::Status::Complete(len) => len,
-        httparse::Status::Partial => panic!("incomplete response: {raw:?}"),
-    };
-    let chunked = resp.headers.iter().any(|h| {
-        h.name.eq_ignore_ascii_case("transfer-encoding")
-            && String::from_utf8_lossy(h.value).contains("chunked")
-    });
-    let body = &raw[len..];
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_vec()
-    };
-    (resp.code.unwrap(), body)
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line = b.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..line]).unwrap(), 16).unwrap();
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[line + 2..line + 2 + size]);
-        b = &b[line + 4 + size..];
-    }
 }
 
 /// The upstream's echo of what it saw.

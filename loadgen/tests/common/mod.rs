@@ -230,3 +230,44 @@ pub fn dies_with_test(cmd: &mut std::process::Command) -> &mut std::process::Com
     }
     cmd
 }
+
+/// Sends `request` on a connection of its own and reads to the end (the
+/// request must close the connection), returning the status and the body,
+/// de-chunked if need be (empty for an answer without one, as to HEAD).
+pub fn exchange(addr: SocketAddr, request: &[u8]) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(&raw).unwrap() {
+        httparse::Status::Complete(len) => len,
+        httparse::Status::Partial => panic!("incomplete response: {raw:?}"),
+    };
+    let chunked = resp.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("transfer-encoding")
+            && String::from_utf8_lossy(h.value).contains("chunked")
+    });
+    let body = &raw[len..];
+    let body = if chunked && !body.is_empty() {
+        dechunk(body)
+    } else {
+        body.to_vec()
+    };
+    (resp.code.unwrap(), body)
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line = b.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..line]).unwrap(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[line + 2..line + 2 + size]);
+        b = &b[line + 4 + size..];
+    }
+}
