@@ -74,6 +74,10 @@ pub enum Kind {
     MethodNotAllowed,
     /// The API's target is this gateway itself: 508.
     LoopDetected,
+    /// A request line with a version other than HTTP/1.x: 505, answered
+    /// as Go's server answers it, before Tyk sees the request (plain text,
+    /// no template).
+    VersionNotSupported,
     /// A response middleware failed, or the upstream's body could not be
     /// buffered for it: 500 `Middleware error` (Tyk's words for it).
     ResponseMiddlewareFailed,
@@ -95,6 +99,7 @@ impl Kind {
             Kind::RequestTimeout => "the client stopped sending its request body",
             Kind::MethodNotAllowed => "the method is not proxied",
             Kind::LoopDetected => "the request would loop back to this gateway",
+            Kind::VersionNotSupported => "the request's HTTP version is not served",
             Kind::ResponseMiddlewareFailed => "the response middleware failed",
             Kind::VirtualEndpointFailed => "a virtual endpoint failed",
         }
@@ -196,6 +201,7 @@ impl ProxyError {
             Kind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Kind::LoopDetected => StatusCode::LOOP_DETECTED,
+            Kind::VersionNotSupported => StatusCode::HTTP_VERSION_NOT_SUPPORTED,
         }
     }
 
@@ -211,6 +217,7 @@ impl ProxyError {
             Kind::RequestTimeout => "Request Timeout",
             Kind::MethodNotAllowed => "Method Not Allowed",
             Kind::LoopDetected => "Loop Detected",
+            Kind::VersionNotSupported => "HTTP Version Not Supported",
             Kind::ResponseMiddlewareFailed => "Middleware error",
             Kind::VirtualEndpointFailed => {
                 "Error during virtual endpoint execution. Contact Administrator for more details."
@@ -224,6 +231,14 @@ impl ProxyError {
             // Tyk's router answers an unmatched path with a bare text body
             // (Go sniffs its content type); no template, no X-Generator.
             return text_response(self.status(), "text/plain; charset=utf-8", "Not Found");
+        }
+        if self.kind == Kind::VersionNotSupported {
+            // Go's `net/http` server's own answer (`statusError`).
+            return text_response(
+                self.status(),
+                "text/plain; charset=utf-8",
+                "505 HTTP Version Not Supported: unsupported protocol version",
+            );
         }
         error_response_as(self.status(), self.message(), format)
     }

@@ -52,13 +52,18 @@ pub async fn serve(
 }
 
 /// Answers a request whose head [`crate::wire`] refused (framing headers
-/// that could be read two ways); the connection closes after it.
+/// that could be read two ways: 400; a version other than HTTP/1.x: 505);
+/// the connection closes after it.
 pub fn refuse<B>(
     req: &Request<B>,
     remote: SocketAddr,
     fault: crate::wire::HeadFault,
 ) -> Response<ClientBody> {
-    let e = ProxyError::with_cause(Kind::BadRequest, Origin::Client, fault.to_string());
+    let kind = match fault {
+        crate::wire::HeadFault::Version(..) => Kind::VersionNotSupported,
+        _ => Kind::BadRequest,
+    };
+    let e = ProxyError::with_cause(kind, Origin::Client, fault.to_string());
     tracing::info!(client = %remote, error = %e, "request refused (client error)");
     full(e.response(ErrorFormat::of(req.headers())))
 }

@@ -7,7 +7,8 @@
 //! What it takes: HTTP/1.0 and 1.1 requests in origin form without a body
 //! or with a `Content-Length` body that arrived with the head. The first
 //! request it does not take (a chunked or larger body, `Expect`, `Upgrade`,
-//! a head refused for its framing, anything hyper would answer with an
+//! a head refused for its framing, a version other than 1.0 and 1.1 (read
+//! as Go reads it by [`crate::wire`]), anything hyper would answer with an
 //! error of its own) hands the whole connection to hyper's server
 //! connection for the rest of its life, the bytes already read replayed
 //! first ([`crate::wire::ClientIo::with_replay`]): hyper then answers it
@@ -441,6 +442,10 @@ fn parse(buf: &[u8], spans: &mut [MaybeUninit<Span>; MAX_HEADERS]) -> Step0 {
     ) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Step0::Partial,
+        // `HTTP/1.2` and the like: hyper's, whole (see `crate::wire`).
+        Err(httparse::Error::Version) if crate::wire::version_pending(buf) => {
+            return Step0::Partial
+        }
         Err(_) => return Step0::Other,
     };
     let (Some(method), Some(target), Some(v)) = (req.method, req.path, req.version) else {

@@ -13,6 +13,13 @@
 //! two agree on where each head is; a refused head is marked in
 //! [`ConnState`] for the service to answer 400.
 //!
+//! The one edit made to the bytes: a request line whose version httparse
+//! refuses but Go's server reads (`HTTP/` digit `.` digit) has its version
+//! rewritten `HTTP/1.1` before hyper reads it. `HTTP/1.2` and the like are
+//! then served as Go serves them, as HTTP/1.1; another major version
+//! (`HTTP/2.0` spelled as text, `HTTP/0.9`) is marked refused, for the
+//! service to answer 505 as Go does ([`HeadFault::Version`]).
+//!
 //! Timeouts (replacing hyper's `header_read_timeout`, which starts when a
 //! connection waits for a head and so is also its idle timeout):
 //!
@@ -44,7 +51,15 @@ use std::time::Duration;
 mod head;
 
 pub use head::{declared, Declared, HeadFault};
-use head::{parse_head, Head, Parsed};
+
+/// Whether a request line `httparse` refused for its version may still
+/// turn out to be one Go's server reads (`HTTP/` digit `.` digit) once
+/// more of it arrives: a reader that hands its bytes on should wait for
+/// them first, so that the version can be rewritten in one piece.
+pub fn version_pending(data: &[u8]) -> bool {
+    version_token(data) == VersionToken::Partial
+}
+use head::{parse_head, version_token, Head, Parsed, VersionToken};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -236,33 +251,48 @@ impl ClientIo {
         self
     }
 
-    /// Follows the framing through bytes just read.
-    fn feed(&mut self, mut data: &[u8]) {
+    /// Follows the framing through bytes just read (which it may edit: see
+    /// [`ClientIo::fix_version`]).
+    fn feed(&mut self, mut data: &mut [u8]) {
         while !data.is_empty() {
-            data = match self.framing {
-                Framing::Head => self.feed_head(data),
+            let d = std::mem::take(&mut data);
+            let used = match self.framing {
+                Framing::Head => self.feed_head(d),
                 Framing::Sized(left) => {
-                    let n = left.min(data.len() as u64);
+                    let n = left.min(d.len() as u64);
                     self.framing = match left - n {
                         0 => Framing::Head,
                         rest => Framing::Sized(rest),
                     };
-                    &data[n as usize..]
+                    n as usize
                 }
-                Framing::Chunked(c) => self.feed_chunked(c, data),
+                Framing::Chunked(c) => d.len() - self.feed_chunked(c, d).len(),
                 Framing::Off => return,
             };
+            data = &mut d[used..];
         }
     }
 
     /// Bytes of a head: parsed in place when the head is whole in one read,
-    /// kept until it is otherwise. Returns what follows the head.
-    fn feed_head<'a>(&mut self, data: &'a [u8]) -> &'a [u8] {
+    /// kept until it is otherwise. Returns how many bytes the head used.
+    fn feed_head(&mut self, data: &mut [u8]) -> usize {
         if self.partial.is_empty() {
-            match parse_head(data) {
+            let mut parsed = parse_head(data);
+            if let Parsed::Version = parsed {
+                parsed = match version_token(data) {
+                    // Read again as the HTTP/1.1 it now says.
+                    VersionToken::At(at, major, minor) => {
+                        self.fix_version(&mut data[at..at + 8], major, minor);
+                        parse_head(data)
+                    }
+                    VersionToken::Partial => Parsed::Partial,
+                    VersionToken::Malformed => Parsed::Invalid,
+                };
+            }
+            match parsed {
                 Parsed::Complete(n, head) => {
                     self.on_head(head);
-                    return &data[n..];
+                    return n;
                 }
                 Parsed::Partial => {
                     if self.head_deadline.is_none() {
@@ -270,31 +300,63 @@ impl ClientIo {
                     }
                     self.partial.extend_from_slice(data);
                 }
-                Parsed::Invalid => self.framing = Framing::Off,
+                Parsed::Invalid | Parsed::Version => self.framing = Framing::Off,
             }
-            return &[];
+            return data.len();
         }
         if self.partial.len() + data.len() > MAX_HEAD {
             self.framing = Framing::Off;
-            return &[];
+            return data.len();
         }
         self.partial.extend_from_slice(data);
-        // A head can only end at a line feed: no need to parse again before.
-        if !data.contains(&b'\n') {
-            return &[];
+        // A head can only end at a line feed, and a version is whole only
+        // with its line: no need to parse again before.
+        if !data.contains(&b'\n') && version_token(&self.partial) == VersionToken::Partial {
+            return data.len();
         }
-        match parse_head(&self.partial) {
+        let mut parsed = parse_head(&self.partial);
+        if let Parsed::Version = parsed {
+            // Only bytes of this read can still be edited (hyper has the
+            // earlier ones): a version split across reads is left for
+            // hyper to refuse (400).
+            let earlier = self.partial.len() - data.len();
+            parsed = match version_token(&self.partial) {
+                VersionToken::At(at, major, minor) if at >= earlier => {
+                    self.fix_version(&mut data[at - earlier..][..8], major, minor);
+                    self.partial[at..at + 8].copy_from_slice(b"HTTP/1.1");
+                    parse_head(&self.partial)
+                }
+                VersionToken::Partial => Parsed::Partial,
+                _ => Parsed::Invalid,
+            };
+        }
+        match parsed {
             Parsed::Complete(n, head) => {
                 let rest = self.partial.len() - n;
                 self.partial = Vec::new();
                 self.on_head(head);
-                &data[data.len() - rest..]
+                data.len() - rest
             }
-            Parsed::Partial => &[],
-            Parsed::Invalid => {
+            Parsed::Partial => data.len(),
+            Parsed::Invalid | Parsed::Version => {
                 self.framing = Framing::Off;
-                &[]
+                data.len()
             }
+        }
+    }
+
+    /// The version `token` (`HTTP/major.minor`, 8 bytes) of a request line
+    /// `httparse` refused, as Go's server reads it
+    /// ([`head::version_token`]): rewritten `HTTP/1.1` where it lies,
+    /// before hyper reads it. `HTTP/1.x` is then served as HTTP/1.1; for
+    /// another major version the head is marked refused (505), and hyper
+    /// calls the service with it so that it can answer.
+    fn fix_version(&mut self, token: &mut [u8], major: u8, minor: u8) {
+        token.copy_from_slice(b"HTTP/1.1");
+        if major != 1 && self.state.refused.get().is_none() {
+            self.state
+                .refused
+                .set(Some((self.heads, HeadFault::Version(major, minor))));
         }
     }
 
@@ -496,14 +558,15 @@ impl AsyncRead for ClientIo {
         if !this.replay.is_empty() {
             let n = this.replay.len().min(buf.remaining());
             let part = this.replay.split_to(n);
+            let before = buf.filled().len();
             buf.put_slice(&part);
-            this.feed(&part);
+            this.feed(&mut buf.filled_mut()[before..]);
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let read = &buf.filled()[before..];
+                let read = &mut buf.filled_mut()[before..];
                 if !read.is_empty() {
                     this.armed = None;
                     this.feed(read);

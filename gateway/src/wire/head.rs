@@ -20,6 +20,10 @@ pub enum HeadFault {
     Lengths(usize),
     /// More than one `Transfer-Encoding` line.
     Encodings(usize),
+    /// A well-formed version Go's server does not serve: `HTTP/major.minor`
+    /// with a major version other than 1 (`HTTP/2.0` spelled as text,
+    /// `HTTP/0.9`), answered 505 as Go answers it.
+    Version(u8, u8),
 }
 
 impl fmt::Display for HeadFault {
@@ -30,6 +34,10 @@ impl fmt::Display for HeadFault {
             }
             HeadFault::Lengths(n) => write!(f, "the request has {n} Content-Length headers"),
             HeadFault::Encodings(n) => write!(f, "the request has {n} Transfer-Encoding headers"),
+            HeadFault::Version(major, minor) => write!(
+                f,
+                "the request line's version HTTP/{major}.{minor} is not served (only HTTP/1.x)"
+            ),
         }
     }
 }
@@ -50,6 +58,59 @@ pub(super) enum Parsed {
     Partial,
     /// Not a head hyper would accept: it answers with an error itself.
     Invalid,
+    /// A request line whose version `httparse` (so hyper) refuses: see
+    /// [`version_token`].
+    Version,
+}
+
+/// Where the version of a request line `httparse` refused stands, and
+/// what Go's server makes of it (`http.ParseHTTPVersion`, then
+/// `http1ServerSupportsRequest`): exactly `HTTP/` digit `.` digit is a
+/// version; a major version of 1 is served (HTTP/1.2 as HTTP/1.1), any
+/// other is answered 505; anything else is malformed (400).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum VersionToken {
+    /// The line has not arrived far enough to tell.
+    Partial,
+    /// `HTTP/major.minor` at `at..at + 8`, followed by the line's end.
+    At(usize, u8, u8),
+    /// Not a version Go reads (`HTTP/1.10`, `http/1.1`, `HTTP/01.1`).
+    Malformed,
+}
+
+/// The version of the request line at the start of `data`.
+pub(super) fn version_token(data: &[u8]) -> VersionToken {
+    // httparse's request line: method SP target SP version, single spaces.
+    let mut spaces = data
+        .iter()
+        .enumerate()
+        .take_while(|(_, &b)| b != b'\n')
+        .filter(|(_, &b)| b == b' ')
+        .map(|(i, _)| i);
+    let (Some(_), Some(sp)) = (spaces.next(), spaces.next()) else {
+        return match data.contains(&b'\n') {
+            true => VersionToken::Malformed,
+            false => VersionToken::Partial,
+        };
+    };
+    let at = sp + 1;
+    let token = &data[at..];
+    // The eight bytes and the line end after them: `\r\n` or `\n`.
+    let want = b"HTTP/0.0\r";
+    for (i, &b) in token.iter().enumerate().take(want.len()) {
+        let ok = match i {
+            0..=4 | 6 => b == want[i],
+            5 | 7 => b.is_ascii_digit(),
+            _ => b == b'\r' || b == b'\n',
+        };
+        if !ok {
+            return VersionToken::Malformed;
+        }
+    }
+    if token.len() < want.len() {
+        return VersionToken::Partial;
+    }
+    VersionToken::At(at, token[5] - b'0', token[7] - b'0')
 }
 
 pub(super) fn parse_head(data: &[u8]) -> Parsed {
@@ -65,6 +126,7 @@ pub(super) fn parse_head(data: &[u8]) -> Parsed {
             None => Parsed::Invalid,
         },
         Ok(httparse::Status::Partial) => Parsed::Partial,
+        Err(httparse::Error::Version) => Parsed::Version,
         Err(_) => Parsed::Invalid,
     }
 }
@@ -186,7 +248,41 @@ mod tests {
             }
             Parsed::Partial => Ok("partial"),
             Parsed::Invalid => Ok("invalid"),
+            Parsed::Version => Ok("version"),
         }
+    }
+
+    #[test]
+    fn versions_are_found_and_read_as_go_reads_them() {
+        use VersionToken::*;
+        let at = "GET /a ".len();
+        for (line, want) in [
+            ("GET /a HTTP/1.2\r\n", At(at, 1, 2)),
+            ("GET /a HTTP/2.0\n", At(at, 2, 0)),
+            ("GET /a HTTP/0.9\r\nHost: a\r\n\r\n", At(at, 0, 9)),
+            ("GET /a HTTP/9.9\r", At(at, 9, 9)),
+            // Not whole yet.
+            ("GET /a HTTP/1.2", Partial),
+            ("GET /a HTTP/1", Partial),
+            ("GET /a", Partial),
+            ("GET", Partial),
+            // Not a version Go reads.
+            ("GET /a HTTP/1.10\r\n", Malformed),
+            ("GET /a HTTP/01.1\r\n", Malformed),
+            ("GET /a http/1.1\r\n", Malformed),
+            ("GET /a HTTP/1.x\r\n", Malformed),
+            ("GET /a HTTP/1,1\r\n", Malformed),
+            ("GET /a b HTTP/1.1\r\n", Malformed),
+            ("GET /a\r\n", Malformed),
+            ("GET\r\n", Malformed),
+        ] {
+            assert_eq!(version_token(line.as_bytes()), want, "{line:?}");
+        }
+        assert_eq!(
+            framing("GET / HTTP/1.2\r\nHost: a\r\n\r\n"),
+            Ok("version"),
+            "httparse refuses it: the reader rewrites it"
+        );
     }
 
     #[test]
