@@ -220,6 +220,8 @@ fn request_line_versions_are_read_as_gos_server_reads_them() {
         ),
         (b"GET /plain/a HTTP/2.0\r\nHost: a\r\n\r\n", vec![refused]),
         (b"GET /plain/a HTTP/0.9\r\nHost: a\r\n\r\n", vec![refused]),
+        // The HTTP/2 preface (prior knowledge): hyper closed without a word.
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", vec![refused]),
         (b"POST /plain/a HTTP/3.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi", vec![refused]),
         // The 505 ends the connection: nothing after it is answered.
         (
