@@ -309,9 +309,11 @@ impl ClientIo {
             return data.len();
         }
         self.partial.extend_from_slice(data);
-        // A head can only end at a line feed, and a version is whole only
-        // with its line: no need to parse again before.
-        if !data.contains(&b'\n') && version_token(&self.partial) == VersionToken::Partial {
+        // A head can only end at a line feed, and a version is read only
+        // with its line's: no need to parse again before. (Nothing here
+        // may scan what was kept, once per read: a head sent a byte at a
+        // time would cost its length squared.)
+        if !data.contains(&b'\n') {
             return data.len();
         }
         let mut parsed = parse_head(&self.partial);
