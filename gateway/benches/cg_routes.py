@@ -28,7 +28,11 @@ instructions per request differ most from the first route's; with
 --inclusive REGEX, the inclusive instructions per request of the
 functions matching REGEX (what a call costs with everything it calls).
 The callgrind files stay in --keep DIR if given (read them with
-`callgrind_annotate`).
+`callgrind_annotate`). With --rounds R the routes run R times,
+alternated, and the totals and the difference are given as median
+(min-max) over the rounds: one run's total moves by ~100 instructions
+from run to run with ab -c 10, which is the size of what issue 16's
+`/gopl/` target is decided by.
 """
 
 import argparse
@@ -37,6 +41,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,13 +72,13 @@ def annotate(path, inclusive):
     return total, per_fn
 
 
-def run(apis, route, warm, n, keep, concurrency, keepalive=False, wrk=None):
+def run(apis, route, warm, n, keep, concurrency, keepalive=False, wrk=None, tag=""):
     """A one-worker gateway under callgrind serves `warm` requests of
     `route`, its counters are zeroed, it serves `n` more and they are
     dumped: the dump's file (only those `n` requests are in it) and `n`.
     With `wrk` (seconds), the load is `wrk -t1` for 2 s, then for `wrk`
     seconds, and `n` is what wrk counted in the second run."""
-    out = os.path.join(keep, f"{route}.callgrind")
+    out = os.path.join(keep, f"{route}{tag}.callgrind")
     port, p = w.start_gateway(apis, 1, ["valgrind", "--tool=callgrind",
                                         f"--callgrind-out-file={out}"])
     try:
@@ -102,6 +107,13 @@ def per_request(a, b, n):
     return collections.Counter({k: (b[k] - a.get(k, 0)) / n for k in b})
 
 
+def spread(values, sign=False):
+    """`median (min-max)` of `values`, rounded to whole instructions."""
+    f = "{:+,.0f}" if sign else "{:,.0f}"
+    return (f"{f.format(statistics.median(values))} "
+            f"({f.format(min(values))} to {f.format(max(values))})")
+
+
 def short(name, width=140):
     return name if len(name) <= width else "..." + name[-(width - 3):]
 
@@ -126,7 +138,15 @@ def main():
     ap.add_argument("--inclusive", metavar="REGEX", help="also print inclusive costs of these functions")
     ap.add_argument("--top", type=int, default=40, help="functions listed per comparison")
     ap.add_argument("--keep", metavar="DIR", help="keep the callgrind files here")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the routes this many times, alternated (each round starts one "
+                         "route later): per route and per difference, the median with min-max "
+                         "over the rounds, and the function table averaged over them. With "
+                         "ab -c 10 one run's total moves by ~100 from run to run (how requests "
+                         "share wakeups, malloc's state); a function's own count does not")
     args = ap.parse_args()
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
     routes = args.routes.split(",")
     unknown = [r for r in routes if r not in w.DEFINITIONS]
     if unknown:
@@ -147,29 +167,46 @@ def main():
                              f"127.0.0.1:{up_port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     apis = w.write_apis(up_port)
-    selves, totals, inclusive = {}, {}, {}
+    selves = {r: collections.Counter() for r in routes}
+    totals = {r: [] for r in routes}
+    inclusive = {r: collections.Counter() for r in routes}
     try:
         wait_port(up_port)
-        for route in routes:
-            f, n = run(apis, route, args.n1, args.n2 - args.n1, keep, args.concurrency,
-                       args.keepalive, args.wrk)
-            t, own = annotate(f, False)
-            totals[route], selves[route] = t / n, per_request({}, own, n)
-            if args.inclusive:
-                inclusive[route] = per_request({}, annotate(f, True)[1], n)
-            print(f"/{route}/: {totals[route]:,.0f} user instructions per request ({n:,} requests)",
-                  flush=True)
+        for rnd in range(args.rounds):
+            k = rnd % len(routes)
+            tag = f".r{rnd + 1}" if args.rounds > 1 else ""
+            for route in routes[k:] + routes[:k]:
+                f, n = run(apis, route, args.n1, args.n2 - args.n1, keep, args.concurrency,
+                           args.keepalive, args.wrk, tag)
+                t, own = annotate(f, False)
+                totals[route].append(t / n)
+                for name, v in per_request({}, own, n).items():
+                    selves[route][name] += v / args.rounds
+                if args.inclusive:
+                    for name, v in per_request({}, annotate(f, True)[1], n).items():
+                        inclusive[route][name] += v / args.rounds
+                when = f" (round {rnd + 1})" if args.rounds > 1 else ""
+                print(f"/{route}/: {t / n:,.0f} user instructions per request ({n:,} requests)"
+                      f"{when}", flush=True)
     finally:
         mock.send_signal(signal.SIGTERM)
         mock.wait(timeout=30)
         shutil.rmtree(apis, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(keep, ignore_errors=True)
+    if args.rounds > 1:
+        print(f"\nover {args.rounds} rounds, median (min-max):")
+        for route in routes:
+            print(f"  /{route}/: {spread(totals[route])}")
+        for route in routes[1:]:
+            d = [a - b for a, b in zip(totals[route], totals[routes[0]])]
+            print(f"  /{route}/ - /{routes[0]}/: {spread(d, sign=True)} (per round)")
     base = routes[0]
     for route in routes[1:]:
         names = set(selves[route]) | set(selves[base])
         diff = {k: selves[route].get(k, 0) - selves[base].get(k, 0) for k in names}
-        print(f"\n/{route}/ - /{base}/: {totals[route] - totals[base]:+,.0f} per request; "
+        gap = statistics.median(a - b for a, b in zip(totals[route], totals[base]))
+        print(f"\n/{route}/ - /{base}/: {gap:+,.0f} per request; "
               f"the functions whose own instructions differ most:")
         for k, v in sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:args.top]:
             print(f"  {v:+9,.0f}  {short(k)}")
