@@ -51,6 +51,11 @@ use std::time::Duration;
 mod head;
 
 pub use head::{declared, Declared, HeadFault};
+use head::{parse_head, version_token, Head, Parsed, VersionToken};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
 /// Whether a request line `httparse` refused for its version may still
 /// turn out to be one Go's server reads (`HTTP/` digit `.` digit) once
@@ -59,11 +64,6 @@ pub use head::{declared, Declared, HeadFault};
 pub fn version_pending(data: &[u8]) -> bool {
     version_token(data) == VersionToken::Partial
 }
-use head::{parse_head, version_token, Head, Parsed, VersionToken};
-
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tokio::time::{Instant, Sleep};
 
 /// Largest head kept while it arrives in pieces: hyper's read buffer limit
 /// (a longer head is refused by hyper with 431).
