@@ -341,6 +341,7 @@ async fn serve_hyper(
                     resp.headers_mut()
                         .insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
+                go_reason_phrase(&mut resp);
                 Ok::<_, std::convert::Infallible>(resp.map(|body| Answered { body, state }))
             }
         })
@@ -462,5 +463,24 @@ impl Body for Answered {
 impl Drop for Answered {
     fn drop(&mut self) {
         self.state.answered();
+    }
+}
+
+/// The reason phrase hyper writes for `resp`, made Go's: the status's
+/// own words, `status code N` for a code without any (hyper writes
+/// `<none>`), and never an upstream's own phrase (which hyper's client
+/// keeps in the response and its server would write back; Go's
+/// `ReverseProxy` sends only the code). The own writer does the same
+/// (`h1down::write_response`).
+fn go_reason_phrase<B>(resp: &mut http::Response<B>) {
+    // An upstream's phrase is rare, and an empty extension map is not
+    // searched.
+    resp.extensions_mut().remove::<hyper::ext::ReasonPhrase>();
+    let status = resp.status();
+    if status.canonical_reason().is_none() {
+        let phrase = format!("status code {}", status.as_u16());
+        if let Ok(p) = hyper::ext::ReasonPhrase::try_from(phrase) {
+            resp.extensions_mut().insert(p);
+        }
     }
 }

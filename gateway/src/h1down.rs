@@ -20,7 +20,10 @@
 //! chunked` added after them when the body needs one, `connection:
 //! keep-alive` for HTTP/1.0 keep-alive clients and `connection: close`
 //! for HTTP/1.1 clients that asked to close, and `date` last unless the
-//! response has one. HEAD, 204 and 304 answers carry no body.
+//! response has one. HEAD, 204 and 304 answers carry no body. One
+//! departure, made on hyper's side too (`conn.rs`): a status without a
+//! reason phrase of its own gets Go's `status code N`, where hyper writes
+//! `<none>`.
 //!
 //! Timeouts and shutdown are [`crate::conn`]'s: the first head within the
 //! header timeout of the accept, later ones within the keep-alive timeout
@@ -754,7 +757,14 @@ fn encode_head(
         });
         dst.extend_from_slice(status.as_str().as_bytes());
         dst.push(b' ');
-        dst.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+        match status.canonical_reason() {
+            Some(reason) => dst.extend_from_slice(reason.as_bytes()),
+            // Go's words for a code it has none for (hyper's: `<none>`).
+            None => {
+                dst.extend_from_slice(b"status code ");
+                dst.extend_from_slice(status.as_str().as_bytes());
+            }
+        }
         dst.extend_from_slice(b"\r\n");
     }
     let head_req = req.method == Method::HEAD;

@@ -39,6 +39,8 @@ fn framings_upstream() -> SocketAddr {
                     }
                     r
                 }
+                "/600" => b"HTTP/1.1 600 Odd\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+                "/phrase" => b"HTTP/1.1 200 Fine Indeed\r\nContent-Length: 2\r\n\r\nok".to_vec(),
                 "/close" => {
                     let _ = s.write_all(b"HTTP/1.0 200 OK\r\nX-C: 3\r\n\r\nuntil the end");
                     return;
@@ -129,6 +131,25 @@ fn own_and_hyper_answer_every_request_with_the_same_bytes() {
         .map(|i| format!("GET /plain/p{i} HTTP/1.1\r\nHost: a\r\n\r\n"))
         .chain(["GET /plain/last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".into()])
         .collect();
+    // Reason phrases: Go's for a code without one (hyper wrote `<none>`),
+    // never the upstream's own (through both upstream clients: a chunked
+    // body goes through hyper's, which keeps the phrase it read).
+    let reasons: [(&[u8], [&str; 2]); 2] = [
+        (
+            b"GET /f/600 HTTP/1.1\r\nHost: a\r\n\r\nGET /f/phrase HTTP/1.0\r\n\r\n",
+            ["HTTP/1.1 600 status code 600", "HTTP/1.0 200 OK"],
+        ),
+        (
+            b"POST /f/phrase HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\nPOST /f/600 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+            ["HTTP/1.1 200 OK", "HTTP/1.1 600 status code 600"],
+        ),
+    ];
+    for (case, want) in reasons {
+        for gw in [&own, &hyper] {
+            let got = exchange(gw.addr, case);
+            assert_eq!(statuses(&got), want, "{got}");
+        }
+    }
     let cases: Vec<&[u8]> = vec![
         // HTTP/1.0 as ab sends it, and with keep-alive.
         b"GET /plain/hello/ HTTP/1.0\r\n\r\n",
@@ -139,6 +160,8 @@ fn own_and_hyper_answer_every_request_with_the_same_bytes() {
         b"GET /f/x HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n",
         // Response framings: 204, 304, chunked (trailers dropped), close-delimited, large.
         b"GET /f/204 HTTP/1.1\r\nHost: a\r\n\r\nGET /f/304 HTTP/1.1\r\nHost: a\r\n\r\nHEAD /f/chunked HTTP/1.1\r\nHost: a\r\n\r\nGET /f/chunked HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\nHEAD /f/large HTTP/1.1\r\nHost: a\r\n\r\nGET /f/large HTTP/1.1\r\nHost: a\r\n\r\nGET /f/close HTTP/1.1\r\nHost: a\r\n\r\n",
+        reasons[0].0,
+        reasons[1].0,
         // Request bodies: with the head, chunked (hyper's from there on), larger than one read.
         b"POST /plain/c HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhelloGET /hello HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
         b"GET /plain/0 HTTP/1.1\r\nHost: a\r\n\r\nPOST /plain/c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /plain/d HTTP/1.1\r\nHost: a\r\n\r\nGET /plain/e HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",

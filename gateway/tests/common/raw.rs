@@ -88,7 +88,37 @@ pub fn read_request(s: &mut TcpStream) -> Option<String> {
         .unwrap_or(0);
     let mut body = vec![0; len];
     s.read_exact(&mut body).ok()?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.trim_end().ends_with("chunked")
+    });
+    if chunked {
+        // Chunks (no extensions), then the last one and an empty trailer.
+        loop {
+            let size = usize::from_str_radix(read_line(s)?.trim(), 16).ok()?;
+            if size == 0 {
+                while !read_line(s)?.is_empty() {}
+                break;
+            }
+            let mut data = vec![0; size + 2];
+            s.read_exact(&mut data).ok()?;
+        }
+    }
     Some(head)
+}
+
+/// One line from `s`, without its CRLF; `None` at EOF.
+fn read_line(s: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return None,
+        }
+    }
+    buf.truncate(buf.len() - 2);
+    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// Reads one request head from `s`, not its body; `None` at EOF.
