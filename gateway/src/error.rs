@@ -74,6 +74,9 @@ pub enum Kind {
     MethodNotAllowed,
     /// The API's target is this gateway itself: 508.
     LoopDetected,
+    /// A request body in a transfer coding besides `chunked`: 501,
+    /// answered as Go's server answers it (plain text, no template).
+    CodingNotImplemented,
     /// A request line with a version other than HTTP/1.x: 505, answered
     /// as Go's server answers it, before Tyk sees the request (plain text,
     /// no template).
@@ -100,6 +103,7 @@ impl Kind {
             Kind::MethodNotAllowed => "the method is not proxied",
             Kind::LoopDetected => "the request would loop back to this gateway",
             Kind::VersionNotSupported => "the request's HTTP version is not served",
+            Kind::CodingNotImplemented => "the request body's transfer coding is not implemented",
             Kind::ResponseMiddlewareFailed => "the response middleware failed",
             Kind::VirtualEndpointFailed => "a virtual endpoint failed",
         }
@@ -202,6 +206,7 @@ impl ProxyError {
             Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Kind::LoopDetected => StatusCode::LOOP_DETECTED,
             Kind::VersionNotSupported => StatusCode::HTTP_VERSION_NOT_SUPPORTED,
+            Kind::CodingNotImplemented => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -218,6 +223,7 @@ impl ProxyError {
             Kind::MethodNotAllowed => "Method Not Allowed",
             Kind::LoopDetected => "Loop Detected",
             Kind::VersionNotSupported => "HTTP Version Not Supported",
+            Kind::CodingNotImplemented => "Not Implemented",
             Kind::ResponseMiddlewareFailed => "Middleware error",
             Kind::VirtualEndpointFailed => {
                 "Error during virtual endpoint execution. Contact Administrator for more details."
@@ -232,12 +238,20 @@ impl ProxyError {
             // (Go sniffs its content type); no template, no X-Generator.
             return text_response(self.status(), "text/plain; charset=utf-8", "Not Found");
         }
+        // Go's `net/http` server's own answers, given before Tyk sees the
+        // request.
         if self.kind == Kind::VersionNotSupported {
-            // Go's `net/http` server's own answer (`statusError`).
             return text_response(
                 self.status(),
                 "text/plain; charset=utf-8",
                 "505 HTTP Version Not Supported: unsupported protocol version",
+            );
+        }
+        if self.kind == Kind::CodingNotImplemented {
+            return text_response(
+                self.status(),
+                "text/plain; charset=utf-8",
+                "Unsupported transfer encoding",
             );
         }
         error_response_as(self.status(), self.message(), format)

@@ -39,6 +39,15 @@ pub async fn serve(
         Cleaned::Route(Cow::Borrowed(_)) => None,
         Cleaned::Route(Cow::Owned(p)) => Some(Ok(p)),
         Cleaned::Redirect(location) => Some(Err(location)),
+        Cleaned::BadEscape => {
+            let e = ProxyError::with_cause(
+                Kind::BadRequest,
+                Origin::Client,
+                "the path has a % that starts no escape (two hex digits)",
+            );
+            tracing::info!(client = %remote, error = %e, "request refused (client error)");
+            return full(e.response(ErrorFormat::of(req.headers())));
+        }
     };
     let req = match cleaned {
         None => req,
@@ -52,7 +61,8 @@ pub async fn serve(
 }
 
 /// Answers a request whose head [`crate::wire`] refused (framing headers
-/// that could be read two ways: 400; a version other than HTTP/1.x: 505);
+/// that could be read two ways: 400; a transfer coding besides `chunked`:
+/// 501; a version other than HTTP/1.x: 505);
 /// the connection closes after it.
 pub fn refuse<B>(
     req: &Request<B>,
@@ -61,6 +71,7 @@ pub fn refuse<B>(
 ) -> Response<ClientBody> {
     let kind = match fault {
         crate::wire::HeadFault::Version(..) => Kind::VersionNotSupported,
+        crate::wire::HeadFault::Coding => Kind::CodingNotImplemented,
         _ => Kind::BadRequest,
     };
     let e = ProxyError::with_cause(kind, Origin::Client, fault.to_string());
@@ -81,13 +92,18 @@ fn check_head<B>(req: &Request<B>) -> Result<(), ProxyError> {
         ))
     };
     // A scan of the few headers a request has, not a hashed lookup.
-    let hosts = req
-        .headers()
-        .iter()
-        .filter(|(n, _)| *n == header::HOST)
-        .count();
+    let (mut hosts, mut malformed) = (0, false);
+    for (n, v) in req.headers() {
+        if *n == header::HOST {
+            hosts += 1;
+            malformed |= !v.as_bytes().iter().all(|&b| HOST_BYTE[usize::from(b)]);
+        }
+    }
     if hosts > 1 {
         return refuse(format!("the request has {hosts} Host headers"));
+    }
+    if malformed {
+        return refuse("the Host header has a byte no host name or address has".into());
     }
     if hosts == 0 && req.version() == http::Version::HTTP_11 {
         return refuse("an HTTP/1.1 request without a Host header".into());
@@ -104,6 +120,42 @@ fn check_head<B>(req: &Request<B>) -> Result<(), ProxyError> {
     }
     Ok(())
 }
+
+/// The bytes a `Host` value may have, as Go's server (so Tyk) allows
+/// them (`httpguts.ValidHostHeader`: what a host name, an IP literal, a
+/// port and a percent-escaped zone use); anything else (a space, `@`, `/`,
+/// a control byte, non-ASCII) gets 400 there and here, as in nginx.
+const HOST_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b'-'
+                    | b'.'
+                    | b':'
+                    | b';'
+                    | b'='
+                    | b'['
+                    | b']'
+                    | b'_'
+                    | b'~'
+            );
+        b += 1;
+    }
+    t
+};
 
 /// The request with its path replaced by the normalised one (query kept).
 fn with_path<B>(req: Request<B>, path: String) -> Request<B> {

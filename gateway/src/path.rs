@@ -10,7 +10,8 @@
 //! A path that needs no cleaning is routed with its unreserved characters
 //! decoded (RFC 3986 §6.2.2.2: `/%74yk/` and `/tyk/` are the same path), so
 //! an encoding cannot dodge a listen path or the control API. Other escapes
-//! (`%2F`, `%20`) stay as the client wrote them.
+//! (`%2F`, `%20`) stay as the client wrote them. A `%` that starts no
+//! escape is refused (400), as Go's server refuses it before mux sees it.
 
 use std::borrow::Cow;
 
@@ -21,6 +22,9 @@ pub enum Cleaned<'a> {
     Route(Cow<'a, str>),
     /// Answer 301 with this `Location`.
     Redirect(String),
+    /// Refuse (400): a `%` not followed by two hex digits, which Go's
+    /// server (`url.ParseRequestURI`, so Tyk) and nginx refuse too.
+    BadEscape,
 }
 
 /// Cleans `raw` (a request path as sent); `query` is kept on a redirect.
@@ -29,6 +33,9 @@ pub fn clean<'a>(raw: &'a str, query: Option<&str>) -> Cleaned<'a> {
     // request): no allocation.
     if !raw.starts_with('/') || (!raw.contains('%') && !needs_cleaning(raw.as_bytes())) {
         return Cleaned::Route(Cow::Borrowed(raw));
+    }
+    if !escapes_valid(raw.as_bytes()) {
+        return Cleaned::BadEscape;
     }
     let decoded = percent_decode(raw.as_bytes(), |_| true);
     if needs_cleaning(&decoded) {
@@ -99,6 +106,19 @@ fn go_clean(p: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether every `%` in `p` starts an escape: two hex digits follow it.
+fn escapes_valid(p: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(at) = p[i..].iter().position(|&b| b == b'%') {
+        let at = i + at;
+        match p.get(at + 1..at + 3) {
+            Some(&[h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => i = at + 3,
+            _ => return false,
+        }
+    }
+    true
+}
+
 fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
@@ -150,6 +170,7 @@ mod tests {
         match clean(p, None) {
             Cleaned::Route(r) => r.into_owned(),
             Cleaned::Redirect(l) => panic!("{p} redirected to {l}"),
+            Cleaned::BadEscape => panic!("{p} refused"),
         }
     }
 
@@ -157,7 +178,20 @@ mod tests {
         match clean(p, q) {
             Cleaned::Redirect(l) => l,
             Cleaned::Route(r) => panic!("{p} routed as {r}"),
+            Cleaned::BadEscape => panic!("{p} refused"),
         }
+    }
+
+    #[test]
+    fn a_percent_that_starts_no_escape_is_refused() {
+        for bad in ["/a/%zz", "/a/%", "/a/%4", "/a/%4g/b", "/%%41", "/a/%41%"] {
+            assert_eq!(clean(bad, None), Cleaned::BadEscape, "{bad}");
+        }
+        for good in ["/a/%41", "/a/%2f%2F", "/a/%e2%82%ac"] {
+            assert_ne!(clean(good, None), Cleaned::BadEscape, "{good}");
+        }
+        // The query is not the path's: Go leaves it for the handler.
+        assert!(matches!(clean("/a/", Some("x=%zz")), Cleaned::Route(_)));
     }
 
     #[test]
@@ -169,7 +203,6 @@ mod tests {
         assert_eq!(route("/a/b.c/d..e/.x"), "/a/b.c/d..e/.x");
         assert_eq!(route("/%74yk/apis"), "/tyk/apis");
         assert_eq!(route("/a%2Fb%20c"), "/a%2Fb%20c");
-        assert_eq!(route("/bad%zzescape%"), "/bad%zzescape%");
         assert_eq!(route("/"), "/");
     }
 

@@ -305,6 +305,72 @@ fn request_line_versions_are_read_as_gos_server_reads_them() {
     hyper.stop();
 }
 
+/// Heads Go's server refuses before Tyk sees them, and nginx too, are
+/// refused here, on both servers, and never reach the upstream: a `Host`
+/// with a byte no host has (Go's `httpguts.ValidHostHeader`), a `%` that
+/// starts no escape in the path (`url.ParseRequestURI`), and a transfer
+/// coding besides `chunked` (501: the body would have gone on still in
+/// that coding, with nothing to say so). What they allow still passes.
+#[test]
+fn heads_go_refuses_are_refused_and_never_reach_the_upstream() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let own = gateway(ClientHttp1::Own, dir.path());
+    let hyper = gateway(ClientHttp1::Hyper, dir.path());
+    let get = |host: &str, path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").into_bytes()
+    };
+    let refused: Vec<(Vec<u8>, &str)> = vec![
+        (get("a b", "/plain/"), "HTTP/1.1 400 Bad Request"),
+        (get("user@evil", "/plain/"), "HTTP/1.1 400 Bad Request"),
+        (get("a/b", "/plain/"), "HTTP/1.1 400 Bad Request"),
+        (get("\u{e9}", "/plain/"), "HTTP/1.1 400 Bad Request"),
+        (get("a", "/plain/%zz"), "HTTP/1.1 400 Bad Request"),
+        (get("a", "/plain/x%"), "HTTP/1.1 400 Bad Request"),
+        (
+            b"POST /plain/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n".to_vec(),
+            "HTTP/1.1 501 Not Implemented",
+        ),
+    ];
+    for gw in [&own, &hyper] {
+        for (case, want) in &refused {
+            let got = exchange(gw.addr, case);
+            assert_eq!(statuses(&got), [*want], "{got}");
+            if want.contains("501") {
+                assert!(
+                    got.ends_with("\r\n\r\nUnsupported transfer encoding"),
+                    "{got}"
+                );
+                assert!(got.contains("connection: close\r\n"), "{got}");
+            }
+        }
+    }
+    assert_eq!(rec.count(), 0, "a refused request reached the upstream");
+    let allowed: Vec<Vec<u8>> = vec![
+        get("[::1]:8080", "/plain/a"),
+        get("a_b~c!$&'()*+,;=%25:1", "/plain/b"),
+        get("", "/plain/c"),
+        get("a", "/plain/%41%2f"),
+        get("a", "/plain/d?q=%zz"),
+        b"POST /plain/e HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n".to_vec(),
+    ];
+    for gw in [&own, &hyper] {
+        for case in &allowed {
+            let got = exchange(gw.addr, case);
+            assert_eq!(statuses(&got), ["HTTP/1.1 200 OK"], "{got}");
+        }
+    }
+    let uris: Vec<String> = rec.requests().into_iter().map(|r| r.uri).collect();
+    assert_eq!(
+        uris,
+        ["/a", "/b", "/c", "/A%2f", "/d?q=%zz", "/e"].repeat(2),
+        "unreserved escapes decoded, others kept"
+    );
+    own.stop();
+    hyper.stop();
+}
+
 #[test]
 fn hostile_clients_leave_the_own_path_serving() {
     let echo = mock();

@@ -20,6 +20,10 @@ pub enum HeadFault {
     Lengths(usize),
     /// More than one `Transfer-Encoding` line.
     Encodings(usize),
+    /// A `Transfer-Encoding` with a coding besides `chunked` (`gzip,
+    /// chunked`): the body would reach the upstream still in that coding,
+    /// with nothing to say so. 501, as Go and nginx answer it.
+    Coding,
     /// A well-formed version Go's server does not serve: `HTTP/major.minor`
     /// with a major version other than 1 (`HTTP/2.0` spelled as text,
     /// `HTTP/0.9`), answered 505 as Go answers it.
@@ -34,6 +38,9 @@ impl fmt::Display for HeadFault {
             }
             HeadFault::Lengths(n) => write!(f, "the request has {n} Content-Length headers"),
             HeadFault::Encodings(n) => write!(f, "the request has {n} Transfer-Encoding headers"),
+            HeadFault::Coding => f.write_str(
+                "the request's Transfer-Encoding has a coding other than chunked, which is not implemented",
+            ),
             HeadFault::Version(major, minor) => write!(
                 f,
                 "the request line's version HTTP/{major}.{minor} is not served (only HTTP/1.x)"
@@ -173,6 +180,9 @@ fn head_of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Head
     let (mut lengths, mut encodings) = (0, 0);
     let mut length = None;
     let mut chunked = false;
+    // Only `chunked` alone: any other coding is refused (chunked last) or
+    // left to hyper, which refuses it (chunked not last).
+    let mut other_coding = false;
     // HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it.
     let mut closes = version != Some(1);
     for h in headers {
@@ -198,12 +208,14 @@ fn head_of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Head
                 .rsplit(|&b| b == b',')
                 .next()
                 .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            other_coding = !h.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
         }
     }
     let fault = match (lengths, encodings) {
         (1.., 1..) => Some(HeadFault::LengthAndChunked),
         (2.., _) => Some(HeadFault::Lengths(lengths)),
         (_, 2..) => Some(HeadFault::Encodings(encodings)),
+        (_, 1) if chunked && other_coding => Some(HeadFault::Coding),
         _ => None,
     };
     if let Some(fault) = fault {
@@ -294,9 +306,19 @@ mod tests {
             Ok("sized")
         );
         assert_eq!(
-            framing("POST / HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\n\r\n"),
+            framing("POST / HTTP/1.1\r\ntransfer-encoding:  Chunked \r\n\r\n"),
             Ok("chunked")
         );
+        // A coding besides chunked: the body would go on still in it (501).
+        for te in ["gzip, chunked", "chunked, chunked", "x-custom,chunked"] {
+            assert_eq!(
+                framing(&format!(
+                    "POST / HTTP/1.1\r\nTransfer-Encoding: {te}\r\n\r\n"
+                )),
+                Err(HeadFault::Coding),
+                "{te}"
+            );
+        }
         assert_eq!(
             framing("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
             Ok("invalid")
