@@ -233,26 +233,19 @@ impl ProxyError {
 
     /// The response the client gets, in the format its request asked for.
     pub fn response(&self, format: ErrorFormat) -> Response<Bytes> {
-        if self.kind == Kind::NoRoute {
-            // Tyk's router answers an unmatched path with a bare text body
-            // (Go sniffs its content type); no template, no X-Generator.
-            return text_response(self.status(), "text/plain; charset=utf-8", "Not Found");
-        }
-        // Go's `net/http` server's own answers, given before Tyk sees the
-        // request.
-        if self.kind == Kind::VersionNotSupported {
-            return text_response(
-                self.status(),
-                "text/plain; charset=utf-8",
-                "505 HTTP Version Not Supported: unsupported protocol version",
-            );
-        }
-        if self.kind == Kind::CodingNotImplemented {
-            return text_response(
-                self.status(),
-                "text/plain; charset=utf-8",
-                "Unsupported transfer encoding",
-            );
+        // Answers Tyk's templates never render: its router's bare `Not
+        // Found` (Go sniffs its content type; no X-Generator), and what
+        // Go's `net/http` server answers before Tyk sees the request.
+        let plain = match self.kind {
+            Kind::NoRoute => Some("Not Found"),
+            Kind::VersionNotSupported => {
+                Some("505 HTTP Version Not Supported: unsupported protocol version")
+            }
+            Kind::CodingNotImplemented => Some("Unsupported transfer encoding"),
+            _ => None,
+        };
+        if let Some(body) = plain {
+            return text_response(self.status(), "text/plain; charset=utf-8", body);
         }
         error_response_as(self.status(), self.message(), format)
     }

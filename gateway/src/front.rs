@@ -32,21 +32,16 @@ pub async fn serve(
     remote: SocketAddr,
 ) -> Response<ClientBody> {
     if let Err(e) = check_head(&req) {
-        tracing::info!(client = %remote, error = %e, "request refused (client error)");
-        return full(e.response(ErrorFormat::of(req.headers())));
+        return refused(&req, remote, e);
     }
     let cleaned = match path::clean(req.uri().path(), req.uri().query()) {
         Cleaned::Route(Cow::Borrowed(_)) => None,
         Cleaned::Route(Cow::Owned(p)) => Some(Ok(p)),
         Cleaned::Redirect(location) => Some(Err(location)),
         Cleaned::BadEscape => {
-            let e = ProxyError::with_cause(
-                Kind::BadRequest,
-                Origin::Client,
-                "the path has a % that starts no escape (two hex digits)",
-            );
-            tracing::info!(client = %remote, error = %e, "request refused (client error)");
-            return full(e.response(ErrorFormat::of(req.headers())));
+            let why = "the path has a % that starts no escape (two hex digits)";
+            let e = ProxyError::with_cause(Kind::BadRequest, Origin::Client, why);
+            return refused(&req, remote, e);
         }
     };
     let req = match cleaned {
@@ -74,7 +69,15 @@ pub fn refuse<B>(
         crate::wire::HeadFault::Coding => Kind::CodingNotImplemented,
         _ => Kind::BadRequest,
     };
-    let e = ProxyError::with_cause(kind, Origin::Client, fault.to_string());
+    refused(
+        req,
+        remote,
+        ProxyError::with_cause(kind, Origin::Client, fault.to_string()),
+    )
+}
+
+/// The answer to a request refused for the client's fault, logged once.
+fn refused<B>(req: &Request<B>, remote: SocketAddr, e: ProxyError) -> Response<ClientBody> {
     tracing::info!(client = %remote, error = %e, "request refused (client error)");
     full(e.response(ErrorFormat::of(req.headers())))
 }
@@ -124,35 +127,19 @@ fn check_head<B>(req: &Request<B>) -> Result<(), ProxyError> {
 /// The bytes a `Host` value may have, as Go's server (so Tyk) allows
 /// them (`httpguts.ValidHostHeader`: what a host name, an IP literal, a
 /// port and a percent-escaped zone use); anything else (a space, `@`, `/`,
-/// a control byte, non-ASCII) gets 400 there and here, as in nginx.
+/// a control byte, non-ASCII) gets 400 there and here.
 const HOST_BYTE: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;
     while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'!' | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b'-'
-                    | b'.'
-                    | b':'
-                    | b';'
-                    | b'='
-                    | b'['
-                    | b']'
-                    | b'_'
-                    | b'~'
-            );
+        t[b] = (b as u8).is_ascii_alphanumeric();
         b += 1;
+    }
+    let punctuation = b"!$%&'()*+,-.:;=[]_~";
+    let mut i = 0;
+    while i < punctuation.len() {
+        t[punctuation[i] as usize] = true;
+        i += 1;
     }
     t
 };

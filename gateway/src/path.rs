@@ -23,7 +23,7 @@ pub enum Cleaned<'a> {
     /// Answer 301 with this `Location`.
     Redirect(String),
     /// Refuse (400): a `%` not followed by two hex digits, which Go's
-    /// server (`url.ParseRequestURI`, so Tyk) and nginx refuse too.
+    /// server (`url.ParseRequestURI`, so Tyk) refuses too.
     BadEscape,
 }
 

@@ -65,6 +65,19 @@ pub fn version_pending(data: &[u8]) -> bool {
     version_token(data) == VersionToken::Partial
 }
 
+/// Where the version of `head`'s request line, which `httparse` refused,
+/// can be rewritten ([`head::version_token`]): `(at, major, minor)` when it
+/// is one Go reads and starts at or after `editable` (the bytes before
+/// that are hyper's already: a version split across reads is left for it
+/// to refuse, 400); otherwise what the head is meanwhile.
+fn version_at(head: &[u8], editable: usize) -> Result<(usize, u8, u8), Parsed> {
+    match version_token(head) {
+        VersionToken::At(at, major, minor) if at >= editable => Ok((at, major, minor)),
+        VersionToken::Partial => Err(Parsed::Partial),
+        _ => Err(Parsed::Invalid),
+    }
+}
+
 /// Largest head kept while it arrives in pieces: hyper's read buffer limit
 /// (a longer head is refused by hyper with 431).
 const MAX_HEAD: usize = 8192 + 4096 * 100;
@@ -279,14 +292,13 @@ impl ClientIo {
         if self.partial.is_empty() {
             let mut parsed = parse_head(data);
             if let Parsed::Version = parsed {
-                parsed = match version_token(data) {
+                parsed = match version_at(data, 0) {
                     // Read again as the HTTP/1.1 it now says.
-                    VersionToken::At(at, major, minor) => {
+                    Ok((at, major, minor)) => {
                         self.fix_version(&mut data[at..at + 8], major, minor);
                         parse_head(data)
                     }
-                    VersionToken::Partial => Parsed::Partial,
-                    VersionToken::Malformed => Parsed::Invalid,
+                    Err(other) => other,
                 };
             }
             match parsed {
@@ -319,17 +331,15 @@ impl ClientIo {
         let mut parsed = parse_head(&self.partial);
         if let Parsed::Version = parsed {
             // Only bytes of this read can still be edited (hyper has the
-            // earlier ones): a version split across reads is left for
-            // hyper to refuse (400).
+            // earlier ones).
             let earlier = self.partial.len() - data.len();
-            parsed = match version_token(&self.partial) {
-                VersionToken::At(at, major, minor) if at >= earlier => {
+            parsed = match version_at(&self.partial, earlier) {
+                Ok((at, major, minor)) => {
                     self.fix_version(&mut data[at - earlier..][..8], major, minor);
                     self.partial[at..at + 8].copy_from_slice(b"HTTP/1.1");
                     parse_head(&self.partial)
                 }
-                VersionToken::Partial => Parsed::Partial,
-                _ => Parsed::Invalid,
+                Err(other) => other,
             };
         }
         match parsed {

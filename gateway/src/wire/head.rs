@@ -22,7 +22,7 @@ pub enum HeadFault {
     Encodings(usize),
     /// A `Transfer-Encoding` with a coding besides `chunked` (`gzip,
     /// chunked`): the body would reach the upstream still in that coding,
-    /// with nothing to say so. 501, as Go and nginx answer it.
+    /// with nothing to say so. 501, as Go answers it.
     Coding,
     /// A well-formed version Go's server does not serve: `HTTP/major.minor`
     /// with a major version other than 1 (`HTTP/2.0` spelled as text,

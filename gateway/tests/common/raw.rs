@@ -109,23 +109,22 @@ pub fn read_request(s: &mut TcpStream) -> Option<String> {
 
 /// One line from `s`, without its CRLF; `None` at EOF.
 fn read_line(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n") {
-        match s.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => return None,
-        }
-    }
-    buf.truncate(buf.len() - 2);
-    Some(String::from_utf8_lossy(&buf).into_owned())
+    let mut line = read_through(s, b"\r\n")?;
+    line.truncate(line.len() - 2);
+    Some(line)
 }
 
 /// Reads one request head from `s`, not its body; `None` at EOF.
 pub fn read_request_head(s: &mut TcpStream) -> Option<String> {
+    read_through(s, b"\r\n\r\n")
+}
+
+/// What `s` sends up to and including `end`, a byte at a time (nothing
+/// after it is read); `None` at EOF first.
+fn read_through(s: &mut TcpStream, end: &[u8]) -> Option<String> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
+    while !buf.ends_with(end) {
         match s.read(&mut byte) {
             Ok(1) => buf.push(byte[0]),
             _ => return None,
