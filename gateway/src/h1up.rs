@@ -281,11 +281,22 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
         let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
         let mut spans = [const { MaybeUninit::<Span>::uninit() }; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut []);
-        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        let mut parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
             &mut resp,
             buf,
             &mut fields,
         );
+        // A line that starts with a space or tab is not a header name:
+        // maybe an obsolete folded value (RFC 9112 §5.2), which Go's
+        // client (so Tyk) reads as one line. Parsed again allowing it,
+        // only then: the common head pays nothing for it.
+        let folded = matches!(parsed, Err(httparse::Error::HeaderName));
+        if folded {
+            resp = httparse::Response::new(&mut []);
+            parsed = httparse::ParserConfig::default()
+                .allow_obsolete_multiline_headers_in_responses(true)
+                .parse_response_with_uninit_headers(&mut resp, buf, &mut fields);
+        }
         let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(None),
@@ -325,7 +336,16 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
                 value: (h.value.as_ptr() as usize - base, h.value.len()),
             });
         }
-        let bytes = buf.split_to(len).freeze();
+        let mut head = buf.split_to(len);
+        if folded {
+            for span in &mut spans[..count] {
+                // SAFETY: the loop above wrote the first `count` spans.
+                let span = unsafe { span.assume_init_mut() };
+                let (at, len) = span.value;
+                span.value.1 = unfold(&mut head[at..at + len]);
+            }
+        }
+        let bytes = head.freeze();
         // One more than the upstream sent: writing the response to the
         // client, hyper takes an entry for `Connection` (to see whether to
         // add `keep-alive`), and that entry would grow a full map (a new
@@ -363,6 +383,37 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             framing,
             reusable,
         }));
+    }
+}
+
+/// A header value that went on over more lines (obs-fold) as one line, in
+/// place: each line's surrounding whitespace dropped, the lines joined by
+/// one space, as Go's `textproto` and hyper's client read it (so both of
+/// this gateway's upstream clients give the same value). Returns the new
+/// length; a value on one line is left as it is.
+fn unfold(value: &mut [u8]) -> usize {
+    let mut out = 0;
+    let mut start = 0;
+    loop {
+        let end = value[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(value.len(), |i| start + i);
+        let line = value[start..end].trim_ascii();
+        let from = line.as_ptr() as usize - value.as_ptr() as usize;
+        let n = line.len();
+        if start > 0 {
+            // Where the line end was, or before it: never past what is
+            // still to be read.
+            value[out] = b' ';
+            out += 1;
+        }
+        value.copy_within(from..from + n, out);
+        out += n;
+        if end == value.len() {
+            return out;
+        }
+        start = end + 1;
     }
 }
 
@@ -963,6 +1014,35 @@ mod tests {
         assert_eq!(h.headers["x-a"], "1");
         assert_eq!(h.headers["x-b"], "two");
         assert_eq!(&buf[..], b"abcHTTP");
+    }
+
+    #[test]
+    fn folded_values_are_read_as_one_line() {
+        for (raw, want) in [
+            (&b"a"[..], &b"a"[..]),
+            (b"", b""),
+            (b"first\r\n second", b"first second"),
+            (b"first \r\n\t \tsecond\t\r\n  third", b"first second third"),
+            (b"bare\n lf", b"bare lf"),
+            (b"x\r\n \r\n y", b"x  y"),
+        ] {
+            let mut v = raw.to_vec();
+            let n = unfold(&mut v);
+            assert_eq!(&v[..n], want, "{:?}", String::from_utf8_lossy(raw));
+        }
+        // Through the head parser: the folded value is one value, the
+        // headers around it untouched, and the body's bytes left in `buf`.
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 200 OK\r\nX-A: 1\r\nX-Folded: one\r\n  two\r\n\tthree\r\nContent-Length: 2\r\n\r\nok"[..],
+        );
+        let head = parse_head(&mut buf, false).unwrap().unwrap();
+        assert_eq!(head.headers["x-folded"], "one two three");
+        assert_eq!(head.headers["x-a"], "1");
+        assert_eq!(head.framing, Framing::Length(2));
+        assert_eq!(&buf[..], b"ok");
+        // A line that is no header and no fold is still refused.
+        let mut buf = BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: 1\r\nno colon\r\n\r\n"[..]);
+        assert!(parse_head(&mut buf, false).is_err());
     }
 
     #[test]

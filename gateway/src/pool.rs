@@ -180,6 +180,9 @@ impl Pool {
         // so Tyk's upstreams see them that way; hyper keeps them lowercase
         // unless asked.
         builder.title_case_headers(true);
+        // A value folded over lines (obs-fold), read as one as Go's client
+        // does; the own client (`h1up`) unfolds it the same way.
+        builder.allow_obsolete_multiline_headers_in_responses(true);
         Pool {
             slots: Vec::new(),
             config,

@@ -229,6 +229,36 @@ fn garbage_instead_of_a_response_is_tyks_error() {
     }
 }
 
+/// A header value folded over lines (obs-fold, RFC 9112 §5.2) reaches the
+/// client as one line, as Go's client (so Tyk) reads it: each line
+/// trimmed, joined by a space. Both ways of sending: a GET from the
+/// request's task (the gateway's own client) and an upload streamed
+/// through hyper's client. The connection stays in use after it.
+#[test]
+fn a_folded_header_value_reaches_the_client_on_one_line() {
+    let (gw, stats, _dir) = gateway_to(|_| {
+        b"HTTP/1.1 200 OK\r\nX-Before: b\r\nX-Folded: one \r\n  two\r\n\tthree\r\n\
+          Content-Length: 4\r\nX-After: a\r\n\r\nbody"
+            .to_vec()
+    });
+    let big = vec![b'x'; 100_000];
+    for round in 0..2 {
+        for got in [
+            get(gw.addr, "/up/"),
+            send(gw.addr, "POST", "/up/", &[], &big),
+        ] {
+            assert_eq!(got.status, 200, "round {round}: {:?}", got.headers);
+            assert_eq!(got.headers["x-folded"], "one two three", "round {round}");
+            assert_eq!(got.headers["x-before"], "b");
+            assert_eq!(got.headers["x-after"], "a");
+            assert_eq!(got.text(), "body");
+        }
+    }
+    // Two connections at most (one the streaming side took), each reused.
+    assert!(stats.accepted.load(Ordering::SeqCst) <= 2);
+    gw.stop();
+}
+
 /// The gateway never asks for an upgrade (it removes the client's
 /// `Upgrade`), so a 101 is a switch nobody asked for: Tyk's error, not a
 /// bare 101 after which the client's connection went on in HTTP. Both
