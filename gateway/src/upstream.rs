@@ -298,7 +298,11 @@ async fn send_in_task(
     let body = h1up::RawBody::new(conn, &head, (pool.clone(), id));
     let mut resp = Response::new(Either::Left(ResponseBody::in_task(body, pool)));
     *resp.status_mut() = head.status;
-    *resp.version_mut() = head.version;
+    // The gateway's own version, not the upstream's: an intermediary sends
+    // its own (RFC 9112 §2.3), as Go's server does; an HTTP/1.0 upstream's
+    // answer went to HTTP/1.1 clients as `HTTP/1.0` and closed their
+    // connection. The client's server writes HTTP/1.0 to HTTP/1.0 clients.
+    *resp.version_mut() = http::Version::HTTP_11;
     // The map `Response::new` made has no room (no allocation): forgotten,
     // not dropped.
     std::mem::forget(std::mem::replace(resp.headers_mut(), head.headers));
@@ -422,6 +426,8 @@ fn finish(
     let (mut parts, body) = resp.into_parts();
     let home = (!closing).then(|| (pool.clone(), id, sender));
     remove_hop_by_hop(&mut parts.headers);
+    // The gateway's own version, as on the in-task path (`send_in_task`).
+    parts.version = http::Version::HTTP_11;
     Ok(Response::from_parts(
         parts,
         Either::Left(ResponseBody::new(body, home)),

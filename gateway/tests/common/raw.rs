@@ -78,6 +78,23 @@ pub fn raw_upstream(
 /// EOF. Returns the head as text.
 pub fn read_request(s: &mut TcpStream) -> Option<String> {
     let head = read_request_head(s)?;
+    read_body(s, &head)?;
+    Some(head)
+}
+
+/// Reads one response from a keep-alive connection: its head (status line
+/// first) and its body, framed by Content-Length or chunked (chunks
+/// joined); `None` at EOF first.
+pub fn read_framed_response(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = read_through(s, b"\r\n\r\n")?;
+    let body = read_body(s, &head)?;
+    Some((head, body))
+}
+
+/// The body after `head`: Content-Length bytes, or chunks (without
+/// extensions) up to the last one and an empty trailer.
+fn read_body(s: &mut TcpStream, head: &str) -> Option<Vec<u8>> {
     let len = head
         .lines()
         .find_map(|l| {
@@ -93,7 +110,6 @@ pub fn read_request(s: &mut TcpStream) -> Option<String> {
         l.starts_with("transfer-encoding:") && l.trim_end().ends_with("chunked")
     });
     if chunked {
-        // Chunks (no extensions), then the last one and an empty trailer.
         loop {
             let size = usize::from_str_radix(read_line(s)?.trim(), 16).ok()?;
             if size == 0 {
@@ -102,9 +118,10 @@ pub fn read_request(s: &mut TcpStream) -> Option<String> {
             }
             let mut data = vec![0; size + 2];
             s.read_exact(&mut data).ok()?;
+            body.extend_from_slice(&data[..size]);
         }
     }
-    Some(head)
+    Some(body)
 }
 
 /// One line from `s`, without its CRLF; `None` at EOF.
