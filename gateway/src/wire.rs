@@ -131,22 +131,53 @@ enum Framing {
     Sized(u64),
     /// Inside a chunked body.
     Chunked(Chunk),
-    /// Stopped following: the head could not be parsed or was refused, and
-    /// hyper closes the connection after its answer.
+    /// Stopped following: the head was refused (answered, then closed) or
+    /// the body is one hyper refuses; hyper closes the connection after
+    /// its answer.
     Off,
+    /// Stopped following a head that cannot be parsed. hyper answers it
+    /// 400, but only once it has the head's end (after a partial read it
+    /// parses again only when a blank line has arrived): until then this
+    /// is still a head being waited for, bounded by the header timeout.
+    /// (Taken as [`Framing::Off`], unbounded, a bad head sent in two
+    /// pieces and never ended held its connection for good.)
+    BadHead,
 }
 
-/// Position inside a chunked body (hyper validates it; this only follows).
+/// Position inside a chunked body, step for step as hyper's decoder
+/// (`proto/h1/decode.rs`) reads it: hyper validates, this only follows,
+/// but where the body ends must be where hyper ends it, or the bytes after
+/// are read as another head than hyper's. (Following bare line feeds as
+/// line ends, a body hyper read on, through a "trailer" `\nGARBAGE`, was
+/// taken to end early: the next head was garbage, so the connection was
+/// waited on without a timer while hyper waited for its next request.)
+/// Where hyper refuses a byte, following stops ([`Framing::Off`]): hyper
+/// answers and closes.
 #[derive(Clone, Copy)]
 enum Chunk {
-    /// In a chunk-size line; `size` so far, `ext` once past the digits.
-    Size { size: u64, ext: bool },
+    /// At a chunk-size line's first byte (a hex digit).
+    Start,
+    /// In a chunk-size line's hex digits, `size` so far.
+    Size(u64),
+    /// In whitespace after the digits.
+    SizeLws(u64),
+    /// In a chunk extension, up to the line's CR.
+    Extension(u64),
+    /// After the size line's CR.
+    SizeLf(u64),
     /// In chunk data, this many bytes left.
     Data(u64),
-    /// In the line end after chunk data.
-    DataEnd,
-    /// In the trailer section; `empty` while the current line is empty so far.
-    Trailer { empty: bool },
+    /// After chunk data: its CR, then its LF.
+    DataCr,
+    DataLf,
+    /// After the last chunk's size line, at the start of a trailer line
+    /// (or of the final CRLF).
+    EndCr,
+    /// After the final CR.
+    EndLf,
+    /// In a trailer line, up to its CR, then its LF.
+    Trailer,
+    TrailerLf,
 }
 
 /// What a read that has to wait is waiting for.
@@ -280,7 +311,7 @@ impl ClientIo {
                     n as usize
                 }
                 Framing::Chunked(c) => d.len() - self.feed_chunked(c, d).len(),
-                Framing::Off => return,
+                Framing::Off | Framing::BadHead => return,
             };
             data = &mut d[used..];
         }
@@ -312,12 +343,12 @@ impl ClientIo {
                     }
                     self.partial.extend_from_slice(data);
                 }
-                Parsed::Invalid | Parsed::Version => self.framing = Framing::Off,
+                Parsed::Invalid | Parsed::Version => self.bad_head(),
             }
             return data.len();
         }
         if self.partial.len() + data.len() > MAX_HEAD {
-            self.framing = Framing::Off;
+            self.bad_head();
             return data.len();
         }
         self.partial.extend_from_slice(data);
@@ -351,9 +382,19 @@ impl ClientIo {
             }
             Parsed::Partial => data.len(),
             Parsed::Invalid | Parsed::Version => {
-                self.framing = Framing::Off;
+                self.bad_head();
                 data.len()
             }
+        }
+    }
+
+    /// The head now arriving cannot be parsed: following stops, and the
+    /// wait for the rest of it stays bounded ([`Framing::BadHead`]).
+    fn bad_head(&mut self) {
+        self.framing = Framing::BadHead;
+        self.partial = Vec::new();
+        if self.head_deadline.is_none() {
+            self.head_deadline = Some(Instant::now() + self.header_timeout);
         }
     }
 
@@ -392,46 +433,54 @@ impl ClientIo {
 
     fn feed_chunked<'a>(&mut self, mut c: Chunk, mut data: &'a [u8]) -> &'a [u8] {
         while let Some((&b, rest)) = data.split_first() {
-            match c {
-                Chunk::Data(left) => {
-                    let n = left.min(data.len() as u64);
-                    c = match left - n {
-                        0 => Chunk::DataEnd,
-                        more => Chunk::Data(more),
-                    };
-                    data = &data[n as usize..];
-                    continue;
+            if let Chunk::Data(left) = c {
+                let n = left.min(data.len() as u64);
+                c = match left - n {
+                    0 => Chunk::DataCr,
+                    more => Chunk::Data(more),
+                };
+                data = &data[n as usize..];
+                continue;
+            }
+            let next = match (c, b) {
+                // A size past u64 is refused by hyper.
+                (Chunk::Start, _) | (Chunk::Size(_), _) if b.is_ascii_hexdigit() => {
+                    let so_far = if let Chunk::Size(size) = c { size } else { 0 };
+                    let digit = u64::from((b as char).to_digit(16).unwrap_or(0));
+                    so_far
+                        .checked_mul(16)
+                        .and_then(|s| s.checked_add(digit))
+                        .map(Chunk::Size)
                 }
-                Chunk::Size { size, ext } => {
-                    c = match (b, ext) {
-                        (b'\n', _) if size == 0 => Chunk::Trailer { empty: true },
-                        (b'\n', _) => Chunk::Data(size),
-                        (_, false) if b.is_ascii_hexdigit() => Chunk::Size {
-                            // hyper refuses sizes past u64: saturate, it closes.
-                            size: size
-                                .saturating_mul(16)
-                                .saturating_add((b as char).to_digit(16).unwrap_or(0) as u64),
-                            ext: false,
-                        },
-                        _ => Chunk::Size { size, ext: true },
-                    }
+                (Chunk::Size(size) | Chunk::SizeLws(size), b'\t' | b' ') => {
+                    Some(Chunk::SizeLws(size))
                 }
-                Chunk::DataEnd if b == b'\n' => {
-                    c = Chunk::Size {
-                        size: 0,
-                        ext: false,
-                    }
+                (Chunk::Size(size) | Chunk::SizeLws(size), b';') => Some(Chunk::Extension(size)),
+                (Chunk::Size(size) | Chunk::SizeLws(size) | Chunk::Extension(size), b'\r') => {
+                    Some(Chunk::SizeLf(size))
                 }
-                Chunk::DataEnd => {}
-                Chunk::Trailer { empty } => match b {
-                    b'\n' if empty => {
-                        self.framing = Framing::Head;
-                        return rest;
-                    }
-                    b'\n' => c = Chunk::Trailer { empty: true },
-                    b'\r' => {}
-                    _ => c = Chunk::Trailer { empty: false },
-                },
+                (Chunk::Extension(_), b'\n') => None,
+                (Chunk::Extension(size), _) => Some(Chunk::Extension(size)),
+                (Chunk::SizeLf(0), b'\n') => Some(Chunk::EndCr),
+                (Chunk::SizeLf(size), b'\n') => Some(Chunk::Data(size)),
+                (Chunk::DataCr, b'\r') => Some(Chunk::DataLf),
+                (Chunk::DataLf, b'\n') => Some(Chunk::Start),
+                (Chunk::EndCr, b'\r') => Some(Chunk::EndLf),
+                (Chunk::Trailer, b'\r') => Some(Chunk::TrailerLf),
+                (Chunk::EndCr | Chunk::Trailer, _) => Some(Chunk::Trailer),
+                (Chunk::TrailerLf, b'\n') => Some(Chunk::EndCr),
+                (Chunk::EndLf, b'\n') => {
+                    self.framing = Framing::Head;
+                    return rest;
+                }
+                _ => None,
+            };
+            match next {
+                Some(n) => c = n,
+                None => {
+                    self.framing = Framing::Off;
+                    return rest;
+                }
             }
             data = rest;
         }
@@ -443,6 +492,7 @@ impl ClientIo {
     fn wait(&self) -> Wait {
         match self.framing {
             Framing::Head if !self.partial.is_empty() => Wait::Head,
+            Framing::BadHead => Wait::Head,
             Framing::Head if self.heads == 0 => Wait::FirstHead,
             Framing::Head if self.heads == self.state.answered.get() => Wait::Idle,
             Framing::Head if !self.closes => Wait::InFlight,

@@ -226,10 +226,7 @@ fn head_of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Head
     }
     let framing = match (lengths, chunked) {
         (0, false) if encodings == 0 => Framing::Head,
-        (0, true) => Framing::Chunked(Chunk::Size {
-            size: 0,
-            ext: false,
-        }),
+        (0, true) => Framing::Chunked(Chunk::Start),
         // Transfer-Encoding not ending in chunked: hyper refuses it.
         (0, false) => return None,
         _ => match length? {
@@ -255,7 +252,7 @@ mod tests {
                     Framing::Head => "none",
                     Framing::Sized(_) => "sized",
                     Framing::Chunked(_) => "chunked",
-                    Framing::Off => "off",
+                    Framing::Off | Framing::BadHead => "off",
                 })
             }
             Parsed::Partial => Ok("partial"),
