@@ -615,8 +615,10 @@ fn a_bad_head_in_pieces_is_still_timed_out() {
 /// Mangled client requests, from a fixed seed, on both servers: each seed
 /// request (a GET with a query, a POST with a length, a chunked POST with
 /// trailers, an HTTP/1.0 keep-alive GET, two pipelined GETs, a PUT with
-/// `Expect: 100-continue` and dot segments) with bytes flipped to ones
-/// that matter to a parser, removed, inserted, repeated or cut off. Every
+/// `Expect: 100-continue` and dot segments), to an API without middleware
+/// or one with JS middleware on boa or QuickJS (the body buffered, read
+/// and rewritten), with bytes flipped to ones that matter to a parser,
+/// removed, inserted, repeated or cut off, sent in up to three pieces. Every
 /// connection ends (answered, refused, or timed out: never held), every
 /// answer is HTTP, nothing in the gateway panics, and every request that
 /// reaches the upstream is well-formed by a strict parser (head and
@@ -747,6 +749,32 @@ fn mangled_requests_are_answered_or_closed_and_reach_the_upstream_well_formed() 
     });
     let dir = tempfile::tempdir().unwrap();
     plain_api(dir.path(), "/plain/", up);
+    // The same upstream behind JS middleware on each engine, which buffers
+    // the body, reads it and writes another.
+    let script = dir.path().join("mw.js");
+    std::fs::write(
+        &script,
+        "var m = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         m.NewProcessRequest(function (request, session, spec) {\n\
+             request.SetHeaders[\"X-Len\"] = String(request.Body.length);\n\
+             request.Body = request.Body + \"!\";\n\
+             return m.ReturnData(request, {});\n\
+         });\n",
+    )
+    .unwrap();
+    for (name, engine) in [("js", "boa"), ("qjs", "quickjs")] {
+        let mw = serde_json::json!({
+            "driver": "otto",
+            "engine": engine,
+            "pre": [{"name": "m", "path": script}],
+        });
+        let listen = format!("/{name}/");
+        write_api(
+            dir.path(),
+            name,
+            &api_json(name, &listen, &format!("http://{up}"), true, mw),
+        );
+    }
     // Short client waits: a request cut short costs this, not the defaults.
     let short = Duration::from_millis(300);
     let gateways = [ClientHttp1::Own, ClientHttp1::Hyper].map(|kind| {
@@ -770,7 +798,9 @@ fn mangled_requests_are_answered_or_closed_and_reach_the_upstream_well_formed() 
     let mut rng = fastrand::Rng::with_seed(var("GATEWAY_FUZZ_SEED", 0xc11e_27f0));
     let cases: Vec<(Vec<u8>, Vec<usize>)> = (0..var("GATEWAY_FUZZ_CASES", CASES as u64))
         .map(|_| {
-            let mut a = SEEDS[rng.usize(..SEEDS.len())].to_vec();
+            let route = ["/plain/", "/js/", "/qjs/"][rng.usize(..3)];
+            let seed = String::from_utf8_lossy(SEEDS[rng.usize(..SEEDS.len())]);
+            let mut a = seed.replace("/plain/", route).into_bytes();
             for _ in 0..rng.usize(1..=3) {
                 if a.is_empty() {
                     break;
@@ -844,7 +874,15 @@ fn mangled_requests_are_answered_or_closed_and_reach_the_upstream_well_formed() 
     );
     assert_eq!(PANICS.load(Ordering::SeqCst), 0, "something panicked");
     for gw in gateways {
-        assert_eq!(get(gw.addr, "/plain/after").text(), "ok");
+        // All three still serve (a middleware that failed to load is 500).
+        for route in ["/plain/", "/js/", "/qjs/"] {
+            let got = get(gw.addr, &format!("{route}after"));
+            assert_eq!(
+                (got.status.as_u16(), got.text()),
+                (200, "ok".into()),
+                "{route}"
+            );
+        }
         gw.stop();
     }
 }
