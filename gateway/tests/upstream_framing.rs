@@ -506,7 +506,9 @@ fn streamed_and_buffered_requests_share_the_pool() {
 /// repeated, or cut off, half the time with the upstream closing after.
 /// Every request through a mangled answer gets a status line (Tyk's error
 /// or the answer passed on; never nothing, never a hang), half of them
-/// sent by each upstream client (a GET; a streamed upload), nothing in the
+/// sent by each upstream client (a GET; a streamed upload), to an API
+/// without middleware and to ones with a JS response hook on boa and on
+/// QuickJS (the answer's body buffered, read and rewritten), nothing in the
 /// gateway panics, and after each one a request for a known token gets
 /// exactly that token: a connection left with bytes of a mangled answer is
 /// never handed to the next request.
@@ -598,6 +600,32 @@ fn mangled_upstream_answers_are_answered_and_never_leak_into_the_next_one() {
     });
     let dir = tempfile::tempdir().unwrap();
     plain_api(dir.path(), "/up/", up);
+    // The same upstream behind a JS response hook on each engine, which
+    // buffers the answer's body, reads it and writes another.
+    let script = dir.path().join("resp.js");
+    std::fs::write(
+        &script,
+        "var r = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         r.NewProcessResponse(function (response, request, session, spec) {\n\
+             response.SetHeaders[\"X-Len\"] = String(response.Body.length);\n\
+             response.Body = response.Body + \"!\";\n\
+             return r.ReturnResponseData(response, {});\n\
+         });\n",
+    )
+    .unwrap();
+    for (name, engine) in [("rb", "boa"), ("rq", "quickjs")] {
+        let mw = serde_json::json!({
+            "driver": "otto",
+            "engine": engine,
+            "response": [{"name": "r", "path": script}],
+        });
+        let listen = format!("/{name}/");
+        common::write_api(
+            dir.path(),
+            name,
+            &common::api_json(name, &listen, &format!("http://{up}"), true, mw),
+        );
+    }
     // Short upstream waits: an answer whose head or body never ends (the
     // upstream keeps the connection) costs this, not the defaults.
     let gw = start_gateway_with(gateway::server::GatewayConfig {
@@ -611,10 +639,12 @@ fn mangled_upstream_answers_are_answered_and_never_leak_into_the_next_one() {
             "case {i} (close {close}): {:?}",
             String::from_utf8_lossy(answer)
         );
+        // Each route in turn, by GET and by upload.
+        let route = ["up", "rb", "rq"][i / 2 % 3];
         let request = match i % 2 {
-            0 => format!("GET /up/case/{i} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+            0 => format!("GET /{route}/case/{i} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
             _ => format!(
-                "POST /up/case/{i} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{upload}",
+                "POST /{route}/case/{i} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{upload}",
                 upload.len()
             ),
         };
@@ -640,6 +670,16 @@ fn mangled_upstream_answers_are_answered_and_never_leak_into_the_next_one() {
         );
     }
     assert_eq!(PANICS.load(Ordering::SeqCst), 0, "something panicked");
+    // The hooks ran (one that failed to load would be 500).
+    for route in ["rb", "rq"] {
+        let token = format!("last-{route}");
+        let got = get(gw.addr, &format!("/{route}/good/{token}"));
+        assert_eq!(
+            (got.status.as_u16(), got.text()),
+            (200, format!("{token}!"))
+        );
+        assert_eq!(got.headers["x-len"], token.len().to_string().as_str());
+    }
     gw.stop();
 }
 
