@@ -407,3 +407,247 @@ fn shutdown_lets_the_request_in_flight_finish() {
         "still accepting after shutdown"
     );
 }
+
+/// Definitions mangled field by field, from a fixed seed: a definition
+/// that uses most of what a definition can say (JS `pre`, `post` and
+/// `response` middleware on either engine, a virtual endpoint, the proxy's
+/// options) with one to three of its values replaced by values of other
+/// types and shapes (null, booleans, huge and negative numbers, empty,
+/// odd and long strings, paths, arrays, objects, deep nesting) or removed.
+/// 200 of them, loaded twenty at a time beside a good definition: the gateway starts,
+/// nothing panics, every mangled definition either loads (its routes
+/// answer, whatever the status) or is refused naming its file and a
+/// field, and the good one serves all along.
+#[test]
+fn mangled_definitions_are_refused_by_name_or_served_and_never_take_others_down() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    let before = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.fetch_add(1, Ordering::SeqCst);
+        before(info)
+    }));
+
+    let (up, _rec) = recorder();
+    let scripts = tempfile::tempdir().unwrap();
+    let js = |name: &str, text: &str| {
+        let p = scripts.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let pre = js(
+        "pre.js",
+        "var m = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         m.NewProcessRequest(function (request, session, spec) {\n\
+             request.SetHeaders[\"X-Pre\"] = spec.APIID;\n\
+             return m.ReturnData(request, {});\n\
+         });\n",
+    );
+    let resp = js(
+        "resp.js",
+        "var r = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         r.NewProcessResponse(function (response, request, session, spec) {\n\
+             response.SetHeaders[\"X-Resp\"] = \"1\";\n\
+             return r.ReturnResponseData(response, {});\n\
+         });\n",
+    );
+    let virt = js(
+        "virt.js",
+        "function virt(request, session, spec) {\n\
+             return TykJsResponse({Body: \"virtual\", Code: 200}, session.meta_data);\n\
+         }\n",
+    );
+    const ENGINES: [&str; 2] = ["boa", "quickjs"];
+    let base = |i: usize| {
+        json!({
+            "name": format!("Fuzz {i}"),
+            "api_id": format!("f{i}"),
+            "org_id": "default",
+            "active": true,
+            "use_keyless": true,
+            "version_data": {
+                "not_versioned": true,
+                "versions": {"Default": {
+                    "name": "Default",
+                    "use_extended_paths": true,
+                    "extended_paths": {"virtual": [{
+                        "response_function_name": "virt",
+                        "function_source_type": "file",
+                        "function_source_uri": virt,
+                        "path": "/v",
+                        "method": "GET",
+                        "use_session": false,
+                        "proxy_on_error": false
+                    }]}
+                }}
+            },
+            "proxy": {
+                "listen_path": format!("/f{i}/"),
+                "target_url": format!("http://{up}"),
+                "strip_listen_path": true,
+                "preserve_host_header": false
+            },
+            "custom_middleware": {
+                "driver": "otto",
+                "engine": ENGINES[i % 2],
+                "strategy": "persistent",
+                "pre": [{"name": "m", "path": pre}],
+                "post": [{"name": "m", "path": pre}],
+                "response": [{"name": "r", "path": resp}]
+            }
+        })
+    };
+    let mut deep = json!("bottom");
+    for _ in 0..100 {
+        deep = json!({ "d": [deep] });
+    }
+    let odd: Vec<Value> = vec![
+        Value::Null,
+        json!(true),
+        json!(false),
+        json!(0),
+        json!(-1),
+        json!(1e308),
+        json!(18446744073709551615u64),
+        json!(0.5),
+        json!(""),
+        json!(" "),
+        json!("x"),
+        json!("/"),
+        json!("../../etc"),
+        json!("\u{0}\u{7f}\r\n"),
+        json!("http://"),
+        json!("http://127.0.0.1:1/"),
+        json!("quickjs"),
+        json!("fresh"),
+        json!("tyk-json"),
+        json!("python"),
+        json!("blob"),
+        json!("x".repeat(5000)),
+        json!([]),
+        json!([null]),
+        json!({}),
+        json!({"name": 1}),
+        deep,
+    ];
+
+    // Every path in `v` (object keys, array indexes), the root left out.
+    fn paths(v: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        let children: Vec<(String, &Value)> = match v {
+            Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i.to_string(), v))
+                .collect(),
+            _ => return,
+        };
+        for (k, child) in children {
+            at.push(k);
+            out.push(at.clone());
+            paths(child, at, out);
+            at.pop();
+        }
+    }
+    fn parent<'a>(v: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
+        path.iter().try_fold(v, |v, k| match v {
+            Value::Object(m) => m.get_mut(k),
+            Value::Array(a) => a.get_mut(k.parse::<usize>().ok()?),
+            _ => None,
+        })
+    }
+
+    let mut rng = fastrand::Rng::with_seed(0xdef5_f022);
+    let good_dir = |d: &std::path::Path| {
+        // Loaded first (files are read in name order), so no mangled
+        // listen path can take its route.
+        write_api(
+            d,
+            "00-good",
+            &api_json("good", "/good/", &target(up), true, Value::Null),
+        );
+    };
+    let mut refused = 0;
+    for batch in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        good_dir(dir.path());
+        let mut mangled = Vec::new();
+        for j in 0..20 {
+            let i = batch * 20 + j;
+            let mut def = base(i);
+            let mut what = Vec::new();
+            for _ in 0..rng.usize(1..=3) {
+                let mut all = Vec::new();
+                paths(&def, &mut Vec::new(), &mut all);
+                if all.is_empty() {
+                    break;
+                }
+                let path = all[rng.usize(..all.len())].clone();
+                let (last, up_to) = path.split_last().unwrap();
+                let Some(holder) = parent(&mut def, up_to) else {
+                    continue;
+                };
+                if rng.u8(..4) == 0 {
+                    match holder {
+                        Value::Object(m) => drop(m.remove(last)),
+                        Value::Array(a) => drop(a.remove(last.parse::<usize>().unwrap())),
+                        _ => {}
+                    }
+                    what.push(format!("{} removed", path.join(".")));
+                } else {
+                    let value = odd[rng.usize(..odd.len())].clone();
+                    let short: String = value.to_string().chars().take(40).collect();
+                    what.push(format!("{} = {short}", path.join(".")));
+                    match holder {
+                        Value::Object(m) => drop(m.insert(last.clone(), value)),
+                        Value::Array(a) => a[last.parse::<usize>().unwrap()] = value,
+                        _ => {}
+                    }
+                }
+            }
+            write_api(dir.path(), &format!("f{i}"), &def);
+            mangled.push((i, what));
+        }
+        let gw = start_gateway(dir.path());
+        let cases = format!("{mangled:#?}");
+        assert_eq!(
+            get(gw.addr, "/good/x").status,
+            200,
+            "batch {batch}: {cases}"
+        );
+        for (i, what) in &mangled {
+            let file = format!("f{i}.json");
+            let errors: Vec<_> = gw
+                .load_errors
+                .iter()
+                .filter(|e| e.file.file_name().is_some_and(|f| f == file.as_str()))
+                .collect();
+            for e in &errors {
+                assert!(
+                    !e.field.is_empty() && !e.message.is_empty(),
+                    "{file} ({what:?}): {e:?}"
+                );
+            }
+            if errors.is_empty() {
+                // Loaded: its routes answer (any status: a middleware
+                // that could not load answers 500), never hang.
+                for path in [format!("/f{i}/x"), format!("/f{i}/v")] {
+                    let got = get(gw.addr, &path);
+                    assert!(got.status.as_u16() >= 200, "{path} ({what:?})");
+                }
+            } else {
+                refused += 1;
+            }
+        }
+        assert_eq!(
+            get(gw.addr, "/good/y").status,
+            200,
+            "batch {batch}: {cases}"
+        );
+        gw.stop();
+    }
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "something panicked");
+    // The mangling reaches what definitions are checked for.
+    assert!(refused > 20, "only {refused} of 200 refused");
+}
