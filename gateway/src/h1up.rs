@@ -281,25 +281,29 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
         let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
         let mut spans = [const { MaybeUninit::<Span>::uninit() }; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut []);
-        let mut parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
             &mut resp,
             buf,
             &mut fields,
         );
-        // A line that starts with a space or tab is not a header name:
-        // maybe an obsolete folded value (RFC 9112 §5.2), which Go's
-        // client (so Tyk) reads as one line. Parsed again allowing it,
-        // only then: the common head pays nothing for it.
-        let folded = matches!(parsed, Err(httparse::Error::HeaderName));
-        if folded {
-            resp = httparse::Response::new(&mut []);
-            parsed = httparse::ParserConfig::default()
-                .allow_obsolete_multiline_headers_in_responses(true)
-                .parse_response_with_uninit_headers(&mut resp, buf, &mut fields);
-        }
         let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(None),
+            // A line that starts with a space or tab is not a header name:
+            // maybe an obsolete folded value (RFC 9112 §5.2), which Go's
+            // client (so Tyk) reads as one line. The head is rewritten
+            // unfolded and read again; out of line, so that the common
+            // head pays nothing for it.
+            Err(httparse::Error::HeaderName) => match unfold_head(buf) {
+                Unfolded::Again => continue,
+                Unfolded::Partial => return Ok(None),
+                Unfolded::NoFold => {
+                    return Err(Failure::Bad(format!(
+                        "the response head is not HTTP/1.x: {}",
+                        httparse::Error::HeaderName
+                    )))
+                }
+            },
             Err(e) => {
                 return Err(Failure::Bad(format!(
                     "the response head is not HTTP/1.x: {e}"
@@ -336,16 +340,7 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
                 value: (h.value.as_ptr() as usize - base, h.value.len()),
             });
         }
-        let mut head = buf.split_to(len);
-        if folded {
-            for span in &mut spans[..count] {
-                // SAFETY: the loop above wrote the first `count` spans.
-                let span = unsafe { span.assume_init_mut() };
-                let (at, len) = span.value;
-                span.value.1 = unfold(&mut head[at..at + len]);
-            }
-        }
-        let bytes = head.freeze();
+        let bytes = buf.split_to(len).freeze();
         // One more than the upstream sent: writing the response to the
         // client, hyper takes an entry for `Connection` (to see whether to
         // add `keep-alive`), and that entry would grow a full map (a new
@@ -384,6 +379,55 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             reusable,
         }));
     }
+}
+
+/// What [`unfold_head`] made of a head the parser refused.
+enum Unfolded {
+    /// Its folded values are now on one line each: read it again.
+    Again,
+    /// It has not arrived whole.
+    Partial,
+    /// It has no folded value: it is refused for what it is.
+    NoFold,
+}
+
+/// The head at the front of `buf`, whose folded header values (obs-fold)
+/// are put on one line each ([`unfold`]), the head rewritten in place of
+/// the old one (the bytes after it kept). Rare: a copy is fine.
+#[cold]
+#[inline(never)]
+fn unfold_head(buf: &mut BytesMut) -> Unfolded {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut fields);
+    let parsed = httparse::ParserConfig::default()
+        .allow_obsolete_multiline_headers_in_responses(true)
+        .parse_response(&mut resp, buf);
+    let len = match parsed {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Unfolded::Partial,
+        Err(_) => return Unfolded::NoFold,
+    };
+    if !resp.headers.iter().any(|h| h.value.contains(&b'\n')) {
+        // Unfolded already, or refused for another reason: never again.
+        return Unfolded::NoFold;
+    }
+    let status_line = buf.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut head = Vec::with_capacity(len);
+    head.extend_from_slice(&buf[..status_line]);
+    for h in resp.headers.iter() {
+        let mut value = h.value.to_vec();
+        let n = unfold(&mut value);
+        head.extend_from_slice(h.name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(&value[..n]);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    let rest = buf.split_off(len);
+    buf.clear();
+    buf.extend_from_slice(&head);
+    buf.unsplit(rest);
+    Unfolded::Again
 }
 
 /// A header value that went on over more lines (obs-fold) as one line, in
@@ -1040,6 +1084,15 @@ mod tests {
         assert_eq!(head.headers["x-a"], "1");
         assert_eq!(head.framing, Framing::Length(2));
         assert_eq!(&buf[..], b"ok");
+        // Folds in an interim answer and in the final one, and a folded
+        // head that arrives in two reads.
+        let whole = &b"HTTP/1.1 103 Early\r\nLink: a\r\n b\r\n\r\nHTTP/1.1 200 OK\r\nX:1\r\n 2\r\nContent-Length: 0\r\n\r\n"[..];
+        let mut buf = BytesMut::from(&whole[..50]);
+        assert!(parse_head(&mut buf, false).unwrap().is_none());
+        buf.extend_from_slice(&whole[50..]);
+        let head = parse_head(&mut buf, false).unwrap().unwrap();
+        assert_eq!(head.headers["x"], "1 2");
+        assert!(buf.is_empty());
         // A line that is no header and no fold is still refused.
         let mut buf = BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: 1\r\nno colon\r\n\r\n"[..]);
         assert!(parse_head(&mut buf, false).is_err());
