@@ -627,7 +627,7 @@ fn a_bad_head_in_pieces_is_still_timed_out() {
 #[test]
 fn mangled_requests_are_answered_or_closed_and_reach_the_upstream_well_formed() {
     use std::io::BufRead;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::sync::{Arc, Mutex};
 
     const SEEDS: [&[u8]; 6] = [
@@ -641,12 +641,8 @@ fn mangled_requests_are_answered_or_closed_and_reach_the_upstream_well_formed() 
     const BYTES: &[u8] = b"\r\n \t:09a-;/%?\x00\xff";
     const CASES: usize = 150;
 
-    static PANICS: AtomicUsize = AtomicUsize::new(0);
-    let before = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        PANICS.fetch_add(1, Ordering::SeqCst);
-        before(info)
-    }));
+    let panics = common::fuzz::panics();
+    let panics_before = panics.load(Ordering::SeqCst);
 
     // The upstream reads each request strictly (httparse's defaults, then
     // the body by its framing, chunk by chunk) and keeps what it could not.
@@ -787,39 +783,13 @@ fn mangled_requests_are_answered_or_closed_and_reach_the_upstream_well_formed() 
         })
     });
 
-    // Another seed or more cases, to look further by hand:
-    // GATEWAY_FUZZ_SEED=7 GATEWAY_FUZZ_CASES=2000 cargo test ... mangled
-    let var = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let mut rng = fastrand::Rng::with_seed(var("GATEWAY_FUZZ_SEED", 0xc11e_27f0));
-    let cases: Vec<(Vec<u8>, Vec<usize>)> = (0..var("GATEWAY_FUZZ_CASES", CASES as u64))
+    let (mut rng, n) = common::fuzz::source(0xc11e_27f0, CASES);
+    let cases: Vec<(Vec<u8>, Vec<usize>)> = (0..n)
         .map(|_| {
             let route = ["/plain/", "/js/", "/qjs/"][rng.usize(..3)];
             let seed = String::from_utf8_lossy(SEEDS[rng.usize(..SEEDS.len())]);
             let mut a = seed.replace("/plain/", route).into_bytes();
-            for _ in 0..rng.usize(1..=3) {
-                if a.is_empty() {
-                    break;
-                }
-                let at = rng.usize(..a.len());
-                match rng.u8(..5) {
-                    0 => a[at] = BYTES[rng.usize(..BYTES.len())],
-                    1 => {
-                        a.remove(at);
-                    }
-                    2 => a.insert(at, BYTES[rng.usize(..BYTES.len())]),
-                    3 => {
-                        let end = (at + rng.usize(1..8)).min(a.len());
-                        let piece = a[at..end].to_vec();
-                        a.splice(at..at, piece);
-                    }
-                    _ => a.truncate(at.max(1)),
-                }
-            }
+            common::fuzz::mangle(&mut rng, &mut a, BYTES);
             // Up to two cuts, as lengths of the pieces before the last.
             let cuts = (0..rng.usize(..3))
                 .map(|_| rng.usize(..a.len() + 1))
@@ -872,7 +842,11 @@ fn mangled_requests_are_answered_or_closed_and_reach_the_upstream_well_formed() 
         Vec::<String>::new(),
         "the upstream got these"
     );
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "something panicked");
+    assert_eq!(
+        panics.load(Ordering::SeqCst),
+        panics_before,
+        "something panicked"
+    );
     for gw in gateways {
         // All three still serve (a middleware that failed to load is 500).
         for route in ["/plain/", "/js/", "/qjs/"] {

@@ -420,14 +420,10 @@ fn shutdown_lets_the_request_in_flight_finish() {
 /// field, and the good one serves all along.
 #[test]
 fn mangled_definitions_are_refused_by_name_or_served_and_never_take_others_down() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
 
-    static PANICS: AtomicUsize = AtomicUsize::new(0);
-    let before = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        PANICS.fetch_add(1, Ordering::SeqCst);
-        before(info)
-    }));
+    let panics = common::fuzz::panics();
+    let panics_before = panics.load(Ordering::SeqCst);
 
     let (up, _rec) = recorder();
     let scripts = tempfile::tempdir().unwrap();
@@ -558,7 +554,7 @@ fn mangled_definitions_are_refused_by_name_or_served_and_never_take_others_down(
         })
     }
 
-    let mut rng = fastrand::Rng::with_seed(0xdef5_f022);
+    let (mut rng, _) = common::fuzz::source(0xdef5_f022, 0);
     let good_dir = |d: &std::path::Path| {
         // Loaded first (files are read in name order), so no mangled
         // listen path can take its route.
@@ -647,7 +643,11 @@ fn mangled_definitions_are_refused_by_name_or_served_and_never_take_others_down(
         );
         gw.stop();
     }
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "something panicked");
+    assert_eq!(
+        panics.load(Ordering::SeqCst),
+        panics_before,
+        "something panicked"
+    );
     // The mangling reaches what definitions are checked for.
     assert!(refused > 20, "only {refused} of 200 refused");
 }

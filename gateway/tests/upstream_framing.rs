@@ -514,7 +514,6 @@ fn streamed_and_buffered_requests_share_the_pool() {
 /// never handed to the next request.
 #[test]
 fn mangled_upstream_answers_are_answered_and_never_leak_into_the_next_one() {
-    use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
 
     const CASES: usize = 240;
@@ -528,51 +527,16 @@ fn mangled_upstream_answers_are_answered_and_never_leak_into_the_next_one() {
     ];
     const BYTES: &[u8] = b"\r\n \t:09a-;\x00\xff";
 
-    // Panics anywhere in this process from here on (the gateway runs in
-    // it) are counted; the hook before is kept for the message.
-    static PANICS: AtomicUsize = AtomicUsize::new(0);
-    let before = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        PANICS.fetch_add(1, Ordering::SeqCst);
-        before(info)
-    }));
+    let panics = common::fuzz::panics();
+    let panics_before = panics.load(Ordering::SeqCst);
 
-    // Another seed or more cases, to look further by hand:
-    // GATEWAY_FUZZ_SEED=7 GATEWAY_FUZZ_CASES=2000 cargo test ... mangled
-    let var = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let mut rng = fastrand::Rng::with_seed(var("GATEWAY_FUZZ_SEED", 0x5eed_f022));
-    let cases: Vec<(Vec<u8>, bool)> = (0..var("GATEWAY_FUZZ_CASES", CASES as u64))
+    let (mut rng, n) = common::fuzz::source(0x5eed_f022, CASES);
+    let cases: Vec<(Vec<u8>, bool)> = (0..n)
         .map(|_| {
             let seed = rng.usize(..SEEDS.len());
             let mut a = SEEDS[seed].to_vec();
             let mut close = seed == 4 || rng.bool();
-            for _ in 0..rng.usize(1..=3) {
-                if a.is_empty() {
-                    break;
-                }
-                let at = rng.usize(..a.len());
-                match rng.u8(..5) {
-                    0 => a[at] = BYTES[rng.usize(..BYTES.len())],
-                    1 => {
-                        a.remove(at);
-                    }
-                    2 => a.insert(at, BYTES[rng.usize(..BYTES.len())]),
-                    3 => {
-                        let end = (at + rng.usize(1..8)).min(a.len());
-                        let piece = a[at..end].to_vec();
-                        a.splice(at..at, piece);
-                    }
-                    _ => {
-                        a.truncate(at.max(1));
-                        close = true;
-                    }
-                }
-            }
+            close |= common::fuzz::mangle(&mut rng, &mut a, BYTES);
             (a, close)
         })
         .collect();
@@ -669,7 +633,11 @@ fn mangled_upstream_answers_are_answered_and_never_leak_into_the_next_one() {
             "after {what}"
         );
     }
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "something panicked");
+    assert_eq!(
+        panics.load(Ordering::SeqCst),
+        panics_before,
+        "something panicked"
+    );
     // The hooks ran (one that failed to load would be 500).
     for route in ["rb", "rq"] {
         let token = format!("last-{route}");

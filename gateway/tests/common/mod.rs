@@ -2,6 +2,7 @@
 //! and a plain HTTP client. Each test binary includes it with `mod common;`.
 #![allow(dead_code)]
 
+pub mod fuzz;
 pub mod native;
 pub mod raw;
 
