@@ -311,11 +311,22 @@ pub fn reframe(headers: &mut http::HeaderMap, method: &http::Method, len: usize)
 /// already told whether it has a `Content-Length` (`sized`): a bodyless
 /// GET without one, the common case, touches the map not at all.
 pub fn frame(headers: &mut http::HeaderMap, method: &http::Method, len: usize, sized: bool) {
-    use http::header::CONTENT_LENGTH;
-    let carries_body = matches!(
+    frame_as(headers, carries_body(method), len, sized);
+}
+
+/// Whether a request of `method` says its body's length even when empty
+/// (`Content-Length: 0`), as Go's client does.
+pub fn carries_body(method: &http::Method) -> bool {
+    matches!(
         *method,
         http::Method::POST | http::Method::PUT | http::Method::PATCH
-    );
+    )
+}
+
+/// [`frame`] with the method's part decided ([`carries_body`]).
+#[inline]
+pub fn frame_as(headers: &mut http::HeaderMap, carries_body: bool, len: usize, sized: bool) {
+    use http::header::CONTENT_LENGTH;
     if len > 0 || carries_body {
         headers.insert(CONTENT_LENGTH, http::HeaderValue::from(len));
     } else if sized {

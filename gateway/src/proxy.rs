@@ -32,7 +32,9 @@ use http_body_util::{BodyExt, Either, Full, Limited};
 use crate::body::{ClientBodyError, ClientIn, RequestBody};
 use crate::config::{ApiSpec, Hook};
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
-use crate::middleware::{ApiChain, Flow, MwError, MwErrorKind, MwRequest, MwResponse};
+use crate::middleware::{
+    ApiChain, Flow, LentRequest, MwError, MwErrorKind, MwRequest, MwResponse, ReqMut,
+};
 use crate::pool::{Pool, ResponseBody, UpstreamBody, UpstreamId};
 use crate::router::{self, Router};
 use crate::stats::ErrorCounter;
@@ -333,43 +335,41 @@ impl Proxy {
         req: &mut Request<ClientIn>,
         remote: SocketAddr,
     ) -> Result<Plan<'a>, ProxyError> {
-        let mut mw = chain_request_in(req, Bytes::new(), remote);
+        reserve_chain_room(req.headers_mut());
+        let mut lent = LentRequest::new(req, remote);
         for hook in [Hook::Pre, Hook::Post] {
             // A phase without entries is skipped, not run empty; a phase
             // that goes on builds no answer (a large `Result` to move).
             if chain.has(hook) {
-                match chain.run_now(hook, &mut mw) {
+                match chain.run_now(hook, ReqMut::Lent(&mut lent)) {
                     Ok(Flow::Continue) => {}
                     end => return ended_in_place(end),
                 }
             }
         }
-        clean_rewritten_path(&mut mw);
-        // A path or query a middleware wrote is checked as a URI; the
-        // client's, parsed already, is written as it is.
-        let written = match mw.is_rewritten() {
-            true => Some(chain_uri(route, chain, &mw)?),
+        // A path or query a middleware wrote is cleaned and checked as a
+        // URI; the client's, parsed already, is written as it is.
+        let written = match lent.is_rewritten() {
+            true => Some(lent_uri(route, chain, &mut lent)?),
             false => None,
         };
-        // Edited and encoded where the chain left them, not taken out of
-        // `mw` first (~20 instructions a request less).
-        let len = mw.body.len();
-        let added = self.prepare_chain_headers(route, &mut mw.headers, &mw.method, len, remote);
-        let request_uri = &mw.request_uri;
+        let body = lent.into_body();
+        // The chain is done with the request: edited where the server put
+        // it, it is encoded from there.
+        let carries = crate::body::carries_body(req.method());
+        let headers = req.headers_mut();
+        let added = self.prepare_headers(route, headers, remote);
+        crate::body::frame_as(headers, carries, body.len(), added.has_content_length());
+        let uri = req.uri();
         let target = |d: &mut Vec<u8>| match &written {
             Some(uri) => d.extend_from_slice(
                 uri.path_and_query()
                     .map_or("/", |pq| pq.as_str())
                     .as_bytes(),
             ),
-            None => write_target(d, &route.spec, request_uri.path(), request_uri.query()),
+            None => write_target(d, &route.spec, uri.path(), uri.query()),
         };
-        let up = upstream::Encoded::from_head(&mw.method, target, &mw.headers, &added, mw.body);
-        // The lender's placeholders (`chain_request_in`) own no memory:
-        // forgotten, and the head given back to be dropped with the request.
-        debug_assert!(req.headers().is_empty() && *req.uri() == Uri::default());
-        std::mem::forget(std::mem::replace(req.headers_mut(), mw.headers));
-        std::mem::forget(std::mem::replace(req.uri_mut(), mw.request_uri));
+        let up = upstream::Encoded::from_head(req.method(), target, req.headers(), &added, body);
         Ok(Plan::Encoded(route, up))
     }
 
@@ -475,20 +475,6 @@ fn chain_request(parts: &mut http::request::Parts, body: Bytes, remote: SocketAd
     )
 }
 
-/// [`chain_request`] for a request lent whole ([`Proxy::in_place`]): its
-/// method, target and headers are taken (empty ones left in their place)
-/// and given back by the caller when the chain is done.
-#[inline(always)]
-fn chain_request_in(req: &mut Request<ClientIn>, body: Bytes, remote: SocketAddr) -> MwRequest {
-    lent(
-        std::mem::take(req.method_mut()),
-        std::mem::take(req.uri_mut()),
-        std::mem::take(req.headers_mut()),
-        body,
-        remote,
-    )
-}
-
 /// The middleware request of a lent head.
 #[inline(always)]
 fn lent(
@@ -498,20 +484,53 @@ fn lent(
     body: Bytes,
     remote: SocketAddr,
 ) -> MwRequest {
-    // Room for the headers a middleware sets, outside its timed call: our
-    // own parser made it already (a check, then); hyper's map, of a
-    // connection handed to it, is sized to the client's headers.
+    reserve_chain_room(&mut headers);
+    MwRequest::new(method, uri, headers, body, remote)
+}
+
+/// Room for the headers a middleware sets, outside its timed call: our
+/// own parser made it already (a check, then); hyper's map, of a
+/// connection handed to it, is sized to the client's headers.
+#[inline(always)]
+fn reserve_chain_room(headers: &mut http::HeaderMap) {
     let room = headers.capacity().saturating_sub(headers.keys_len());
     if room < crate::middleware::CHAIN_HEADER_ROOM {
         headers.reserve(crate::middleware::CHAIN_HEADER_ROOM);
     }
-    MwRequest::new(method, uri, headers, body, remote)
 }
 
 /// The upstream target of a request a chain has run on: the listen path
 /// stripped from the path and query as the chain left them.
 fn chain_uri(route: &Route, chain: &ApiChain, mw: &MwRequest) -> Result<Uri, ProxyError> {
-    upstream_uri(&route.spec, mw.path(), mw.query()).map_err(|e| {
+    target_uri(route, chain, mw.path(), mw.query())
+}
+
+/// [`chain_uri`] for a request a chain run in place rewrote, its path
+/// cleaned first ([`clean_rewritten_path`]). Out of line: most chains
+/// rewrite nothing.
+#[cold]
+#[inline(never)]
+fn lent_uri(
+    route: &Route,
+    chain: &ApiChain,
+    lent: &mut LentRequest<'_>,
+) -> Result<Uri, ProxyError> {
+    if lent.path() != lent.head().uri().path() {
+        if let Some(clean) = crate::path::clean_rewritten(lent.path()) {
+            ReqMut::Lent(lent).set_path(clean);
+        }
+    }
+    target_uri(route, chain, lent.path(), lent.query())
+}
+
+/// The upstream target for a `path` and `query` middleware wrote.
+fn target_uri(
+    route: &Route,
+    chain: &ApiChain,
+    path: &str,
+    query: Option<&str>,
+) -> Result<Uri, ProxyError> {
+    upstream_uri(&route.spec, path, query).map_err(|e| {
         // Middleware wrote this path or query.
         chain.count(MwErrorKind::BadAnswer);
         let e = MwError::bad_answer("the rewritten URL is not valid").with_source(e);

@@ -17,7 +17,7 @@ use plugin_sdk::abi::{
 };
 
 use crate::intern::HeaderCache;
-use crate::middleware::{MwRequest, MwResponse};
+use crate::middleware::{MwResponse, ReqMut};
 
 /// What a plugin may read about the API it serves: fixed at load, shared by
 /// every call of every entry of the API.
@@ -34,8 +34,9 @@ pub(crate) struct ApiInfo {
 
 /// What one call can touch and what it leaves behind. A `*mut GwRequest` is a
 /// `*mut Ctx` in disguise, valid only while the plugin function runs.
-pub(crate) struct Ctx<'a> {
-    pub req: &'a mut MwRequest,
+/// (`'h` is the lent request's, [`ReqMut`].)
+pub(crate) struct Ctx<'a, 'h> {
+    pub req: ReqMut<'a, 'h>,
     /// The API, for `api_id`, `config_data`, `log` and `call_budget_us`.
     pub api: &'a ApiInfo,
     /// The entry's `name`, to tag log lines.
@@ -108,16 +109,16 @@ pub(super) fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
 
 /// # Safety
 /// `req` must be the handle of a live call (see `Ctx`).
-pub(super) unsafe fn ctx<'a>(req: *const GwRequest) -> &'a Ctx<'a> {
+pub(super) unsafe fn ctx<'a>(req: *const GwRequest) -> &'a Ctx<'a, 'a> {
     // SAFETY: per the function's contract.
-    unsafe { &*(req as *const Ctx<'a>) }
+    unsafe { &*(req as *const Ctx<'a, 'a>) }
 }
 
 /// # Safety
 /// As for `ctx`, and no other reference to the context is live.
-unsafe fn ctx_mut<'a>(req: *mut GwRequest) -> &'a mut Ctx<'a> {
+unsafe fn ctx_mut<'a>(req: *mut GwRequest) -> &'a mut Ctx<'a, 'a> {
     // SAFETY: per the function's contract.
-    unsafe { &mut *(req as *mut Ctx<'a>) }
+    unsafe { &mut *(req as *mut Ctx<'a, 'a>) }
 }
 
 /// # Safety
@@ -130,7 +131,7 @@ pub(super) unsafe fn bytes<'a>(g: GwStr) -> &'a [u8] {
 unsafe extern "C" fn method(req: *const GwRequest) -> GwStr {
     // SAFETY (all callbacks): the plugin passes back the handle it was given.
     guard(GwStr::EMPTY, || {
-        s(unsafe { ctx(req) }.req.method.as_str().as_bytes())
+        s(unsafe { ctx(req) }.req.method().as_str().as_bytes())
     })
 }
 
@@ -164,7 +165,7 @@ pub(super) fn lookup<'h>(
 
 unsafe extern "C" fn header_count(req: *const GwRequest, name: GwStr) -> usize {
     guard(0, || {
-        lookup(&unsafe { ctx(req) }.req.headers, name).map_or(0, |all| all.iter().count())
+        lookup(unsafe { ctx(req) }.req.headers(), name).map_or(0, |all| all.iter().count())
     })
 }
 
@@ -175,7 +176,7 @@ unsafe extern "C" fn header_get(
     out: *mut GwStr,
 ) -> i32 {
     guard(GW_NOT_FOUND, || {
-        let headers = &unsafe { ctx(req) }.req.headers;
+        let headers = unsafe { ctx(req) }.req.headers();
         match lookup(headers, name).and_then(|all| all.iter().nth(index)) {
             Some(v) if !out.is_null() => {
                 // SAFETY: non-null place the plugin gave us.
@@ -188,12 +189,12 @@ unsafe extern "C" fn header_get(
 }
 
 unsafe extern "C" fn header_lines(req: *const GwRequest) -> usize {
-    guard(0, || unsafe { ctx(req) }.req.headers.len())
+    guard(0, || unsafe { ctx(req) }.req.headers().len())
 }
 
 unsafe extern "C" fn header_line(req: *const GwRequest, index: usize, out: *mut GwHeader) -> i32 {
     guard(GW_NOT_FOUND, || {
-        match unsafe { ctx(req) }.req.headers.iter().nth(index) {
+        match unsafe { ctx(req) }.req.headers().iter().nth(index) {
             Some((n, v)) if !out.is_null() => {
                 let line = GwHeader {
                     name: s(n.as_str().as_bytes()),
@@ -209,12 +210,12 @@ unsafe extern "C" fn header_line(req: *const GwRequest, index: usize, out: *mut 
 }
 
 unsafe extern "C" fn body(req: *const GwRequest) -> GwStr {
-    guard(GwStr::EMPTY, || s(&unsafe { ctx(req) }.req.body))
+    guard(GwStr::EMPTY, || s(unsafe { ctx(req) }.req.body()))
 }
 
 /// An edit of the request: refused in the response phase, when the request
 /// has already gone upstream.
-fn edit(req: *mut GwRequest, f: impl FnOnce(&mut Ctx<'_>) -> Result<(), String>) -> i32 {
+fn edit(req: *mut GwRequest, f: impl FnOnce(&mut Ctx<'_, '_>) -> Result<(), String>) -> i32 {
     any_edit(req, |c| {
         if c.resp.is_some() {
             return Err(
@@ -230,7 +231,7 @@ fn edit(req: *mut GwRequest, f: impl FnOnce(&mut Ctx<'_>) -> Result<(), String>)
 /// request. Only the first fault is kept: it is the one to fix.
 pub(super) fn any_edit(
     req: *mut GwRequest,
-    f: impl FnOnce(&mut Ctx<'_>) -> Result<(), String>,
+    f: impl FnOnce(&mut Ctx<'_, '_>) -> Result<(), String>,
 ) -> i32 {
     // SAFETY: the plugin passes back its handle; no read borrow outlives a
     // callback, so this is the only reference.
@@ -290,7 +291,7 @@ fn bad_value(name: &HeaderName, raw: &[u8]) -> String {
 unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
         let (n, v) = cached_pair(c.cache, name, value)?;
-        c.req.headers.insert(n, v);
+        c.req.headers_mut().insert(n, v);
         Ok(())
     })
 }
@@ -298,7 +299,7 @@ unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) 
 unsafe extern "C" fn append_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
         let (n, v) = cached_pair(c.cache, name, value)?;
-        c.req.headers.append(n, v);
+        c.req.headers_mut().append(n, v);
         Ok(())
     })
 }
@@ -306,7 +307,7 @@ unsafe extern "C" fn append_header(req: *mut GwRequest, name: GwStr, value: GwSt
 unsafe extern "C" fn delete_header(req: *mut GwRequest, name: GwStr) -> i32 {
     edit(req, |c| {
         let (n, _) = cached_pair(c.cache, name, GwStr::EMPTY)?;
-        c.req.headers.remove(n);
+        c.req.headers_mut().remove(n);
         Ok(())
     })
 }
@@ -351,8 +352,7 @@ unsafe extern "C" fn set_body(req: *mut GwRequest, body: GwStr) -> i32 {
         let new = Bytes::copy_from_slice(unsafe { bytes(body) });
         // The body is sent whole, so its length is known: a stale
         // Content-Length or a chunked Transfer-Encoding would corrupt it.
-        crate::body::reframe(&mut c.req.headers, &c.req.method, new.len());
-        c.req.body = new;
+        c.req.set_body(new);
         Ok(())
     })
 }

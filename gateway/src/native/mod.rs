@@ -28,7 +28,7 @@ use plugin_sdk::abi::{GwPluginFn, GwRequest, GW_CONTINUE};
 use crate::config::{ApiSpec, Hook, LoadError};
 use crate::intern::HeaderCache;
 use crate::middleware::{
-    Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
+    Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest, ReqMut,
 };
 use host::{ApiInfo, Ctx, HOST};
 use library::OpenError;
@@ -140,7 +140,7 @@ struct NativeMiddleware {
 
 impl NativeMiddleware {
     /// The synchronous call: plugins run to completion on the worker thread.
-    fn call_sync(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
+    fn call_sync(&self, req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
         let mut ctx = Ctx {
             req,
             api: &self.entry.api,
@@ -151,7 +151,7 @@ impl NativeMiddleware {
             resp: None,
             cache: &mut self.cache.borrow_mut(),
         };
-        let handle = &mut ctx as *mut Ctx<'_> as *mut GwRequest;
+        let handle = &mut ctx as *mut Ctx<'_, '_> as *mut GwRequest;
         // SAFETY: `func` was resolved from a version-checked library that is
         // never unloaded; `HOST` is 'static; `handle` points at `ctx`, which
         // outlives the call and is not touched by us until it returns.
@@ -181,10 +181,10 @@ impl Middleware for NativeMiddleware {
     }
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
-        MwFuture::ready(self.call_sync(req))
+        MwFuture::ready(self.call_sync(ReqMut::Owned(req)))
     }
 
-    fn call_now(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
+    fn call_now(&self, req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
         self.call_sync(req)
     }
 

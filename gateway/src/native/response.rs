@@ -17,7 +17,7 @@ use plugin_sdk::abi::{GwHeader, GwRequest, GwStr, GW_CONTINUE, GW_FOUND, GW_NOT_
 use super::host::{any_edit, bytes, ctx, guard, header_pair, lookup, s, Ctx, HOST};
 use super::Entry;
 use crate::intern::HeaderCache;
-use crate::middleware::{MwError, MwFutureOf, MwRequest, MwResponse, ResponseMiddleware};
+use crate::middleware::{MwError, MwFutureOf, MwRequest, MwResponse, ReqMut, ResponseMiddleware};
 
 /// The answer of a live response call, if this is one.
 ///
@@ -30,7 +30,7 @@ unsafe fn answer<'a>(req: *const GwRequest) -> Option<&'a MwResponse> {
 
 /// An edit of the response: refused outside the response phase.
 fn edit(req: *mut GwRequest, f: impl FnOnce(&mut MwResponse) -> Result<(), String>) -> i32 {
-    any_edit(req, |c: &mut Ctx<'_>| match c.resp.as_deref_mut() {
+    any_edit(req, |c: &mut Ctx<'_, '_>| match c.resp.as_deref_mut() {
         Some(resp) => f(resp),
         None => Err("there is no response to edit yet (only response entries can)".to_string()),
     })
@@ -164,7 +164,7 @@ impl NativeResponse {
         // the head (the body was never kept for this phase).
         let mut head = req.clone();
         let mut ctx = Ctx {
-            req: &mut head,
+            req: ReqMut::Owned(&mut head),
             api: &self.0.api,
             name: &self.0.name,
             response: None,
@@ -173,7 +173,7 @@ impl NativeResponse {
             resp: Some(resp),
             cache: &mut HeaderCache::default(),
         };
-        let handle = &mut ctx as *mut Ctx<'_> as *mut GwRequest;
+        let handle = &mut ctx as *mut Ctx<'_, '_> as *mut GwRequest;
         // SAFETY: as for the request phase (`NativeMiddleware::call_sync`).
         let rc = unsafe { (self.0.func)(&HOST, handle) };
         let name = &self.0.name;

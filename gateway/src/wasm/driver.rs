@@ -11,7 +11,9 @@ use super::host::PluginInfo;
 use super::instance::{Instance, StartError, Template};
 use super::{module, WasmLimits};
 use crate::config::{ApiSpec, Hook, LoadError};
-use crate::middleware::{Chain, ChainFactory, Flow, Middleware, MwError, MwFuture, MwRequest};
+use crate::middleware::{
+    Chain, ChainFactory, Flow, Middleware, MwError, MwFuture, MwRequest, ReqMut,
+};
 
 /// Loads an API's wasm middleware: compiles, checks and starts each module
 /// once. Errors name the definition file and the entry's field.
@@ -94,7 +96,7 @@ struct WasmMiddleware {
 }
 
 impl WasmMiddleware {
-    fn call_sync(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
+    fn call_sync(&self, req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
         let name = &self.template.plugin.name;
         let mut slot = self.instance.borrow_mut();
         let instance = match &mut *slot {
@@ -128,10 +130,10 @@ impl Middleware for WasmMiddleware {
     }
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
-        MwFuture::ready(self.call_sync(req))
+        MwFuture::ready(self.call_sync(ReqMut::Owned(req)))
     }
 
-    fn call_now(&self, req: &mut MwRequest) -> Result<Flow, MwError> {
+    fn call_now(&self, req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
         self.call_sync(req)
     }
 

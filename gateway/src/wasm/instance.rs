@@ -32,7 +32,7 @@ use wasmtime::{Extern, InstancePre, Module, Store, Trap, TypedFunc};
 use super::abi;
 use super::host::{HostState, PluginInfo};
 use super::module::{self, TICK};
-use crate::middleware::{Flow, MwRequest};
+use crate::middleware::{Flow, ReqMut};
 
 /// The root context's id; request contexts count up from the next one.
 const ROOT: u32 = 1;
@@ -237,19 +237,19 @@ fn describe(e: &wasmtime::Error, timeout: Duration) -> String {
 impl Instance {
     /// Runs one request through the module. On `Err` the instance must not
     /// be called again.
-    pub fn call(&mut self, req: &mut MwRequest) -> Result<Flow, Fault> {
+    pub fn call(&mut self, mut req: ReqMut<'_, '_>) -> Result<Flow, Fault> {
         let id = self.next_id;
         // Ids wrap, skipping 0 and the root's.
         self.next_id = if id == u32::MAX { ROOT + 1 } else { id + 1 };
         let timeout = self.timeout;
         let st = self.store.data_mut();
-        st.req.take_from(req);
-        st.remote = req.remote_addr;
+        st.req.take_from(&mut req);
+        st.remote = req.remote_addr();
         st.response = None;
         self.store.set_epoch_deadline(self.deadline_ticks);
         let result = self.lifecycle(id);
         let st = self.store.data_mut();
-        st.req.give_back(req);
+        st.req.give_back(&mut req);
         let response = st.response.take();
         match result {
             Err(e) => Err(Fault(describe(&e, timeout))),

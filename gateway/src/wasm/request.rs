@@ -11,7 +11,7 @@ use http::{HeaderMap, Method};
 
 use super::abi;
 use crate::intern::HeaderCache;
-use crate::middleware::MwRequest;
+use crate::middleware::ReqMut;
 
 /// The parts of a request a module can read and change. Moved into the
 /// store for the length of one call (see [`ReqParts::take_from`]), so host
@@ -32,7 +32,7 @@ impl ReqParts {
     /// Moves `req`'s parts in, before a call. Field moves, but for the
     /// path and query: the module reads and writes them as strings here,
     /// so they are copied out of the request's target.
-    pub fn take_from(&mut self, req: &mut MwRequest) {
+    pub fn take_from(&mut self, req: &mut ReqMut<'_, '_>) {
         self.swap_fields(req);
         self.path.clear();
         self.path.push_str(req.path());
@@ -41,17 +41,17 @@ impl ReqParts {
 
     /// Moves the edited parts back into `req`, after a call; the path and
     /// query are written only if the module changed them.
-    pub fn give_back(&mut self, req: &mut MwRequest) {
+    pub fn give_back(&mut self, req: &mut ReqMut<'_, '_>) {
         self.swap_fields(req);
         if self.path != req.path() || self.query.as_deref() != req.query() {
             req.set_target(mem::take(&mut self.path), self.query.take());
         }
     }
 
-    fn swap_fields(&mut self, req: &mut MwRequest) {
-        mem::swap(&mut self.method, &mut req.method);
-        mem::swap(&mut self.headers, &mut req.headers);
-        mem::swap(&mut self.body, &mut req.body);
+    fn swap_fields(&mut self, req: &mut ReqMut<'_, '_>) {
+        mem::swap(&mut self.method, req.method_mut());
+        mem::swap(&mut self.headers, req.headers_mut());
+        mem::swap(&mut self.body, req.body_mut());
     }
 
     fn path_and_query(&self) -> String {
