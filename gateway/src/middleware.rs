@@ -320,6 +320,14 @@ impl ReqMut<'_, '_> {
         }
     }
 
+    /// The request target exactly as the client sent it.
+    pub fn request_uri(&self) -> &http::Uri {
+        match self {
+            ReqMut::Owned(r) => &r.request_uri,
+            ReqMut::Lent(r) => r.head.uri(),
+        }
+    }
+
     fn target_mut(&mut self) -> (&mut Rewritten, &http::Uri) {
         match self {
             ReqMut::Owned(r) => (&mut r.rewritten, &r.request_uri),

@@ -357,9 +357,8 @@ impl Proxy {
         // The chain is done with the request: edited where the server put
         // it, it is encoded from there.
         let carries = crate::body::carries_body(req.method());
-        let headers = req.headers_mut();
-        let added = self.prepare_headers(route, headers, remote);
-        crate::body::frame_as(headers, carries, body.len(), added.has_content_length());
+        let added =
+            self.prepare_chain_headers(route, req.headers_mut(), carries, body.len(), remote);
         let uri = req.uri();
         let target = |d: &mut Vec<u8>| match &written {
             Some(uri) => d.extend_from_slice(
@@ -397,7 +396,8 @@ impl Proxy {
             body,
             ..
         } = mw;
-        let added = self.prepare_chain_headers(route, &mut headers, &method, body.len(), remote);
+        let carries = crate::body::carries_body(&method);
+        let added = self.prepare_chain_headers(route, &mut headers, carries, body.len(), remote);
         parts.method = method;
         debug_assert!(parts.headers.is_empty() && parts.uri == Uri::default());
         // What `chain_request` left in `parts` is empty: `Uri::default()`
@@ -425,18 +425,19 @@ impl Proxy {
     }
 
     /// [`Proxy::prepare_headers`] for the request a chain leaves, and
-    /// framing for its body of `len` bytes (maybe replaced by a middleware).
+    /// framing for its body of `len` bytes (maybe replaced by a middleware;
+    /// `carries_body`: [`crate::body::carries_body`] of its method).
     #[inline(always)]
     fn prepare_chain_headers(
         &self,
         route: &Route,
         headers: &mut http::HeaderMap,
-        method: &http::Method,
+        carries_body: bool,
         len: usize,
         remote: SocketAddr,
     ) -> upstream::Added {
         let added = self.prepare_headers(route, headers, remote);
-        crate::body::frame(headers, method, len, added.has_content_length());
+        crate::body::frame_as(headers, carries_body, len, added.has_content_length());
         added
     }
 
@@ -515,11 +516,7 @@ fn lent_uri(
     chain: &ApiChain,
     lent: &mut LentRequest<'_>,
 ) -> Result<Uri, ProxyError> {
-    if lent.path() != lent.head().uri().path() {
-        if let Some(clean) = crate::path::clean_rewritten(lent.path()) {
-            ReqMut::Lent(lent).set_path(clean);
-        }
-    }
+    clean_written_path(ReqMut::Lent(lent));
     target_uri(route, chain, lent.path(), lent.query())
 }
 
@@ -545,14 +542,14 @@ fn target_uri(
 #[inline(always)]
 fn clean_rewritten_path(mw: &mut MwRequest) {
     if mw.is_rewritten() {
-        clean_written_path(mw);
+        clean_written_path(ReqMut::Owned(mw));
     }
 }
 
-fn clean_written_path(mw: &mut MwRequest) {
-    if mw.path() != mw.request_uri.path() {
-        if let Some(clean) = crate::path::clean_rewritten(mw.path()) {
-            mw.set_path(clean);
+fn clean_written_path(mut req: ReqMut<'_, '_>) {
+    if req.path() != req.request_uri().path() {
+        if let Some(clean) = crate::path::clean_rewritten(req.path()) {
+            req.set_path(clean);
         }
     }
 }
