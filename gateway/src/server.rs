@@ -161,10 +161,17 @@ impl Gateway {
     /// an unreadable directory or an address that cannot be bound is an
     /// error here.
     pub fn bind(addr: SocketAddr, config: GatewayConfig) -> anyhow::Result<Gateway> {
-        let threads = config.threads.max(1);
+        let listeners = Listeners::bind(addr, config.threads.max(1))?;
+        Gateway::with_listeners(listeners, config)
+    }
+
+    /// As [`Gateway::bind`], on listeners bound beforehand (one worker
+    /// each, whatever `config.threads` says): for definitions that must
+    /// name the gateway's own port, written after the port is held, so no
+    /// other socket can take it in between.
+    pub fn with_listeners(listeners: Listeners, config: GatewayConfig) -> anyhow::Result<Gateway> {
         let resolver = Resolver::default();
         let load = loader::load(&config.apis_dir, &host_options(&config), &resolver)?;
-        let listeners = bind_reuseport(addr, threads)?;
         let control = Arc::new(Control {
             secret: config.secret.clone(),
             stats: Stats::default(),
@@ -174,7 +181,7 @@ impl Gateway {
         });
         Ok(Gateway {
             config,
-            listeners,
+            listeners: listeners.0,
             apis: load.apis,
             resolver,
             control,
@@ -279,6 +286,25 @@ fn host_options(config: &GatewayConfig) -> HostOptions {
         jsvm_engine: config.jsvm_engine,
         jsvm_memory: config.jsvm_memory,
         wasm: config.wasm,
+    }
+}
+
+/// A gateway's listening sockets, bound before it is built
+/// ([`Gateway::with_listeners`]).
+pub struct Listeners(Vec<std::net::TcpListener>);
+
+impl Listeners {
+    /// `n` listeners (one per worker) on `addr`; with port 0 the kernel
+    /// picks one port for all.
+    pub fn bind(addr: SocketAddr, n: usize) -> anyhow::Result<Listeners> {
+        bind_reuseport(addr, n.max(1)).map(Listeners)
+    }
+
+    /// The address they are bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.0[0]
+            .local_addr()
+            .expect("bound listener has an address")
     }
 }
 

@@ -11,7 +11,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -615,11 +615,8 @@ fn no_spelling_of_the_control_api_reaches_a_catch_all_upstream() {
 #[test]
 fn an_api_whose_target_is_the_gateway_itself_gets_508() {
     // The definition must name the gateway's port before it starts.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let listeners = hold_port(1);
+    let port = listeners.local_addr().port();
     let dir = tempfile::tempdir().unwrap();
     for (name, target) in [
         ("self", format!("http://127.0.0.1:{port}/loop")),
@@ -631,8 +628,7 @@ fn an_api_whose_target_is_the_gateway_itself_gets_508() {
             &api_json(name, &format!("/{name}/"), &target, true, Value::Null),
         );
     }
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let gw = start_gateway_at(addr, config(dir.path()));
+    let gw = start_gateway_held(listeners, config(dir.path()));
     for path in ["/self/", "/localhost/x"] {
         let got = get(gw.addr, path);
         assert_eq!(got.status, 508, "{path}");

@@ -313,7 +313,8 @@ fn a_request_in_flight_longer_than_the_idle_timeout_is_answered() {
 
 #[test]
 fn a_loop_through_two_gateways_gets_508() {
-    let (p1, p2) = (free_port(), free_port());
+    let (l1, l2) = (hold_port(1), hold_port(1));
+    let (p1, p2) = (l1.local_addr().port(), l2.local_addr().port());
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (up, rec) = recorder();
     // gateway 1: /loop/ -> gateway 2, /chain/ -> gateway 2.
@@ -339,8 +340,8 @@ fn a_loop_through_two_gateways_gets_508() {
         upstream_timeout: Duration::from_secs(5),
         ..config(dir.path())
     };
-    let g1 = start_gateway_at(format!("127.0.0.1:{p1}").parse().unwrap(), quick(&d1));
-    let g2 = start_gateway_at(format!("127.0.0.1:{p2}").parse().unwrap(), quick(&d2));
+    let g1 = start_gateway_held(l1, quick(&d1));
+    let g2 = start_gateway_held(l2, quick(&d2));
     for _ in 0..3 {
         let got = get(g1.addr, "/loop/x");
         assert_eq!(got.status, 508, "{}", got.text());

@@ -229,10 +229,11 @@ fn keepalive_clients_send_many_requests_on_one_connection() {
 #[test]
 fn upstream_down_answers_tyks_500() {
     let dir = tempfile::tempdir().unwrap();
+    let dead = dead_addr();
     write_api(
         dir.path(),
         "a",
-        &api_json("a", "/a/", &target(dead_addr()), true, Value::Null),
+        &api_json("a", "/a/", &target(dead.addr()), true, Value::Null),
     );
     let gw = start_gateway(dir.path());
     let got = get(gw.addr, "/a/x");

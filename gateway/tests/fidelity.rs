@@ -242,7 +242,8 @@ fn error_answers_are_tyks_templates_byte_for_byte() {
         "var mw = new TykJS.TykMiddleware.NewMiddleware({});\n\
          mw.NewProcessRequest(function (request) { throw new Error(\"boom\"); });\n",
     );
-    let dead = format!("http://{}", dead_addr());
+    let held = dead_addr();
+    let dead = format!("http://{held}");
     write_api(
         dir.path(),
         "dead",

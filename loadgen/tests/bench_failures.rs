@@ -96,11 +96,8 @@ fn an_unreachable_compare_peer_or_an_unknown_peer_fails_with_a_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let apis = apis_dir(tmp.path());
     // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead = common::DeadPort::new();
+    let port = dead.port();
     let out = bench(&[
         "-n",
         "40",

@@ -196,11 +196,8 @@ fn bad_input_is_one_clear_line_and_exit_2() {
 
 #[test]
 fn an_unreachable_host_exits_1_with_the_reason() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead = common::DeadPort::new();
+    let port = dead.port();
     let out = loadgen(&["-n", "3", &format!("http://127.0.0.1:{port}/")]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -8,6 +8,12 @@ use std::process::{Child, Command, Stdio};
 
 /// Starts the binary and reads the address from its first line.
 fn start(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+    try_start(args, env).unwrap_or_else(|line| panic!("unexpected first line {line:?}"))
+}
+
+/// As [`start`]; the first line when it is not the address (empty when the
+/// binary exited at once, e.g. its port was taken).
+fn try_start(args: &[&str], env: &[(&str, &str)]) -> Result<(Child, String), String> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mock-upstream"));
     common::dies_with_test(&mut cmd);
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
@@ -19,12 +25,39 @@ fn start(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("Mock server listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, addr)
+    match line.trim().strip_prefix("Mock server listening on ") {
+        Some(addr) => Ok((child, addr.to_string())),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(line)
+        }
+    }
+}
+
+/// Starts the binary on a port named to it in `args`/`env` (built from the
+/// port by `with`): a port found free and released can be taken by another
+/// test's socket before the binary binds it, so a start that fails is
+/// retried on another port, a bounded number of times.
+fn start_on_named_port(
+    with: impl Fn(&str) -> (Vec<String>, Vec<(String, String)>),
+) -> (u16, Child, String) {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (args, env) = with(&port.to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        match try_start(&args, &env) {
+            Ok((child, addr)) => return (port, child, addr),
+            Err(line) => last = line,
+        }
+    }
+    panic!("no start on a named port in 5 tries; last first line {last:?}")
 }
 
 fn get(addr: &str, request: &str) -> String {
@@ -62,23 +95,19 @@ fn echoes_like_the_seeds_go_server() {
 
 #[test]
 fn port_comes_from_the_flag_then_mock_port() {
-    // Pick a free port, release it, and ask for it by environment.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let (mut child, addr) = start(&[], &[("MOCK_PORT", &port.to_string())]);
+    // A free port, released, asked for by environment.
+    let (port, mut child, addr) =
+        start_on_named_port(|p| (vec![], vec![("MOCK_PORT".into(), p.into())]));
     assert_eq!(addr, format!("127.0.0.1:{port}"));
     child.kill().unwrap();
     let _ = child.wait();
 
-    let port2 = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let (mut child, addr) = start(&["--port", &port2.to_string()], &[("MOCK_PORT", "1")]);
+    let (port2, mut child, addr) = start_on_named_port(|p| {
+        (
+            vec!["--port".into(), p.into()],
+            vec![("MOCK_PORT".into(), "1".into())],
+        )
+    });
     assert_eq!(
         addr,
         format!("127.0.0.1:{port2}"),

@@ -74,11 +74,8 @@ fn refused_connections_after_the_server_stops_listening_are_connect_failures() {
 
 #[test]
 fn an_unreachable_target_is_an_error_not_a_report() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead = common::DeadPort::new();
+    let port = dead.port();
     let cfg = config(&["-n", "5", &format!("http://127.0.0.1:{port}/")]);
     let err = loadgen::run(&cfg, std::future::pending(), None)
         .unwrap_err()

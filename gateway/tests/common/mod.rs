@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gateway::config::LoadError;
-use gateway::server::{Gateway, GatewayConfig};
+use gateway::server::{Gateway, GatewayConfig, Listeners};
 use gateway::stats::Stats;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -191,10 +191,30 @@ where
     addr
 }
 
-/// An address nothing listens on (bound, then closed).
-pub fn dead_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+/// An address nothing listens on, held so until dropped: a socket bound
+/// there that never listens, so a connection is refused and no other
+/// socket can take the port meanwhile (a port bound then closed can be
+/// another test's listener by the time it is dialled).
+pub struct DeadAddr(socket2::Socket);
+
+impl DeadAddr {
+    pub fn addr(&self) -> SocketAddr {
+        self.0.local_addr().unwrap().as_socket().unwrap()
+    }
+}
+
+impl std::fmt::Display for DeadAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.addr().fmt(f)
+    }
+}
+
+pub fn dead_addr() -> DeadAddr {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    s.bind(&any.into()).unwrap();
+    DeadAddr(s)
 }
 
 /// A minimal keyless API definition, as a Tyk user writes one.
@@ -278,13 +298,22 @@ pub fn start_gateway(dir: &Path) -> TestGateway {
 
 /// Starts a gateway with a full configuration.
 pub fn start_gateway_with(config: GatewayConfig) -> TestGateway {
-    start_gateway_at("127.0.0.1:0".parse().unwrap(), config)
+    start_gateway_on(Gateway::bind("127.0.0.1:0".parse().unwrap(), config).unwrap())
 }
 
-/// Starts a gateway on a given address (a definition may need to name the
-/// gateway's own port before it starts).
-pub fn start_gateway_at(addr: SocketAddr, config: GatewayConfig) -> TestGateway {
-    let gw = Gateway::bind(addr, config).unwrap();
+/// Listeners on 127.0.0.1:0 held for a gateway not built yet, for a
+/// definition that must name the gateway's own port (freeing a port and
+/// binding it again later races every other test's sockets).
+pub fn hold_port(threads: usize) -> Listeners {
+    Listeners::bind("127.0.0.1:0".parse().unwrap(), threads).unwrap()
+}
+
+/// Starts a gateway on listeners from [`hold_port`].
+pub fn start_gateway_held(listeners: Listeners, config: GatewayConfig) -> TestGateway {
+    start_gateway_on(Gateway::with_listeners(listeners, config).unwrap())
+}
+
+fn start_gateway_on(gw: Gateway) -> TestGateway {
     let addr = gw.local_addr();
     let load_errors = gw.load_errors().to_vec();
     let stats = gw.stats();

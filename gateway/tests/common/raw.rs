@@ -217,13 +217,3 @@ pub fn read_response(s: &mut TcpStream) -> (u16, String) {
     s.read_exact(&mut body).unwrap();
     (status, String::from_utf8_lossy(&body).into_owned())
 }
-
-/// A port free now, for a definition that must name a gateway before it
-/// starts.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}

@@ -212,6 +212,10 @@ pub struct Running {
 }
 
 /// Writes the peer's config into `dir` and starts it in the foreground.
+///
+/// The peer is told a port found free, which another process can take
+/// before the peer binds it; a start that fails so is retried on another
+/// port (three tries).
 pub fn start(
     plan: &Plan,
     dir: &Path,
@@ -219,8 +223,32 @@ pub fn start(
     workers: usize,
     cpus: Option<&[usize]>,
 ) -> anyhow::Result<Running> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match start_on(plan, dir, free_port()?, upstream_port, workers, cpus) {
+            Err(e) if tries < 3 && port_was_taken(&e) => continue,
+            done => return done,
+        }
+    }
+}
+
+/// Whether a failed start says its port was in use (nginx: "bind() to ...
+/// failed (98: Address already in use)", HAProxy: "cannot bind socket
+/// (Address already in use)").
+fn port_was_taken(e: &anyhow::Error) -> bool {
+    format!("{e:#}").contains("Address already in use")
+}
+
+fn start_on(
+    plan: &Plan,
+    dir: &Path,
+    port: u16,
+    upstream_port: u16,
+    workers: usize,
+    cpus: Option<&[usize]>,
+) -> anyhow::Result<Running> {
     std::fs::create_dir_all(dir.join("tmp"))?;
-    let port = free_port()?;
     let vars = [
         ("DIR", dir.to_string_lossy().into_owned()),
         ("PORT", port.to_string()),

@@ -271,3 +271,23 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
         b = &b[line + 4 + size..];
     }
 }
+
+/// A loopback port nothing listens on, held so until dropped: a socket
+/// bound there that never listens, so a connection is refused and no
+/// other socket can take the port meanwhile (a port bound then closed can
+/// be another test's listener by the time it is dialled).
+pub struct DeadPort(socket2::Socket);
+
+impl DeadPort {
+    pub fn new() -> DeadPort {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        s.bind(&any.into()).unwrap();
+        DeadPort(s)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().as_socket().unwrap().port()
+    }
+}
