@@ -16,7 +16,7 @@ use plugin_sdk::abi::{
     GW_LOG_WARN, GW_NOT_FOUND, GW_OK, GW_REJECTED,
 };
 
-use crate::intern::HeaderCache;
+use crate::intern::{BadPair, HeaderCache};
 use crate::middleware::{MwResponse, ReqMut};
 
 /// What a plugin may read about the API it serves: fixed at load, shared by
@@ -255,9 +255,8 @@ pub(super) fn header_pair(name: GwStr, value: GwStr) -> Result<(HeaderName, Head
     Ok((n, v))
 }
 
-/// [`header_pair`] through the entry's cache of names and values: the
-/// same checks and errors, with the cache's lookups inlined here (passed
-/// in as closures, they were calls of their own).
+/// [`header_pair`] through the entry's cache of names and values
+/// ([`HeaderCache::pair`]): the same checks and errors.
 #[inline(always)]
 fn cached_pair(
     cache: &mut HeaderCache,
@@ -266,13 +265,10 @@ fn cached_pair(
 ) -> Result<(HeaderName, HeaderValue), String> {
     // SAFETY: the plugin's buffers, alive during the callback.
     let (name, value) = unsafe { (bytes(name), bytes(value)) };
-    let Ok(n) = cache.names.get(name, HeaderName::from_bytes) else {
-        return Err(bad_name(name));
-    };
-    let Ok(v) = cache.values.get(value, HeaderValue::from_bytes) else {
-        return Err(bad_value(&n, value));
-    };
-    Ok((n, v))
+    cache.pair(name, value).map_err(|bad| match bad {
+        BadPair::Name => bad_name(name),
+        BadPair::Value(n) => bad_value(&n, value),
+    })
 }
 
 #[cold]
