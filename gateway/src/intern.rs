@@ -368,6 +368,23 @@ mod tests {
     }
 
     #[test]
+    fn every_byte_a_name_may_hold_survives_being_kept() {
+        // `HeaderName::from_static` panics on what it does not accept: it
+        // must accept every byte `from_bytes` lets through, in either case.
+        let mut c = HeaderCache::default();
+        let mut kept = 0;
+        for b in 0..=255u8 {
+            let raw = [b'x', b'-', b];
+            if let Ok(parsed) = HeaderName::from_bytes(&raw) {
+                assert_eq!(c.names.miss(&raw, HeaderName::from_bytes).unwrap(), parsed);
+                c.names.entries.clear();
+                kept += 1;
+            }
+        }
+        assert!(kept > 70, "{kept} bytes");
+    }
+
+    #[test]
     fn what_is_kept_forever_is_bounded() {
         let mut f = Forever {
             kept: HashSet::new(),
