@@ -146,7 +146,7 @@ impl Default for GatewayConfig {
 /// A gateway with its definitions loaded and its listeners bound.
 pub struct Gateway {
     config: GatewayConfig,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Listeners,
     apis: Vec<LoadedApi>,
     resolver: Resolver,
     control: Arc<Control>,
@@ -161,7 +161,7 @@ impl Gateway {
     /// an unreadable directory or an address that cannot be bound is an
     /// error here.
     pub fn bind(addr: SocketAddr, config: GatewayConfig) -> anyhow::Result<Gateway> {
-        let listeners = Listeners::bind(addr, config.threads.max(1))?;
+        let listeners = Listeners::bind(addr, config.threads)?;
         Gateway::with_listeners(listeners, config)
     }
 
@@ -181,7 +181,7 @@ impl Gateway {
         });
         Ok(Gateway {
             config,
-            listeners: listeners.0,
+            listeners,
             apis: load.apis,
             resolver,
             control,
@@ -191,9 +191,7 @@ impl Gateway {
 
     /// The address the listeners are bound to.
     pub fn local_addr(&self) -> SocketAddr {
-        self.listeners[0]
-            .local_addr()
-            .expect("bound listener has an address")
+        self.listeners.local_addr()
     }
 
     /// Definitions that did not load and APIs that fail closed, each naming
@@ -230,7 +228,7 @@ impl Gateway {
                 apis.iter().map(|a| &*a.spec),
             );
         let mut handles = Vec::new();
-        for (i, listener) in self.listeners.into_iter().enumerate() {
+        for (i, listener) in self.listeners.0.into_iter().enumerate() {
             let shared = Shared {
                 control: self.control.clone(),
                 resolver: self.resolver.clone(),
