@@ -71,6 +71,14 @@ fn runaway_scripts_are_stopped_and_the_state_rebuilt() {
 }
 
 #[test]
+fn a_script_tampering_with_the_host_object_still_gets_each_request() {
+    each(
+        &ALL,
+        js_scenarios::a_script_tampering_with_the_host_object_still_gets_each_request,
+    );
+}
+
+#[test]
 fn two_apis_with_the_same_global_names_stay_apart() {
     each(
         &ALL,

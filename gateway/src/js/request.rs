@@ -22,7 +22,7 @@ pub(crate) use apply::{
     own_data, set_url, shape, spends_context, string_map, strings,
 };
 pub(crate) use build::{
-    build, header_object, lazy_get, lazy_set, plain, put_data, Accessors, LazyData,
+    build, header_object, lazy_get, lazy_set, name, plain, put_data, Accessors, LazyData,
 };
 
 /// Go's `textproto.CanonicalMIMEHeaderKey`, the one implementation both

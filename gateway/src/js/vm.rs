@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use boa_engine::object::ObjectInitializer;
-use boa_engine::property::Attribute;
+use boa_engine::property::{Attribute, PropertyKey};
 use boa_engine::vm::RuntimeLimits;
 use boa_engine::{js_string, Context, JsObject, JsString, JsValue, Script, Source};
 
@@ -226,8 +226,13 @@ fn compile_dispatch(
     ctx: &mut Context,
 ) -> Result<Vec<Script>, BuildError> {
     let h = prelude::HOST_GLOBAL;
-    ctx.eval(Source::from_bytes(&format!("{h}.mw = {}", scope::RESOLVE)))
+    // Written into the host object's table, as every host write to it: a
+    // script's top-level code may have frozen the object, or put a getter
+    // of its own where the host writes (it is a global a script can reach).
+    let mw = ctx
+        .eval(Source::from_bytes(scope::RESOLVE))
         .map_err(internal)?;
+    request::put_data(&host_object(ctx)?, request::name(js_string!("mw")), mw);
     let mut dispatch = Vec::with_capacity(src.entries.len());
     for (index, (name, field)) in src.entries.iter().enumerate() {
         let fail = |message: String| BuildError {
@@ -248,11 +253,11 @@ fn compile_dispatch(
         // uncaught exceptions filled the stack and every later call of
         // the context failed with `RuntimeLimitError: reached the maximum
         // stack size`. Caught here, the script returns normally and boa
-        // truncates its stack. The host object stands for "threw"; the
-        // exception is handed over in its `thrown` field.
-        let expr = format!(
-            "try {{ {h}.mw[{index}].ProcessRequest({h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
-        );
+        // truncates its stack. A throw answers `[host, exception]`
+        // ([`caught`], [`thrown`]).
+        let expr = caught(&format!(
+            "{h}.mw[{index}].ProcessRequest({h}.request, {{}}, {h}.spec)"
+        ));
         let script = Script::parse(Source::from_bytes(&expr), None, ctx)
             .map_err(|e| fail(format!("cannot compile the dispatch for {name:?}: {e}")))?;
         dispatch.push(script);
@@ -292,15 +297,7 @@ fn check_entry(
 /// (`APIID`, `OrgID`, and `config_data` unless `config_data_disabled`, as
 /// Tyk's `specToJson` leaves the key out).
 fn host_with_spec(src: &Sources, ctx: &mut Context) -> Result<JsObject, BuildError> {
-    let host = ctx
-        .global_object()
-        .get(JsString::from(prelude::HOST_GLOBAL), ctx)
-        .ok()
-        .and_then(|v| v.as_object())
-        .ok_or_else(|| BuildError {
-            field: "custom_middleware".into(),
-            message: "JS host setup failed: host global missing".into(),
-        })?;
+    let host = host_object(ctx)?;
     let mut spec = ObjectInitializer::new(ctx);
     spec.property(
         js_string!("APIID"),
@@ -321,9 +318,22 @@ fn host_with_spec(src: &Sources, ctx: &mut Context) -> Result<JsObject, BuildErr
         spec.set(js_string!("config_data"), config, false, ctx)
             .map_err(internal)?;
     }
-    host.set(js_string!("spec"), spec, false, ctx)
-        .map_err(internal)?;
+    request::put_data(&host, request::name(js_string!("spec")), spec);
     Ok(host)
+}
+
+/// The hidden host global's object (`prelude::HOST_GLOBAL`). The global
+/// binding cannot be replaced (non-writable, non-configurable); the object
+/// it holds is written only through its table (`request::put_data`).
+fn host_object(ctx: &mut Context) -> Result<JsObject, BuildError> {
+    ctx.global_object()
+        .get(JsString::from(prelude::HOST_GLOBAL), ctx)
+        .ok()
+        .and_then(|v| v.as_object())
+        .ok_or_else(|| BuildError {
+            field: "custom_middleware".into(),
+            message: "JS host setup failed: host global missing".into(),
+        })
 }
 
 impl Vm {
@@ -412,16 +422,14 @@ impl Vm {
             return self.call_json(index, req, deadline).await;
         }
         let failed = |e: String| CallError::Failed(MwError::internal(e));
-        let ctx = &mut self.ctx;
-        let built =
-            request::build(req, &mut self.accessors, ctx).map_err(|e| failed(e.to_string()))?;
+        let built = request::build(req, &mut self.accessors, &mut self.ctx)
+            .map_err(|e| failed(e.to_string()))?;
         // One host write per call: the previous call's request stays
         // referenced here until this write replaces it (one object per
         // context), unless it carries a body (cleared below, so a large
         // upload is not kept alive by an idle API).
-        self.host
-            .set(js_string!("request"), built.object.clone(), false, ctx)
-            .map_err(|e| failed(e.to_string()))?;
+        self.hand(js_string!("request"), built.object.clone().into());
+        let ctx = &mut self.ctx;
         let run = budget::guarded(
             self.dispatch[index].evaluate_async_with_budget(ctx, SLICE_BUDGET),
             Guard::new(deadline, self.memory),
@@ -429,9 +437,7 @@ impl Vm {
         .await
         .map_err(CallError::Stopped)?;
         if !req.body.is_empty() {
-            let _ = self
-                .host
-                .set(js_string!("request"), JsValue::undefined(), false, ctx);
+            self.hand(js_string!("request"), JsValue::undefined());
         }
         let ret = run.map_err(|e| {
             CallError::Failed(MwError::threw(format!("JS error: {}", error_text(&e))))
@@ -441,25 +447,24 @@ impl Vm {
         request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::answer)
     }
 
-    /// The dispatch's answer to a throw is the host object, the exception in
-    /// its `thrown` field: that call's error.
-    fn check_thrown(&mut self, ret: &JsValue) -> Result<(), CallError> {
-        if !ret
-            .as_object()
-            .is_some_and(|o| JsObject::equals(&o, &self.host))
-        {
-            return Ok(());
+    /// Puts `value` in the hidden host object's field `key`, where the
+    /// dispatch reads it: into the object's table, not through `[[Set]]`,
+    /// so a script that froze the object (a global it can reach) or gave
+    /// the field a getter of its own cannot make the write fail or be read
+    /// back as something else; and it costs ~600 instructions, not ~1,900.
+    pub(crate) fn hand(&self, key: JsString, value: JsValue) {
+        request::put_data(&self.host, request::name(key), value);
+    }
+
+    /// The dispatch's answer to a throw ([`thrown`]): that call's error.
+    pub(crate) fn check_thrown(&self, ret: &JsValue) -> Result<(), CallError> {
+        match thrown(ret, &self.host) {
+            None => Ok(()),
+            Some(e) => Err(CallError::Failed(MwError::threw(format!(
+                "JS error: {}",
+                error_text(&boa_engine::JsError::from_opaque(e))
+            )))),
         }
-        let ctx = &mut self.ctx;
-        let thrown = self.host.get(js_string!("thrown"), ctx).unwrap_or_default();
-        let _ = self
-            .host
-            .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
-        let e = boa_engine::JsError::from_opaque(thrown);
-        Err(CallError::Failed(MwError::threw(format!(
-            "JS error: {}",
-            error_text(&e)
-        ))))
     }
 
     /// A `tyk-json` call: Tyk's source, the request JSON pasted in, parsed
@@ -473,9 +478,8 @@ impl Vm {
     ) -> Result<Flow, CallError> {
         let failed = |e: String| CallError::Failed(MwError::internal(e));
         let json = self.json.as_ref().expect("a tyk-json context");
-        let h = prelude::HOST_GLOBAL;
-        let after = format!(" }} catch (e) {{ {h}.thrown = e; {h} }}");
-        let source = json.source(index, req, "try { ", &after);
+        let (before, after) = caught_parts();
+        let source = json.source(index, req, before, &after);
         let ctx = &mut self.ctx;
         let script = Script::parse(Source::from_bytes(&source), None, ctx)
             .map_err(|e| failed(format!("JS host: the call's source does not parse: {e}")))?;
@@ -499,6 +503,38 @@ impl Vm {
             None => Err(CallError::Failed(tykjson::no_answer(ret.type_of()))),
         }
     }
+}
+
+/// `expr` in a try/catch at the script's own level (see [`compile_dispatch`]
+/// for the boa stack leak an uncaught exception causes): a throw answers
+/// `[host, exception]`, the hidden host object first ([`thrown`]).
+pub(crate) fn caught(expr: &str) -> String {
+    let (before, after) = caught_parts();
+    format!("{before}{expr}{after}")
+}
+
+/// What [`caught`] writes before and after the expression.
+fn caught_parts() -> (&'static str, String) {
+    let h = prelude::HOST_GLOBAL;
+    ("try { ", format!(" }} catch (e) {{ [{h}, e] }}"))
+}
+
+/// The exception a [`caught`] dispatch answered with, when `ret` is that
+/// answer: an array whose first element is `host`. The exception travels
+/// in the answer, not in a field of the host object: the object is a
+/// global a script can reach, freeze, or give a getter, and the host must
+/// still tell every throw. (A script that itself answers an array starting
+/// with the host object gets its call failed, as a throw would.)
+pub(crate) fn thrown(ret: &JsValue, host: &JsObject) -> Option<JsValue> {
+    let arr = ret.as_object().filter(JsObject::is_array)?;
+    let first = request::own_data(&arr, &PropertyKey::from(0u32))?;
+    if !first
+        .as_object()
+        .is_some_and(|o| JsObject::equals(&o, host))
+    {
+        return None;
+    }
+    Some(request::own_data(&arr, &PropertyKey::from(1u32)).unwrap_or_default())
 }
 
 /// After a call with a large body: boa's collector runs on its own

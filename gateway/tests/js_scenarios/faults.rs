@@ -110,3 +110,27 @@ pub fn broken_scripts_fail_the_load_naming_file_field_and_line(mode: Mode) {
     ));
     assert!(msg.contains("not a JavaScript identifier"), "{msg}");
 }
+
+/// A script that defines its own getter where the host puts the request,
+/// then freezes the host's hand-over object (boa's `__tykHost`): each call
+/// still sees its own request, and a throw still fails its request (500),
+/// never passing it on.
+pub fn a_script_tampering_with_the_host_object_still_gets_each_request(mode: Mode) {
+    let s = spec(
+        mode,
+        "tamper",
+        ("tamperMw", fixture("host_tamper.js")),
+        serde_json::Value::Null,
+    );
+    let h = host(&s);
+    for i in 0..5 {
+        let url = format!("/tamper/call-{i}");
+        let probe = format!("p{i}");
+        let mut req = get(&url, &[("x-probe", probe.as_str())]);
+        h.ok(&mut req);
+        assert_eq!(header(&req, "x-seen-url"), url);
+        assert_eq!(header(&req, "x-seen-probe"), probe);
+        let msg = h.err(&mut get("/tamper/t", &[("x-throw", "1")]));
+        assert!(msg.contains("thrown past a frozen host"), "{msg}");
+    }
+}

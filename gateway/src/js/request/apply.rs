@@ -12,7 +12,7 @@ use boa_engine::{js_string, Context, JsError, JsObject, JsString, JsValue};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 
-use super::build::{Accessors, Built, FieldState, Lazy};
+use super::build::{name, Accessors, Built, FieldState, Lazy};
 use crate::error::ErrorFormat;
 use crate::heap::uncounted;
 use crate::js::forced::Overrides;
@@ -64,10 +64,10 @@ fn threw(what: impl std::fmt::Display, e: &JsError) -> MwError {
 }
 
 /// Reads field `key` of `obj`; a JS exception (a throwing getter) is an error.
-/// `key` is a `js_string!` literal: static, so the hot path allocates nothing
-/// to name a field.
+/// `key` is a `js_string!` literal, never an array index ([`name`]): static,
+/// so the hot path allocates nothing to name a field.
 pub(crate) fn get(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwError> {
-    let key = PropertyKey::from(key);
+    let key = name(key);
     if let Some(v) = own_data(obj, &key) {
         return Ok(v);
     }
@@ -398,7 +398,7 @@ fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError
 /// `AuthValue` would take; any other object is asked through its internal
 /// methods (a Proxy's traps run).
 fn json_field(obj: &JsObject, key: JsString, ctx: &mut Context) -> Result<JsValue, MwError> {
-    let key = PropertyKey::from(key);
+    let key = name(key);
     if obj.is_ordinary() {
         let data = {
             let o = obj.borrow();

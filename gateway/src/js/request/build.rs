@@ -52,14 +52,14 @@ macro_rules! fields {
     };
     (@field $init:ident $acc:ident lazy $name:ident $key:literal $value:expr) => {
         $init.accessor(
-            js_string!($key),
+            name(js_string!($key)),
             Some($acc.get[Lazy::$name as usize].clone()),
             Some($acc.set[Lazy::$name as usize].clone()),
             Attribute::ENUMERABLE | Attribute::CONFIGURABLE,
         );
     };
     (@field $init:ident $acc:ident value $name:ident $key:literal $value:expr) => {
-        $init.property(js_string!($key), $value, Attribute::all());
+        $init.property(name(js_string!($key)), $value, Attribute::all());
     };
     // Collects the `lazy` lines, then makes the enum.
     (@lazy [$($acc:tt)*] lazy $name:ident $key:literal = $init:expr; $($rest:tt)*) => {
@@ -266,7 +266,7 @@ impl Accessors {
         let ours = obj
             .borrow()
             .properties()
-            .get(&f.key().into())
+            .get(&name(f.key()))
             .and_then(|d| d.get().and_then(JsValue::as_object))
             .is_some_and(|g| JsObject::equals(&g, &self.get[f as usize]));
         if !ours {
@@ -409,7 +409,7 @@ pub(crate) fn lazy_set<T: LazyData>(
     let frozen = obj
         .borrow()
         .properties()
-        .get(&T::key(f).into())
+        .get(&name(T::key(f)))
         .is_some_and(|d| d.configurable() == Some(false));
     if !frozen {
         if let Some(mut d) = obj.downcast_mut::<T>() {
@@ -505,7 +505,7 @@ pub(crate) fn build(req: &MwRequest, acc: &mut Accessors, ctx: &mut Context) -> 
         p.query = req.query().map(str::to_string);
     }
     // Each key exists with these attributes: a value write, no new shape.
-    let write = |key: JsString, value: JsString| put_data(&object, key, value);
+    let write = |key: JsString, value: JsString| put_data(&object, name(key), value);
     // A blank object's Body is empty and its Method GET: a GET without a
     // body (most requests) writes only the two URL fields.
     if !body.is_empty() {
@@ -527,6 +527,21 @@ pub(crate) fn build(req: &MwRequest, acc: &mut Accessors, ctx: &mut Context) -> 
         body,
         url,
     })
+}
+
+/// The property key of `key`, a name the host gives literally (a field of
+/// the request, of the answer, of the host object): never an array index,
+/// so it is a string key as it stands. `PropertyKey::from` would check each
+/// time whether it reads as an index (through the string's vtable, for the
+/// static strings these are): ~1,100 instructions a call over the names
+/// the host reads and writes.
+pub(crate) fn name(key: JsString) -> PropertyKey {
+    debug_assert!(
+        matches!(PropertyKey::from(key.clone()), PropertyKey::String(_)),
+        "{} reads as an array index",
+        key.to_std_string_lossy()
+    );
+    PropertyKey::String(key)
 }
 
 /// Puts a writable, enumerable, configurable data property into `object`'s

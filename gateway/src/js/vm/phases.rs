@@ -63,9 +63,9 @@ pub(super) fn compile(src: &Sources, ctx: &mut Context) -> Result<Phases, BuildE
         })?;
         // Caught at the script's own level, as the request dispatch is
         // (see `vm.rs`: an uncaught exception leaks boa stack slots).
-        let expr = format!(
-            "try {{ {name}.ProcessResponse({h}.response, {h}.request, {{}}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
-        );
+        let expr = super::caught(&format!(
+            "{name}.ProcessResponse({h}.response, {h}.request, {{}}, {h}.spec)"
+        ));
         phases.response.push(parse(ctx, &expr, name, field)?);
     }
     for ((function, field), use_session) in src.endpoints.iter().zip(&src.sessions) {
@@ -74,9 +74,9 @@ pub(super) fn compile(src: &Sources, ctx: &mut Context) -> Result<Phases, BuildE
             format!("the scripts define no function {function:?} (response_function_name)")
         })?;
         let session = session_argument(*use_session);
-        let expr = format!(
-            "try {{ {function}(JSON.parse({h}.vrequest), {session}, {h}.spec) }} catch (e) {{ {h}.thrown = e; {h} }}"
-        );
+        let expr = super::caught(&format!(
+            "{function}(JSON.parse({h}.vrequest), {session}, {h}.spec)"
+        ));
         phases.endpoints.push(parse(ctx, &expr, function, field)?);
     }
     Ok(phases)
@@ -140,20 +140,12 @@ impl Vm {
             .set(js_string!("Body"), JsValue::null(), false, ctx);
         let (object, body) =
             response_object(resp, &self.phases.headers, ctx).map_err(|e| failed(e.to_string()))?;
-        let set = |h: &JsObject, k: JsString, v: JsValue, ctx: &mut Context| {
-            h.set(k, v, false, ctx).map_err(|e| failed(e.to_string()))
-        };
-        set(&self.host, js_string!("request"), built.object.into(), ctx)?;
-        set(&self.host, js_string!("response"), object.into(), ctx)?;
+        self.hand(js_string!("request"), built.object.into());
+        self.hand(js_string!("response"), object.into());
         let script = self.phases.response[index].clone();
         let ret = self.run(&script, deadline).await;
         // The response (and its body) is garbage after the call.
-        let _ = self.host.set(
-            js_string!("response"),
-            JsValue::undefined(),
-            false,
-            &mut self.ctx,
-        );
+        self.hand(js_string!("response"), JsValue::undefined());
         let edits = ret
             .and_then(|ret| response_edits(&ret, &body, &mut self.ctx).map_err(CallError::answer));
         if resp.body.len() >= LARGE_BODY {
@@ -176,9 +168,7 @@ impl Vm {
         deadline: Instant,
     ) -> Result<MwResponse, CallError> {
         let json = JsString::from(endpoint_request(req).as_str());
-        self.host
-            .set(js_string!("vrequest"), json, false, &mut self.ctx)
-            .map_err(|e| CallError::Failed(MwError::internal(e.to_string())))?;
+        self.hand(js_string!("vrequest"), json.into());
         let script = self.phases.endpoints[index].clone();
         let ret = self.run(&script, deadline).await?;
         let answer = ret.as_string().ok_or_else(|| {
@@ -205,20 +195,7 @@ impl Vm {
         let ret = run.map_err(|e| {
             CallError::Failed(MwError::threw(format!("JS error: {}", error_text(&e))))
         })?;
-        if ret
-            .as_object()
-            .is_some_and(|o| JsObject::equals(&o, &self.host))
-        {
-            let thrown = self.host.get(js_string!("thrown"), ctx).unwrap_or_default();
-            let _ = self
-                .host
-                .set(js_string!("thrown"), JsValue::undefined(), false, ctx);
-            let e = boa_engine::JsError::from_opaque(thrown);
-            return Err(CallError::Failed(MwError::threw(format!(
-                "JS error: {}",
-                error_text(&e)
-            ))));
-        }
+        self.check_thrown(&ret)?;
         Ok(ret)
     }
 }
