@@ -466,6 +466,14 @@ impl<T> std::ops::Deref for Uncounted<T> {
     }
 }
 
+/// For changes made inside [`uncounted`] (what they allocate or free must
+/// stay out of the count too).
+impl<T> std::ops::DerefMut for Uncounted<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
 impl<T> Drop for Uncounted<T> {
     fn drop(&mut self) {
         // SAFETY: the value is dropped once, here, and not used after.

@@ -122,8 +122,19 @@ fn set_headers_stay_right_call_after_call() {
 }
 
 #[test]
-fn quickjs_failing_answers_thousands_of_times() {
-    each(&QUICKJS, js_scenarios::failing_answers_thousands_of_times);
+fn an_answer_nested_a_million_deep_fails_its_request_only() {
+    each(
+        &[BOA_PERSISTENT, BOA_TYK_JSON, QJS_PERSISTENT, QJS_TYK_JSON],
+        js_scenarios::an_answer_nested_a_million_deep_fails_its_request_only,
+    );
+}
+
+#[test]
+fn failing_answers_thousands_of_times() {
+    each(
+        &[BOA_PERSISTENT, QJS_PERSISTENT, QJS_TYK_JSON, QJS_FRESH],
+        js_scenarios::failing_answers_thousands_of_times,
+    );
 }
 
 #[test]

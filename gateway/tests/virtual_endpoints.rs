@@ -43,6 +43,13 @@ function tykLoop(request, session, config) {
 function notJson(request, session, config) {
     return {Body: "an object, not TykJsResponse's string", Code: 200};
 }
+// An object 20,000 levels deep instead of the string: it fails as any
+// other wrong answer does, its kind named in the log, not its contents.
+function deepObject(request, session, config) {
+    var d = {};
+    for (var i = 0; i < 20000; i++) { d = {a: d}; }
+    return d;
+}
 "#;
 
 /// Tyk's answer to a virtual endpoint that cannot answer.
@@ -105,6 +112,7 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
             endpoint("testVirtData", "/blob$", "POST", ("blob", &blob)),
             endpoint("throwing", "/broken", "GET", ("file", &file)),
             endpoint("notJson", "/object", "GET", ("file", &file)),
+            endpoint("deepObject", "/deep", "GET", ("file", &file)),
             endpoint("goRules", "/go", "GET", ("file", &file)),
             endpoint("tykLoop", "/loop", "GET", ("file", &file)),
             on_error,
@@ -157,7 +165,7 @@ fn virtual_endpoints_answer_from_js_on_both_engines() {
             "recorded"
         );
         // A failing function: Tyk's 500, or the upstream with proxy_on_error.
-        for path in ["broken", "object", "loop"] {
+        for path in ["broken", "object", "deep", "loop"] {
             let r = get(gw.addr, &format!("/{engine}/{path}"));
             assert_eq!(r.status, 500, "{engine} {path}");
             assert_eq!(r.text(), FAILED, "{engine} {path}");

@@ -138,14 +138,15 @@ pub(super) fn method(obj: &JsObject, name: &str, ctx: &mut Context) -> JsResult<
         })
 }
 
-/// Installs `f` as `obj[name]` with a builtin's attributes, name and length.
+/// Installs `f` as `obj[name]` with a builtin's attributes, name and
+/// length; returns the function object.
 pub(super) fn replace(
     obj: &JsObject,
     name: &str,
     length: usize,
     f: NativeFunction,
     ctx: &mut Context,
-) -> JsResult<()> {
+) -> JsResult<JsObject> {
     let func = FunctionObjectBuilder::new(ctx.realm(), f)
         .name(JsString::from(name))
         .length(length)
@@ -154,11 +155,11 @@ pub(super) fn replace(
     obj.define_property_or_throw(
         JsString::from(name),
         PropertyDescriptor::builder()
-            .value(func)
+            .value(func.clone())
             .writable(true)
             .enumerable(false)
             .configurable(true),
         ctx,
     )?;
-    Ok(())
+    Ok(func.into())
 }

@@ -61,8 +61,9 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use super::request::{own_data, plain, put_data};
 
 /// Replaces `JSON.parse` (boa's own is kept for revivers) and
-/// `JSON.stringify` in `ctx`'s realm.
-pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
+/// `JSON.stringify` in `ctx`'s realm; returns the new `JSON.stringify`, for
+/// the host's own encoding ([`to_text`]), which a script cannot replace.
+pub(crate) fn install(ctx: &mut Context) -> JsResult<JsObject> {
     let json = ctx.intrinsics().objects().json();
     let object = ctx.intrinsics().constructors().object().constructor();
     let array = ctx.intrinsics().constructors().array().constructor();
@@ -75,7 +76,7 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
         |_, args, b: &Builtins, ctx| stringify(b, args, ctx),
         builtins,
     );
-    super::depth::replace(&json, "stringify", 3, stringify, ctx)?;
+    let stringify = super::depth::replace(&json, "stringify", 3, stringify, ctx)?;
     let original = super::depth::method(&json, "parse", ctx)?;
     let parse = boa_engine::NativeFunction::from_copy_closure_with_captures(
         |this, args, orig: &JsObject, ctx| {
@@ -90,7 +91,23 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
         },
         original,
     );
-    super::depth::replace(&json, "parse", 2, parse, ctx)
+    super::depth::replace(&json, "parse", 2, parse, ctx)?;
+    Ok(stringify)
+}
+
+/// `value` as JSON text, by `stringify` (what [`install`] returned), as
+/// Tyk's encoder would send it; `None` where `JSON.stringify` answers
+/// `undefined`. Nesting is bounded as for scripts
+/// ([`super::depth::MAX_NESTING`], a `RangeError`): boa's own
+/// `JsValue::to_json` recurses without a bound, and an answer 100,000
+/// levels deep overflowed the thread's stack, aborting the process.
+pub(crate) fn to_text(
+    stringify: &JsObject,
+    value: &JsValue,
+    ctx: &mut Context,
+) -> JsResult<Option<String>> {
+    let text = stringify.call(&JsValue::undefined(), std::slice::from_ref(value), ctx)?;
+    Ok(text.as_string().map(|s| super::text::lossy(&s)))
 }
 
 /// The value of JSON text `text`, or the `SyntaxError` boa would throw.

@@ -181,7 +181,8 @@ pub(crate) fn install_symbol_registry(ctx: &mut Context) -> JsResult<()> {
         registry,
     );
     super::depth::replace(&symbol, "for", 1, for_, ctx)?;
-    super::depth::replace(&symbol, "keyFor", 1, key_for, ctx)
+    super::depth::replace(&symbol, "keyFor", 1, key_for, ctx)?;
+    Ok(())
 }
 
 /// What a call or top-level code stopped at the limit was stopped for.

@@ -131,7 +131,7 @@ pub use vmthread::{DEFAULT_WAIT, SCRIPT_STACK_SIZE};
 /// measures them beside boa's own.
 #[doc(hidden)]
 pub fn install_host_json(ctx: &mut boa_engine::Context) -> boa_engine::JsResult<()> {
-    json::install(ctx)
+    json::install(ctx).map(drop)
 }
 
 /// How an API's scripts keep state across requests

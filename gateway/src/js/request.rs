@@ -66,7 +66,8 @@ mod tests {
     #[test]
     fn every_call_gets_one_shape() {
         let mut ctx = Context::default();
-        let mut acc = Accessors::new(&mut ctx);
+        let stringify = crate::js::json::install(&mut ctx).unwrap();
+        let mut acc = Accessors::new(stringify, &mut ctx);
         let script = ctx
             .eval(Source::from_bytes(
                 "(function (r) { var k = r.Headers['X-Api-Key']; r.SetHeaders['X-Seen'] = k[0]; \
@@ -81,6 +82,7 @@ mod tests {
             request(Method::from_bytes(b"PURGE").unwrap(), "/p", None, "{}"),
         ];
         let mut first = None;
+        let mut cache = crate::intern::HeaderCache::default();
         // More calls than one batch of spares (16).
         for i in 0..40 {
             let mut req = requests[i % requests.len()].clone();
@@ -102,7 +104,7 @@ mod tests {
                 built.unchanged(),
                 "call {i}: the script's reads reshaped the request"
             );
-            let flow = apply(&ret, &built, &acc, &mut req, &mut ctx).unwrap();
+            let flow = apply(&ret, &built, &acc, &mut cache, &mut req, &mut ctx).unwrap();
             assert!(matches!(flow, Flow::Continue));
             assert_eq!(req.headers["x-seen"], req.path(), "call {i}");
         }

@@ -29,6 +29,16 @@ pub(crate) fn strict(s: &JsString) -> Result<String, std::string::FromUtf16Error
     }
 }
 
+/// `s`'s bytes when it is ASCII, as boa holds it (its Latin-1 bytes are
+/// then its UTF-8): read in place, nothing converted. `None` for anything
+/// else, which [`lossy`] converts.
+pub(crate) fn ascii(s: &JsString) -> Option<&[u8]> {
+    match s.as_str().variant() {
+        JsStrVariant::Latin1(bytes) if bytes.is_ascii() => Some(bytes),
+        _ => None,
+    }
+}
+
 /// Latin-1 bytes as UTF-8: ASCII copied whole, the rest two bytes each.
 fn latin1(bytes: &[u8]) -> String {
     if bytes.is_ascii() {

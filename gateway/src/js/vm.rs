@@ -21,6 +21,8 @@ pub(crate) use phases::session_argument;
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
 use super::{depth, memory, prelude, request, scope, tykapi, tykjson, Strategy};
+use crate::heap::Uncounted;
+use crate::intern::HeaderCache;
 use crate::middleware::{Flow, MwError, MwRequest};
 
 /// Recursion depth at which a call is stopped (boa's default, stated here
@@ -118,6 +120,9 @@ pub(crate) struct Vm {
     dispatch: Vec<Script>,
     /// The lazy request fields' getters and setters.
     accessors: request::Accessors,
+    /// `SetHeaders` names and values as parsed before (`request::apply`);
+    /// the host's memory, out of the JS heap's count.
+    headers: Uncounted<HeaderCache>,
     /// The response entries' and virtual endpoints' dispatch.
     phases: phases::Phases,
     /// `tyk-json`: what each call's source is written from.
@@ -153,7 +158,7 @@ fn internal(e: boa_engine::JsError) -> BuildError {
 /// host provides (depth guard, TykJS prelude, the `tyk-json` helper, Tyk's
 /// API globals, the file scopes' prologue), and underscore evaluated when a
 /// script uses `_`.
-fn new_context(src: &Sources) -> Result<Context, BuildError> {
+fn new_context(src: &Sources) -> Result<(Context, JsObject), BuildError> {
     let mut ctx = Context::default();
     let mut limits = RuntimeLimits::default();
     limits.set_recursion_limit(RECURSION_LIMIT);
@@ -161,7 +166,7 @@ fn new_context(src: &Sources) -> Result<Context, BuildError> {
     ctx.set_runtime_limits(limits);
     memory::install_symbol_registry(&mut ctx).map_err(internal)?;
     depth::install(&mut ctx).map_err(internal)?;
-    super::json::install(&mut ctx).map_err(internal)?;
+    let stringify = super::json::install(&mut ctx).map_err(internal)?;
     prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
     if src.strategy == Strategy::TykJson {
         ctx.eval(Source::from_bytes(tykjson::HELPER))
@@ -174,7 +179,7 @@ fn new_context(src: &Sources) -> Result<Context, BuildError> {
         ctx.eval(Source::from_bytes(tykapi::PRELOAD_UNDERSCORE))
             .map_err(internal)?;
     }
-    Ok(ctx)
+    Ok((ctx, stringify))
 }
 
 /// Build phase 2: each script's top-level code, within the timeout. Tyk
@@ -343,11 +348,11 @@ impl Vm {
     pub(crate) fn build(src: &Sources) -> Result<Vm, BuildError> {
         let _w = crate::heap::Window::open();
         let tenant = memory::Tenant::new();
-        let mut ctx = new_context(src)?;
+        let (mut ctx, stringify) = new_context(src)?;
         let thrown = run_scripts(src, &mut ctx)?;
         let dispatch = compile_dispatch(src, &thrown, &mut ctx)?;
         let host = host_with_spec(src, &mut ctx)?;
-        let accessors = request::Accessors::new(&mut ctx);
+        let accessors = request::Accessors::new(stringify, &mut ctx);
         let phases = phases::compile(src, &mut ctx)?;
         let json = (src.strategy == Strategy::TykJson).then(|| {
             let names = src.entries.iter().map(|(n, _)| n.clone()).collect();
@@ -371,6 +376,7 @@ impl Vm {
             host,
             dispatch,
             accessors,
+            headers: Uncounted::default(),
             phases,
             json,
             thrown,
@@ -444,7 +450,8 @@ impl Vm {
         })?;
         self.check_thrown(&ret)?;
         let ctx = &mut self.ctx;
-        request::apply(&ret, &built, &self.accessors, req, ctx).map_err(CallError::answer)
+        request::apply(&ret, &built, &self.accessors, &mut self.headers, req, ctx)
+            .map_err(CallError::answer)
     }
 
     /// Puts `value` in the hidden host object's field `key`, where the
@@ -560,6 +567,39 @@ fn collect_large_body() {
 /// through, without the frames of the host's own dispatch expression (which
 /// has no file, so boa shows it as `(unknown at :1:18)`).
 pub(crate) fn error_text(e: &boa_engine::JsError) -> String {
+    clip(error_lines(e))
+}
+
+/// `text` cut to [`MAX_ERROR_TEXT`] bytes (on a character boundary), `...`
+/// marking the cut.
+fn clip(mut text: String) -> String {
+    if text.len() > MAX_ERROR_TEXT {
+        let mut end = MAX_ERROR_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
+}
+
+/// The longest [`error_text`]: a script can throw a string or an Error
+/// whose message is megabytes long, and the text goes into a log line.
+const MAX_ERROR_TEXT: usize = 2000;
+
+/// A thrown value that is an object but no Error is named by its kind, as
+/// `String(value)` names a plain object in Tyk's engines (`[object
+/// Object]`): boa's own display of it prints every property of every
+/// level, one line each, which for an object nested 20,000 deep panicked
+/// inside boa ("Formatting argument out of range") and for a large one
+/// built megabytes of text.
+fn error_lines(e: &boa_engine::JsError) -> String {
+    if let Some(o) = e.as_opaque().and_then(JsValue::as_object) {
+        if !o.is::<boa_engine::builtins::error::Error>() {
+            return object_tag(&o).to_string();
+        }
+    }
     let full = e.to_string();
     let mut lines = full.lines();
     let first = lines.next().unwrap_or_default();
@@ -584,7 +624,83 @@ pub(crate) fn error_text(e: &boa_engine::JsError) -> String {
     }
 }
 
+/// `v` for a message, bounded: a primitive as boa shows it (a string
+/// quoted, cut at [`MAX_ERROR_TEXT`] bytes), an object by its kind only
+/// ([`object_tag`]), not boa's dump of its contents.
+pub(crate) fn value_text(v: &JsValue) -> String {
+    match v.as_object() {
+        Some(o) => object_tag(&o).to_string(),
+        None => clip(v.display().to_string()),
+    }
+}
+
+/// An object's kind as `Object.prototype.toString` would tag the common
+/// ones, read without running any of the script's code.
+fn object_tag(o: &JsObject) -> &'static str {
+    if o.is_array() {
+        "[object Array]"
+    } else if o.is_callable() {
+        "[object Function]"
+    } else if o.is::<boa_engine::builtins::error::Error>() {
+        "[object Error]"
+    } else {
+        "[object Object]"
+    }
+}
+
 /// Bodies from this size on are collected right after the call (see
 /// [`Vm::call`]). Smaller ones wait for boa's own collections: collecting
 /// after every call would cost more than the request.
 const LARGE_BODY: usize = 64 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use boa_engine::{JsError, JsNativeError};
+
+    #[test]
+    fn thrown_values_read_as_one_bounded_line() {
+        let mut ctx = Context::default();
+        // An Error keeps boa's own words.
+        let e = JsNativeError::typ().with_message("bad thing");
+        let e = JsError::from_opaque(e.into_opaque(&mut ctx).into());
+        assert!(error_text(&e).starts_with("TypeError: bad thing"));
+        // Anything else that is an object is named by its kind only.
+        let plain = JsError::from_opaque(JsObject::with_null_proto().into());
+        assert_eq!(error_text(&plain), "[object Object]");
+        let array = boa_engine::object::builtins::JsArray::new(&mut ctx).unwrap();
+        assert_eq!(
+            error_text(&JsError::from_opaque(array.into())),
+            "[object Array]"
+        );
+        // A long text is cut on a character boundary, the cut marked.
+        let long = JsString::from("\u{e9}".repeat(5 * MAX_ERROR_TEXT).as_str());
+        let text = error_text(&JsError::from_opaque(long.clone().into()));
+        assert!(text.len() <= MAX_ERROR_TEXT + 3, "{}", text.len());
+        assert!(text.ends_with("..."));
+        assert!(text.starts_with("\"\u{e9}\u{e9}"), "{}", &text[..10]);
+        let text = value_text(&long.into());
+        assert!(text.len() <= MAX_ERROR_TEXT + 3 && text.ends_with("..."));
+        assert_eq!(value_text(&JsValue::from(42)), "42");
+    }
+
+    #[test]
+    fn a_thrown_answer_is_told_from_a_plain_one() {
+        let mut ctx = Context::default();
+        let host = JsObject::with_null_proto();
+        let err = JsValue::from(js_string!("boom"));
+        let caught = boa_engine::object::builtins::JsArray::from_iter(
+            [host.clone().into(), err.clone()],
+            &mut ctx,
+        );
+        assert_eq!(thrown(&caught.into(), &host), Some(err));
+        // An array that does not start with the host object, or no array.
+        let other = boa_engine::object::builtins::JsArray::from_iter(
+            [JsObject::with_null_proto().into(), JsValue::from(1)],
+            &mut ctx,
+        );
+        assert_eq!(thrown(&other.into(), &host), None);
+        assert_eq!(thrown(&host.clone().into(), &host), None);
+        assert_eq!(thrown(&JsValue::undefined(), &host), None);
+    }
+}

@@ -18,7 +18,10 @@ function churnFirst(request, session, spec) {
     if (mode === "throw") { throw new Error("churn throws at " + n); }
     if (mode === "bad-name") { request.SetHeaders["Bad Name"] = "v"; }
     if (mode === "bad-value") { request.SetHeaders["X-Bad"] = "a\u0001b"; }
-    if (mode === "non-ascii") { request.SetHeaders["X-Bad"] = "caf\u00e9"; }
+    if (mode === "non-ascii") {
+        request.SetHeaders["X-Bad"] = "caf\u00e9";
+        request.SetHeaders["X-Wide"] = "snow \u2603";
+    }
     if (mode === "many") {
         for (var i = 0; i < 3000; i++) { request.SetHeaders["X-Many-" + i] = "m" + i; }
     }

@@ -55,3 +55,51 @@ pub fn deep_data_and_unbounded_recursion_hit_the_stack_limit(mode: Mode) {
     h.ok(&mut req);
     assert_eq!(header(&req, "x-caught"), "RangeError");
 }
+
+/// A script answers a session nested a million levels deep (what a
+/// `--jsvm-memory` of 1 GiB lets it build), inline as a worker runs it: the
+/// host's check of the answer fails that request (500) and the next call
+/// works. (boa's own `JsValue::to_json`, which the check used, recursed
+/// once per level and overflowed the worker's 256 MiB stack, aborting the
+/// process.)
+pub fn an_answer_nested_a_million_deep_fails_its_request_only(mode: Mode) {
+    let s = spec(
+        mode,
+        "deep",
+        ("deepMw", fixture("deep_answer.js")),
+        serde_json::Value::Null,
+    );
+    let h = host_opts(
+        &s,
+        HostOptions {
+            jsvm_timeout: Duration::from_secs(60),
+            jsvm_threads: 0,
+            jsvm_memory: 1 << 30,
+            ..HostOptions::default()
+        },
+    );
+    // Each engine's own words for "too deep": the host's bound on boa,
+    // QuickJS's stack limit.
+    let msg = h.err(&mut get("/deep/", &[("x-levels", "1000000")]));
+    assert!(msg.contains("deepMw"), "{msg}");
+    assert!(
+        msg.contains("nested deeper than 10000 levels") || msg.contains("call stack size"),
+        "{msg}"
+    );
+    // The same object thrown is named by its kind, on one short line.
+    let msg = h.err(&mut get(
+        "/deep/",
+        &[("x-levels", "1000000"), ("x-throw", "1")],
+    ));
+    assert!(msg.ends_with("JS error: [object Object]"), "{msg}");
+    // And thrown by a getter of the answer, as the host reads it.
+    let msg = h.err(&mut get(
+        "/deep/",
+        &[("x-levels", "1000000"), ("x-getter", "1")],
+    ));
+    assert!(msg.contains("[object Object]"), "{msg}");
+    assert!(msg.len() < 300, "{msg}");
+    let mut req = get("/deep/", &[]);
+    h.ok(&mut req);
+    assert_eq!(header(&req, "x-deep"), "fine");
+}

@@ -67,10 +67,21 @@ pub const ALL: [Mode; 6] = [
 /// QuickJS's modes (its own limits: memory, a timeout inside builtins).
 pub const QUICKJS: [Mode; 3] = [QJS_PERSISTENT, QJS_TYK_JSON, QJS_FRESH];
 
-/// Runs `scenario` on every mode, naming the mode of a failure.
-pub fn each(modes: &[Mode], scenario: impl Fn(Mode)) {
+/// Runs `scenario` on every mode, naming the mode of a failure. Each runs
+/// on a thread with the stack a gateway worker has
+/// ([`gateway::js::SCRIPT_STACK_SIZE`]), as scripts run inline
+/// (`host_inline`) do there: the test thread's 2 MiB would be the limit
+/// otherwise, not the host's own bounds.
+pub fn each(modes: &[Mode], scenario: impl Fn(Mode) + Sync) {
     for &m in modes {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(m)));
+        let r = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name(format!("{}-{}", m.engine, m.strategy))
+                .stack_size(gateway::js::SCRIPT_STACK_SIZE)
+                .spawn_scoped(s, || scenario(m))
+                .expect("a scenario thread")
+                .join()
+        });
         if let Err(e) = r {
             eprintln!("failed on {} / {}", m.engine, m.strategy);
             std::panic::resume_unwind(e);

@@ -464,6 +464,7 @@ pub fn set_headers_stay_right_call_after_call(mode: Mode) {
     let mut req = get("/churn/", &[("x-mode", "non-ascii")]);
     h.ok(&mut req);
     assert_eq!(req.headers["x-bad"].as_bytes(), "café".as_bytes());
+    assert_eq!(req.headers["x-wide"].as_bytes(), "snow ☃".as_bytes());
     last += 1;
     churn_ok(&h, mode, (!fresh).then_some(last + 1));
     last += 1;

@@ -15,6 +15,7 @@ use http::header::{HeaderName, HeaderValue};
 use super::build::{name, Accessors, Built, FieldState, Lazy};
 use crate::error::ErrorFormat;
 use crate::heap::uncounted;
+use crate::intern::{BadPair, HeaderCache};
 use crate::js::forced::Overrides;
 use crate::js::text;
 use crate::middleware::{Flow, MwError, MwRequest};
@@ -60,7 +61,10 @@ pub(crate) fn spends_context(e: &MwError) -> bool {
 
 /// A JS exception the host met reading `what` of the answer.
 fn threw(what: impl std::fmt::Display, e: &JsError) -> MwError {
-    checked(MwError::threw(format!("reading {what}: {e}")), e)
+    checked(
+        MwError::threw(format!("reading {what}: {}", crate::js::vm::error_text(e))),
+        e,
+    )
 }
 
 /// Reads field `key` of `obj`; a JS exception (a throwing getter) is an error.
@@ -126,19 +130,31 @@ fn entries(
     field: &str,
     ctx: &mut Context,
 ) -> Result<Vec<(String, JsValue)>, MwError> {
+    Ok(own_entries(obj, field, ctx)?
+        .into_iter()
+        .map(|(k, v)| (text::lossy(&k), v))
+        .collect())
+}
+
+/// [`entries`], the keys as boa holds them (an index key as its digits).
+fn own_entries(
+    obj: &JsObject,
+    field: &str,
+    ctx: &mut Context,
+) -> Result<Vec<(JsString, JsValue)>, MwError> {
     let keys = obj.own_property_keys(ctx).map_err(|e| threw(field, &e))?;
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let name = match &key {
-            PropertyKey::String(s) => text::lossy(s),
-            PropertyKey::Index(i) => i.get().to_string(),
+            PropertyKey::String(s) => s.clone(),
+            PropertyKey::Index(i) => JsString::from(i.get().to_string()),
             PropertyKey::Symbol(_) => continue,
         };
         let v = match own_data(obj, &key) {
             Some(v) => v,
             None => obj
                 .get(key, ctx)
-                .map_err(|e| threw(format_args!("{field}[{name:?}]"), &e))?,
+                .map_err(|e| threw(format_args!("{field}[{:?}]", text::lossy(&name)), &e))?,
         };
         out.push((name, v));
     }
@@ -178,6 +194,24 @@ pub(crate) fn header(
     Ok((n, v))
 }
 
+/// `SetHeaders[name] = value` as a header: found in `cache` when both are
+/// ASCII (read in place, as boa holds them), else converted and parsed as
+/// [`header`] does; the same checks and errors either way.
+fn set_header(
+    cache: &mut HeaderCache,
+    name: &JsString,
+    value: &JsString,
+    field: &str,
+) -> Result<(HeaderName, HeaderValue), MwError> {
+    let (Some(n), Some(v)) = (text::ascii(name), text::ascii(value)) else {
+        return header(&text::lossy(name), &text::lossy(value), field);
+    };
+    cache.pair(n, v).map_err(|bad| match bad {
+        BadPair::Name => bad_header_name(field, &text::lossy(name)),
+        BadPair::Value(_) => bad_header_value(field, &text::lossy(name)),
+    })
+}
+
 /// [`header`]'s error for a name that is not a header name.
 pub(crate) fn bad_header_name(field: &str, name: &str) -> MwError {
     MwError::bad_answer(format!("{field}: {name:?} is not a valid header name"))
@@ -214,6 +248,7 @@ pub(crate) fn apply(
     ret: &JsValue,
     built: &Built,
     acc: &Accessors,
+    cache: &mut HeaderCache,
     req: &mut MwRequest,
     ctx: &mut Context,
 ) -> Result<Flow, MwError> {
@@ -225,7 +260,7 @@ pub(crate) fn apply(
     }
     answer.apply_body(req, ctx)?;
     answer.apply_url(req, ctx)?;
-    answer.apply_headers(req, ctx)?;
+    answer.apply_headers(req, cache, ctx)?;
     answer.apply_query(req, ctx)?;
     Ok(Flow::Continue)
 }
@@ -258,7 +293,7 @@ impl<'a> Answer<'a> {
         let r = r
             .as_object()
             .ok_or_else(|| shape("Request", "an object (use ReturnData)", &r))?;
-        check_session_fields(&ret, ctx)?;
+        check_session_fields(&ret, &acc.stringify, ctx)?;
         let same = JsObject::equals(&r, &built.object);
         Ok(Answer {
             r,
@@ -294,7 +329,10 @@ impl<'a> Answer<'a> {
         let body = match body.as_string() {
             Some(s) => s,
             None => body.to_string(ctx).map_err(|e| {
-                let err = MwError::bad_answer(format!("Request.Body cannot be made a string: {e}"));
+                let err = MwError::bad_answer(format!(
+                    "Request.Body cannot be made a string: {}",
+                    crate::js::vm::error_text(&e)
+                ));
                 checked(err, &e)
             })?,
         };
@@ -321,23 +359,45 @@ impl<'a> Answer<'a> {
         Ok(())
     }
 
-    /// Phase 4: `DeleteHeaders`, then `SetHeaders`.
-    fn apply_headers(&self, req: &mut MwRequest, ctx: &mut Context) -> Result<(), MwError> {
+    /// Phase 4: `DeleteHeaders`, then `SetHeaders`, whose names and values
+    /// the context's `cache` parses (what a script sets on every call is
+    /// parsed once).
+    fn apply_headers(
+        &self,
+        req: &mut MwRequest,
+        cache: &mut HeaderCache,
+        ctx: &mut Context,
+    ) -> Result<(), MwError> {
         let deletes = self.field(Lazy::DeleteHeaders, ctx)?;
         for name in strings(&deletes, "Request.DeleteHeaders", ctx)? {
             if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
                 uncounted(|| req.headers.remove(n));
             }
         }
-        let sets = self.field(Lazy::SetHeaders, ctx)?;
-        for (name, value) in string_map(&sets, "Request.SetHeaders", ctx)? {
-            uncounted(|| {
-                let (n, v) = header(&name, &value, "Request.SetHeaders")?;
-                req.headers.insert(n, v);
-                Ok::<_, MwError>(())
-            })?;
+        let field = "Request.SetHeaders";
+        let Some(sets) = map_object(&self.field(Lazy::SetHeaders, ctx)?, field)? else {
+            return Ok(());
+        };
+        let sets = own_entries(&sets, field, ctx)?;
+        for (k, v) in &sets {
+            if !v.is_string() {
+                return Err(shape(
+                    &format!("{field}[{:?}]", text::lossy(k)),
+                    "a string",
+                    v,
+                ));
+            }
         }
-        Ok(())
+        // The cache's work and what goes into `req` are the host's
+        // (`heap.rs`).
+        uncounted(|| {
+            for (k, v) in &sets {
+                let v = v.as_string().expect("checked above");
+                let (n, v) = set_header(cache, k, &v, field)?;
+                req.headers.insert(n, v);
+            }
+            Ok(())
+        })
     }
 
     /// Phase 5: `DeleteParams`, `AddParams`, `ExtendedParams`, applied
@@ -358,7 +418,11 @@ impl<'a> Answer<'a> {
 /// Tyk decodes `SessionMeta`, `Session` and `AuthValue` too, and fails the
 /// request when one has the wrong type (`session.rs`). The common answer,
 /// `ReturnData(request, {})`, has an empty `SessionMeta` and costs one read.
-fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError> {
+fn check_session_fields(
+    ret: &JsObject,
+    stringify: &JsObject,
+    ctx: &mut Context,
+) -> Result<(), MwError> {
     type Check = fn(&serde_json::Value) -> Result<(), MwError>;
     let fields: [(JsString, Check); 3] = [
         (
@@ -376,14 +440,24 @@ fn check_session_fields(ret: &JsObject, ctx: &mut Context) -> Result<(), MwError
         if v.is_undefined() || v.as_object().is_some_and(|o| is_empty_plain(&o)) {
             continue;
         }
-        let json = v.to_json(ctx).map_err(|e| {
+        let what = || key.to_std_string_lossy();
+        let text = crate::js::json::to_text(stringify, &v, ctx).map_err(|e| {
             let err = MwError::bad_answer(format!(
-                "ProcessRequest result: {} cannot be encoded as JSON: {e}",
-                key.to_std_string_lossy()
+                "ProcessRequest result: {} cannot be encoded as JSON: {}",
+                what(),
+                crate::js::vm::error_text(&e)
             ));
             checked(err, &e)
         })?;
-        if let Some(json) = json {
+        // Read back as Tyk's decoder reads it; serde_json refuses nesting
+        // past 128 levels, as the QuickJS host's check does.
+        if let Some(text) = text {
+            let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                MwError::bad_answer(format!(
+                    "ProcessRequest result: {} cannot be decoded as Tyk would: {e}",
+                    what()
+                ))
+            })?;
             check(&json)?;
         }
     }

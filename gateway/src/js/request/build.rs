@@ -193,6 +193,9 @@ fn return_overrides(_: &Pending, ctx: &mut Context) -> JsResult<JsValue> {
 pub(crate) struct Accessors {
     get: [JsFunction; LAZY_COUNT],
     set: [JsFunction; LAZY_COUNT],
+    /// The host's `JSON.stringify`, as installed (`json::to_text`): how
+    /// the answer's session fields are encoded for their checks.
+    pub(super) stringify: JsObject,
     /// Blank request objects no script has seen, used once each.
     spares: Vec<JsObject>,
 }
@@ -211,7 +214,7 @@ pub(super) enum FieldState {
 }
 
 impl Accessors {
-    pub(crate) fn new(ctx: &mut Context) -> Accessors {
+    pub(crate) fn new(stringify: JsObject, ctx: &mut Context) -> Accessors {
         let get = std::array::from_fn(|i| {
             let field = Lazy::ALL[i];
             NativeFunction::from_copy_closure(move |this, _, ctx| {
@@ -229,6 +232,7 @@ impl Accessors {
         Accessors {
             get,
             set,
+            stringify,
             spares: Vec::with_capacity(SPARES),
         }
     }

@@ -174,7 +174,7 @@ impl Vm {
         let answer = ret.as_string().ok_or_else(|| {
             CallError::Failed(MwError::bad_answer(format!(
                 "the virtual endpoint returned {} (a JS {}), not TykJsResponse(...)'s JSON",
-                ret.display(),
+                super::value_text(&ret),
                 ret.type_of()
             )))
         })?;
