@@ -130,6 +130,14 @@ fn an_answer_nested_a_million_deep_fails_its_request_only() {
 }
 
 #[test]
+fn eval_of_a_deeply_nested_body_fails_its_request_only() {
+    each(
+        &ALL,
+        js_scenarios::eval_of_a_deeply_nested_body_fails_its_request_only,
+    );
+}
+
+#[test]
 fn failing_answers_thousands_of_times() {
     each(
         &[BOA_PERSISTENT, QJS_PERSISTENT, QJS_TYK_JSON, QJS_FRESH],

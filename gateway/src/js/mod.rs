@@ -103,6 +103,7 @@
 //! - `tykjson`: the `tyk-json` strategy's JSON texts, both engines'.
 
 mod budget;
+mod compile;
 mod depth;
 mod forced;
 mod gojson;

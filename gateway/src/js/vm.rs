@@ -159,7 +159,10 @@ fn internal(e: boa_engine::JsError) -> BuildError {
 /// API globals, the file scopes' prologue), and underscore evaluated when a
 /// script uses `_`.
 fn new_context(src: &Sources) -> Result<(Context, JsObject), BuildError> {
-    let mut ctx = Context::default();
+    let mut ctx = boa_engine::context::ContextBuilder::new()
+        .host_hooks(std::rc::Rc::new(super::compile::Hooks))
+        .build()
+        .map_err(internal)?;
     let mut limits = RuntimeLimits::default();
     limits.set_recursion_limit(RECURSION_LIMIT);
     limits.set_loop_iteration_limit(LOOP_ITERATION_LIMIT);

@@ -103,3 +103,43 @@ pub fn an_answer_nested_a_million_deep_fails_its_request_only(mode: Mode) {
     h.ok(&mut req);
     assert_eq!(header(&req, "x-deep"), "fine");
 }
+
+/// A script that runs `eval` (or `new Function`) on the request body, and
+/// bodies nested 10,000 levels deep: each fails its own request and the
+/// next works. (On boa the parser recurses per level, ~26 KB of stack
+/// each, and such a body aborted the gateway; it is now refused by
+/// length before it is parsed, `js/compile.rs`.)
+pub fn eval_of_a_deeply_nested_body_fails_its_request_only(mode: Mode) {
+    let s = spec(
+        mode,
+        "evalbody",
+        ("evalMw", fixture("eval_body.js")),
+        serde_json::Value::Null,
+    );
+    let h = host(&s);
+    let deep = [
+        format!("{}1{}", "(".repeat(10_000), ")".repeat(10_000)),
+        format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000)),
+        format!("{}1", "1?1:".repeat(20_000)),
+        "(".repeat(20_000),
+    ];
+    for how in ["eval", "function"] {
+        for body in &deep {
+            let msg = h.err(&mut request(
+                Method::POST,
+                "/evalbody/",
+                &[("x-how", how)],
+                body,
+            ));
+            assert!(msg.contains("evalMw"), "{how}: {msg}");
+            if mode.engine == "boa" {
+                assert!(msg.contains("parse safely"), "{how}: {msg}");
+            }
+        }
+        // Source of an ordinary size still compiles, nested a little.
+        let body = format!("{}6*7{}", "(".repeat(200), ")".repeat(200));
+        let mut req = request(Method::POST, "/evalbody/", &[("x-how", how)], &body);
+        h.ok(&mut req);
+        assert_eq!(header(&req, "x-value"), "42", "{how}");
+    }
+}

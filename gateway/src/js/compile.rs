@@ -1,0 +1,158 @@
+//! Source text a script compiles while it runs (`eval`, `new Function`),
+//! bounded by the stack left to parse it.
+//!
+//! boa 0.22's parser, compiler and evaluator recurse once per level of
+//! nesting and check no depth of their own: with a script doing
+//! `eval(request.Body)`, a 20 KB body of 10,000 `(` overflowed a VM
+//! thread's 256 MiB stack and aborted the gateway (a Rust stack overflow
+//! cannot be caught). Measured on the release build, each level costs up
+//! to ~26 KB of stack (`(` and `[`, one character each; the constructs
+//! without brackets, ternary and arrow chains, `!` runs, `if` and `else if`
+//! chains, cost under 3 KB a character), so a source nests at most one
+//! level per character and the stack it may need is bounded by its length.
+//!
+//! [`Hooks`] is the context's `HostEnsureCanCompileStrings`, which the spec
+//! calls before `eval`, `Function`, `GeneratorFunction` and
+//! `AsyncFunction` parse a string: a source longer than the stack left on
+//! the thread can take at [`STACK_PER_CHAR`] is refused with a
+//! `RangeError` (the call fails, 500, or the script catches it). On a VM
+//! thread with a fresh call that is ~6,000 characters; data belongs in
+//! `JSON.parse`, which has its own bound (128 levels). QuickJS checks its
+//! stack inside its parser and needs none of this.
+//!
+//! The API's own script files are parsed at load, on the same threads,
+//! without this bound: they are the operator's, not a request's.
+
+use std::cell::Cell;
+
+use boa_engine::context::HostHooks;
+use boa_engine::realm::Realm;
+use boa_engine::{Context, JsNativeError, JsResult, JsString};
+
+/// Stack one character of source may need, parsed, compiled and run: the
+/// worst measured level (~26 KB, `(`), with a margin.
+pub(crate) const STACK_PER_CHAR: usize = 40 << 10;
+
+/// Stack kept for everything after the parse (the call's own frames, the
+/// host's reads of the answer).
+const RESERVE: usize = 16 << 20;
+
+/// The longest source compiled where the stack left cannot be read (not
+/// Linux): what a 256 MiB script thread takes, for a fresh call.
+const FALLBACK_CHARS: usize = 4_000;
+
+/// The context's host hooks: [`Hooks::ensure_can_compile_strings`].
+pub(crate) struct Hooks;
+
+impl HostHooks for Hooks {
+    fn ensure_can_compile_strings(
+        &self,
+        _realm: Realm,
+        parameters: &[JsString],
+        body: &JsString,
+        direct: bool,
+        _context: &mut Context,
+    ) -> JsResult<()> {
+        let len = body.len() + parameters.iter().map(JsString::len).sum::<usize>();
+        let allowed = allowed_chars();
+        if len <= allowed {
+            return Ok(());
+        }
+        let what = if direct { "eval" } else { "compiling a string" };
+        Err(JsNativeError::range()
+            .with_message(format!(
+                "{what}: {len} characters of source are more than this thread's stack can parse safely ({allowed} here; boa nests one level per character, up to ~26 KB of stack each); parse data with JSON.parse"
+            ))
+            .into())
+    }
+}
+
+/// How many characters of source the stack left can take.
+fn allowed_chars() -> usize {
+    match remaining_stack() {
+        Some(left) => left.saturating_sub(RESERVE) / STACK_PER_CHAR,
+        None => FALLBACK_CHARS,
+    }
+}
+
+/// Bytes of stack left below this frame on this thread.
+pub(crate) fn remaining_stack() -> Option<usize> {
+    let here = 0u8;
+    let here = std::ptr::addr_of!(here) as usize;
+    stack_floor().map(|floor| here.saturating_sub(floor))
+}
+
+thread_local! {
+    /// The lowest address of this thread's stack, read once.
+    static FLOOR: Cell<Option<Option<usize>>> = const { Cell::new(None) };
+}
+
+fn stack_floor() -> Option<usize> {
+    FLOOR.with(|f| match f.get() {
+        Some(known) => known,
+        None => {
+            let read = read_floor();
+            f.set(Some(read));
+            read
+        }
+    })
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn read_floor() -> Option<usize> {
+    // SAFETY: `attr` is initialised by pthread_getattr_np before it is
+    // read, and destroyed once; the out-pointers are valid locals.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (r == 0 && !addr.is_null()).then_some(addr as usize)
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn read_floor() -> Option<usize> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stack_left_is_read_and_shrinks_deeper_down() {
+        fn deeper(n: usize) -> usize {
+            let pad = [0u8; 4096];
+            std::hint::black_box(&pad);
+            if n == 0 {
+                remaining_stack().unwrap()
+            } else {
+                deeper(n - 1)
+            }
+        }
+        let size = 64 << 20;
+        let (top, down) = std::thread::Builder::new()
+            .stack_size(size)
+            .spawn(|| (remaining_stack().unwrap(), deeper(100)))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(top <= size && top > size - (1 << 20), "{top} of {size}");
+        assert!(top - down >= 100 * 4096, "{top} -> {down}");
+        let allowed = std::thread::Builder::new()
+            .stack_size(size)
+            .spawn(allowed_chars)
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(
+            allowed.abs_diff((top - RESERVE) / STACK_PER_CHAR) <= 1,
+            "{allowed}"
+        );
+    }
+}
