@@ -138,6 +138,14 @@ fn eval_of_a_deeply_nested_body_fails_its_request_only() {
 }
 
 #[test]
+fn proxies_keep_their_rules_and_a_million_deep_chain_fails_its_request_only() {
+    each(
+        &[BOA_PERSISTENT, BOA_TYK_JSON, QJS_PERSISTENT, QJS_TYK_JSON],
+        js_scenarios::proxies_keep_their_rules_and_a_million_deep_chain_fails_its_request_only,
+    );
+}
+
+#[test]
 fn failing_answers_thousands_of_times() {
     each(
         &[BOA_PERSISTENT, QJS_PERSISTENT, QJS_TYK_JSON, QJS_FRESH],

@@ -45,10 +45,11 @@
 //!      that recorded each object's depth: a native call per value.)
 //!    - `Array.prototype.flat`: the depth argument is capped.
 //!
-//! Prototype and Proxy chains are not wrapped: overflowing the stack with
-//! them takes a chain of about a million objects (hundreds of MiB built by
-//! the script itself), which the per-call memory guard stops first, unless a
-//! script grows it across many calls on purpose.
+//! Prototype chains need no wrapper: boa walks them in a loop. Proxy chains
+//! do recurse, one level per proxy, and a million of them fit in a few MB
+//! (under `--jsvm-memory`): every proxy has the host's handler, whose
+//! traps check the stack left (`proxy.rs`). Source text compiled at run
+//! time (`eval`, `new Function`) is bounded by its length (`compile.rs`).
 //!
 //! [`SCRIPT_STACK_SIZE`]: super::vmthread::SCRIPT_STACK_SIZE
 

@@ -113,6 +113,7 @@ mod json;
 mod memory;
 mod phase;
 mod prelude;
+mod proxy;
 pub mod quickjs;
 mod request;
 mod scope;

@@ -170,6 +170,7 @@ fn new_context(src: &Sources) -> Result<(Context, JsObject), BuildError> {
     memory::install_symbol_registry(&mut ctx).map_err(internal)?;
     depth::install(&mut ctx).map_err(internal)?;
     let stringify = super::json::install(&mut ctx).map_err(internal)?;
+    super::proxy::install(&mut ctx).map_err(internal)?;
     prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
     if src.strategy == Strategy::TykJson {
         ctx.eval(Source::from_bytes(tykjson::HELPER))

@@ -143,3 +143,29 @@ pub fn eval_of_a_deeply_nested_body_fails_its_request_only(mode: Mode) {
         assert_eq!(header(&req, "x-value"), "42", "{how}");
     }
 }
+
+/// Proxies behave as the spec's (the same facts on every engine), and a
+/// chain of a million of them read through fails its request only: boa's
+/// Proxy methods recurse once per level and such a chain aborted the
+/// gateway (`js/proxy.rs` checks the stack at every level).
+pub fn proxies_keep_their_rules_and_a_million_deep_chain_fails_its_request_only(mode: Mode) {
+    let s = spec(
+        mode,
+        "proxies",
+        ("proxyMw", fixture("proxies.js")),
+        serde_json::Value::Null,
+    );
+    let h = host_with(&s, Duration::from_secs(60), 1 << 30);
+    let facts = "empty=1;keys=a,b;get=ABC!;has=true;ownKeys=y;set=n33;delete=false;\
+                 apply=50;call=5;construct=7;proto=true;inherit=5;isArray=true;\
+                 json={\"j\":[1]};nested=2;revoked!TypeError;badTrap!TypeError;\
+                 badHandler!TypeError;noNew!TypeError;invariant!TypeError;length=2function";
+    let mut req = get("/proxies/", &[]);
+    h.ok(&mut req);
+    assert_eq!(header(&req, "x-facts"), facts);
+    let msg = h.err(&mut get("/proxies/", &[("x-mode", "chain")]));
+    assert!(msg.contains("proxyMw"), "{msg}");
+    let mut req = get("/proxies/", &[]);
+    h.ok(&mut req);
+    assert_eq!(header(&req, "x-facts"), facts);
+}

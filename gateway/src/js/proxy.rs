@@ -1,0 +1,174 @@
+//! `Proxy` for boa, with the stack checked at every level of a chain.
+//!
+//! boa 0.22's Proxy internal methods call the target's own (`[[Get]]` of a
+//! proxy without a `get` trap is the target's `[[Get]]`), one Rust frame
+//! per proxy and no depth check: a script that wrapped an object in a
+//! million proxies (a one-line loop, a few MB of heap, so under
+//! `--jsvm-memory`) and read a property overflowed the thread's stack and
+//! aborted the gateway; `eval` of a request body could do it.
+//!
+//! Here every proxy a script makes has the host's handler: an object
+//! inheriting the host's thirteen traps and holding the script's handler.
+//! Each trap first checks the stack left on the thread
+//! (`compile::remaining_stack`), and throws a `RangeError` below
+//! [`RESERVE`]; then it does what the spec does with the script's handler:
+//! calls its trap of that name with the same arguments and the handler as
+//! `this` when it has one (a trap that is not callable is a `TypeError`),
+//! else the default, which is `Reflect`'s function of the same name. So
+//! each proxy level passes through a check, and what a script observes is
+//! unchanged, but for time (a native call per trap) and `Proxy.prototype`
+//! (the wrapper is an ordinary function, which has one).
+
+use boa_engine::gc::{Finalize, Trace};
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::property::PropertyDescriptor;
+use boa_engine::{
+    js_string, Context, JsData, JsNativeError, JsObject, JsResult, JsString, JsValue,
+    NativeFunction, Source,
+};
+
+use super::compile::remaining_stack;
+use super::depth::method;
+
+/// The stack a trap leaves for what follows (the script's trap, the rest
+/// of the call, the host's reads): below this it throws instead.
+const RESERVE: usize = 16 << 20;
+
+/// The traps a handler may have, each with the `Reflect` function that is
+/// its default (same name, same arguments).
+const TRAPS: [(&str, usize); 13] = [
+    ("apply", 3),
+    ("construct", 2),
+    ("defineProperty", 3),
+    ("deleteProperty", 2),
+    ("get", 2),
+    ("getOwnPropertyDescriptor", 2),
+    ("getPrototypeOf", 1),
+    ("has", 2),
+    ("isExtensible", 1),
+    ("ownKeys", 1),
+    ("preventExtensions", 1),
+    ("set", 3),
+    ("setPrototypeOf", 2),
+];
+
+/// The handler the host gives every proxy: the script's, held.
+struct HostHandler {
+    user: JsObject,
+}
+
+impl Finalize for HostHandler {}
+
+// SAFETY: `user` is the only GC pointer, traced.
+unsafe impl Trace for HostHandler {
+    boa_engine::gc::custom_trace!(this, mark, mark(&this.user));
+}
+
+impl JsData for HostHandler {}
+
+/// Replaces `Proxy` (and `Proxy.revocable`) in `ctx`'s realm.
+pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
+    let global = ctx.global_object();
+    let original = method(&global, "Proxy", ctx)?;
+    let reflect = method(&global, "Reflect", ctx)?;
+    let table = JsObject::with_null_proto();
+    for (name, length) in TRAPS {
+        let default = method(&reflect, name, ctx)?;
+        let key = JsString::from(name);
+        let f = NativeFunction::from_copy_closure_with_captures(
+            |this, args, (key, default): &(JsString, JsObject), ctx| {
+                trap(this, args, key, default, ctx)
+            },
+            (key.clone(), default),
+        );
+        let f = FunctionObjectBuilder::new(ctx.realm(), f)
+            .name(key.clone())
+            .length(length)
+            .build();
+        table.set(key, f, true, ctx)?;
+    }
+    let wrap = NativeFunction::from_copy_closure_with_captures(
+        |_, args, table: &JsObject, _| {
+            // Not an object: passed on, for `Proxy` to refuse as it does.
+            let handler = args.first().cloned().unwrap_or_default();
+            Ok(match handler.as_object() {
+                Some(user) => {
+                    JsObject::from_proto_and_data(table.clone(), HostHandler { user }).into()
+                }
+                None => handler,
+            })
+        },
+        table,
+    );
+    let wrap = FunctionObjectBuilder::new(ctx.realm(), wrap)
+        .length(1)
+        .build();
+    let make = ctx.eval(Source::from_bytes(WRAPPER))?;
+    let make = make
+        .as_callable()
+        .ok_or_else(|| JsNativeError::typ().with_message("the Proxy wrapper is not a function"))?;
+    let proxy = make.call(&JsValue::undefined(), &[original.into(), wrap.into()], ctx)?;
+    global.define_property_or_throw(
+        js_string!("Proxy"),
+        PropertyDescriptor::builder()
+            .value(proxy)
+            .writable(true)
+            .enumerable(false)
+            .configurable(true),
+        ctx,
+    )?;
+    Ok(())
+}
+
+/// `Proxy` and `Proxy.revocable` around the original, each handler
+/// wrapped by the host's (`wrap`).
+const WRAPPER: &str = r#"(function (OriginalProxy, wrap) {
+    var Proxy = function Proxy(target, handler) {
+        if (new.target === undefined) {
+            throw new TypeError("calling a builtin Proxy constructor without new is forbidden");
+        }
+        return new OriginalProxy(target, wrap(handler));
+    };
+    Object.defineProperty(Proxy, "revocable", {
+        value: function revocable(target, handler) {
+            return OriginalProxy.revocable(target, wrap(handler));
+        },
+        writable: true, enumerable: false, configurable: true
+    });
+    return Proxy;
+})"#;
+
+/// One trap of the host's handler (`this`): the stack check, then the
+/// script's trap `key`, or `default`.
+fn trap(
+    this: &JsValue,
+    args: &[JsValue],
+    key: &JsString,
+    default: &JsObject,
+    ctx: &mut Context,
+) -> JsResult<JsValue> {
+    if remaining_stack().is_some_and(|left| left < RESERVE) {
+        return Err(JsNativeError::range()
+            .with_message("Proxy: nested too deeply for the stack left on this thread")
+            .into());
+    }
+    let user = this
+        .as_object()
+        .and_then(|h| h.downcast_ref::<HostHandler>().map(|h| h.user.clone()));
+    let Some(user) = user else {
+        return default.call(&JsValue::undefined(), args, ctx);
+    };
+    let own = user.get(key.clone(), ctx)?;
+    if own.is_null_or_undefined() {
+        return default.call(&JsValue::undefined(), args, ctx);
+    }
+    match own.as_callable() {
+        Some(f) => f.call(&user.into(), args, ctx),
+        None => Err(JsNativeError::typ()
+            .with_message(format!(
+                "the proxy handler's {} is not a function",
+                key.to_std_string_lossy()
+            ))
+            .into()),
+    }
+}
