@@ -16,15 +16,17 @@
 //! `this` when it has one (a trap that is not callable is a `TypeError`),
 //! else the default, which is `Reflect`'s function of the same name. So
 //! each proxy level passes through a check, and what a script observes is
-//! unchanged, but for time (a native call per trap) and `Proxy.prototype`
-//! (the wrapper is an ordinary function, which has one).
+//! unchanged, but for time (a native call per trap), and `Proxy` called
+//! with a constructor as `this` (`Proxy.call(Object, t, h)`), which makes
+//! a proxy where the spec throws (a native function cannot tell that call
+//! from `new`).
 
 use boa_engine::gc::{Finalize, Trace};
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::property::PropertyDescriptor;
 use boa_engine::{
     js_string, Context, JsData, JsNativeError, JsObject, JsResult, JsString, JsValue,
-    NativeFunction, Source,
+    NativeFunction,
 };
 
 use super::compile::remaining_stack;
@@ -87,56 +89,60 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
             .build();
         table.set(key, f, true, ctx)?;
     }
-    let wrap = NativeFunction::from_copy_closure_with_captures(
-        |_, args, table: &JsObject, _| {
-            // Not an object: passed on, for `Proxy` to refuse as it does.
-            let handler = args.first().cloned().unwrap_or_default();
-            Ok(match handler.as_object() {
-                Some(user) => {
-                    JsObject::from_proto_and_data(table.clone(), HostHandler { user }).into()
-                }
-                None => handler,
-            })
+    let revocable = method(&original, "revocable", ctx)?;
+    let ctor = NativeFunction::from_copy_closure_with_captures(
+        |this, args, (original, table): &(JsObject, JsObject), ctx| {
+            // Constructed, `this` is the new target; called, it is not a
+            // constructor (`undefined` for `Proxy(t, h)`).
+            if !this.as_object().is_some_and(|o| o.is_constructor()) {
+                return Err(JsNativeError::typ()
+                    .with_message("calling a builtin Proxy constructor without new is forbidden")
+                    .into());
+            }
+            let args = wrapped(args, table);
+            Ok(original.construct(&args, None, ctx)?.into())
         },
-        table,
+        (original, table.clone()),
     );
-    let wrap = FunctionObjectBuilder::new(ctx.realm(), wrap)
-        .length(1)
+    let ctor = FunctionObjectBuilder::new(ctx.realm(), ctor)
+        .name(js_string!("Proxy"))
+        .length(2)
+        .constructor(true)
         .build();
-    let make = ctx.eval(Source::from_bytes(WRAPPER))?;
-    let make = make
-        .as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message("the Proxy wrapper is not a function"))?;
-    let proxy = make.call(&JsValue::undefined(), &[original.into(), wrap.into()], ctx)?;
-    global.define_property_or_throw(
-        js_string!("Proxy"),
+    let revocable = NativeFunction::from_copy_closure_with_captures(
+        |_, args, (revocable, table): &(JsObject, JsObject), ctx| {
+            revocable.call(&JsValue::undefined(), &wrapped(args, table), ctx)
+        },
+        (revocable, table),
+    );
+    let revocable = FunctionObjectBuilder::new(ctx.realm(), revocable)
+        .name(js_string!("revocable"))
+        .length(2)
+        .build();
+    let builtin = |value: JsObject| {
         PropertyDescriptor::builder()
-            .value(proxy)
+            .value(value)
             .writable(true)
             .enumerable(false)
-            .configurable(true),
-        ctx,
-    )?;
+            .configurable(true)
+    };
+    ctor.define_property_or_throw(js_string!("revocable"), builtin(revocable.into()), ctx)?;
+    global.define_property_or_throw(js_string!("Proxy"), builtin(ctor.into()), ctx)?;
     Ok(())
 }
 
-/// `Proxy` and `Proxy.revocable` around the original, each handler
-/// wrapped by the host's (`wrap`).
-const WRAPPER: &str = r#"(function (OriginalProxy, wrap) {
-    var Proxy = function Proxy(target, handler) {
-        if (new.target === undefined) {
-            throw new TypeError("calling a builtin Proxy constructor without new is forbidden");
-        }
-        return new OriginalProxy(target, wrap(handler));
+/// `Proxy`'s arguments with the script's handler held by a host handler
+/// inheriting `table`'s traps; a handler that is no object is passed on,
+/// for `Proxy` to refuse as it does.
+fn wrapped(args: &[JsValue], table: &JsObject) -> [JsValue; 2] {
+    let target = args.first().cloned().unwrap_or_default();
+    let handler = args.get(1).cloned().unwrap_or_default();
+    let handler = match handler.as_object() {
+        Some(user) => JsObject::from_proto_and_data(table.clone(), HostHandler { user }).into(),
+        None => handler,
     };
-    Object.defineProperty(Proxy, "revocable", {
-        value: function revocable(target, handler) {
-            return OriginalProxy.revocable(target, wrap(handler));
-        },
-        writable: true, enumerable: false, configurable: true
-    });
-    return Proxy;
-})"#;
+    [target, handler]
+}
 
 /// One trap of the host's handler (`this`): the stack check, then the
 /// script's trap `key`, or `default`.
