@@ -31,11 +31,11 @@ use boa_engine::{Context, JsNativeError, JsResult, JsString};
 
 /// Stack one character of source may need, parsed, compiled and run: the
 /// worst measured level (~26 KB, `(`), with a margin.
-pub(crate) const STACK_PER_CHAR: usize = 40 << 10;
+const STACK_PER_CHAR: usize = 40 << 10;
 
 /// Stack kept for everything after the parse (the call's own frames, the
-/// host's reads of the answer).
-const RESERVE: usize = 16 << 20;
+/// host's reads of the answer); a proxy trap keeps the same (`proxy.rs`).
+pub(crate) const RESERVE: usize = 16 << 20;
 
 /// The longest source compiled where the stack left cannot be read (not
 /// Linux): what a 256 MiB script thread takes, for a fresh call.

@@ -11,7 +11,7 @@
 //! inheriting the host's thirteen traps and holding the script's handler.
 //! Each trap first checks the stack left on the thread
 //! (`compile::remaining_stack`), and throws a `RangeError` below
-//! [`RESERVE`]; then it does what the spec does with the script's handler:
+//! [`RESERVE`], what a compile leaves too; then it does what the spec does with the script's handler:
 //! calls its trap of that name with the same arguments and the handler as
 //! `this` when it has one (a trap that is not callable is a `TypeError`),
 //! else the default, which is `Reflect`'s function of the same name. So
@@ -29,12 +29,8 @@ use boa_engine::{
     NativeFunction,
 };
 
-use super::compile::remaining_stack;
+use super::compile::{remaining_stack, RESERVE};
 use super::depth::method;
-
-/// The stack a trap leaves for what follows (the script's trap, the rest
-/// of the call, the host's reads): below this it throws instead.
-const RESERVE: usize = 16 << 20;
 
 /// The traps a handler may have, each with the `Reflect` function that is
 /// its default (same name, same arguments).

@@ -241,7 +241,7 @@ fn compile_dispatch(
     let mw = ctx
         .eval(Source::from_bytes(scope::RESOLVE))
         .map_err(internal)?;
-    request::put_data(&host_object(ctx)?, request::name(js_string!("mw")), mw);
+    hand_to(&host_object(ctx)?, js_string!("mw"), mw);
     let mut dispatch = Vec::with_capacity(src.entries.len());
     for (index, (name, field)) in src.entries.iter().enumerate() {
         let fail = |message: String| BuildError {
@@ -327,13 +327,13 @@ fn host_with_spec(src: &Sources, ctx: &mut Context) -> Result<JsObject, BuildErr
         spec.set(js_string!("config_data"), config, false, ctx)
             .map_err(internal)?;
     }
-    request::put_data(&host, request::name(js_string!("spec")), spec);
+    hand_to(&host, js_string!("spec"), spec.into());
     Ok(host)
 }
 
 /// The hidden host global's object (`prelude::HOST_GLOBAL`). The global
 /// binding cannot be replaced (non-writable, non-configurable); the object
-/// it holds is written only through its table (`request::put_data`).
+/// it holds is written only through its table ([`hand_to`]).
 fn host_object(ctx: &mut Context) -> Result<JsObject, BuildError> {
     ctx.global_object()
         .get(JsString::from(prelude::HOST_GLOBAL), ctx)
@@ -439,20 +439,18 @@ impl Vm {
         // context), unless it carries a body (cleared below, so a large
         // upload is not kept alive by an idle API).
         self.hand(js_string!("request"), built.object.clone().into());
-        let ctx = &mut self.ctx;
-        let run = budget::guarded(
-            self.dispatch[index].evaluate_async_with_budget(ctx, SLICE_BUDGET),
-            Guard::new(deadline, self.memory),
+        let ret = run(
+            &mut self.ctx,
+            &self.host,
+            self.memory,
+            &self.dispatch[index],
+            deadline,
         )
-        .await
-        .map_err(CallError::Stopped)?;
+        .await;
         if !req.body.is_empty() {
             self.hand(js_string!("request"), JsValue::undefined());
         }
-        let ret = run.map_err(|e| {
-            CallError::Failed(MwError::threw(format!("JS error: {}", error_text(&e))))
-        })?;
-        self.check_thrown(&ret)?;
+        let ret = ret?;
         let ctx = &mut self.ctx;
         request::apply(&ret, &built, &self.accessors, &mut self.headers, req, ctx)
             .map_err(CallError::answer)
@@ -463,19 +461,13 @@ impl Vm {
     /// so a script that froze the object (a global it can reach) or gave
     /// the field a getter of its own cannot make the write fail or be read
     /// back as something else; and it costs ~600 instructions, not ~1,900.
-    pub(crate) fn hand(&self, key: JsString, value: JsValue) {
-        request::put_data(&self.host, request::name(key), value);
+    fn hand(&self, key: JsString, value: JsValue) {
+        hand_to(&self.host, key, value);
     }
 
-    /// The dispatch's answer to a throw ([`thrown`]): that call's error.
-    pub(crate) fn check_thrown(&self, ret: &JsValue) -> Result<(), CallError> {
-        match thrown(ret, &self.host) {
-            None => Ok(()),
-            Some(e) => Err(CallError::Failed(MwError::threw(format!(
-                "JS error: {}",
-                error_text(&boa_engine::JsError::from_opaque(e))
-            )))),
-        }
+    /// [`run`] in this context.
+    async fn run(&mut self, script: &Script, deadline: Instant) -> Result<JsValue, CallError> {
+        run(&mut self.ctx, &self.host, self.memory, script, deadline).await
     }
 
     /// A `tyk-json` call: Tyk's source, the request JSON pasted in, parsed
@@ -489,22 +481,11 @@ impl Vm {
     ) -> Result<Flow, CallError> {
         let failed = |e: String| CallError::Failed(MwError::internal(e));
         let json = self.json.as_ref().expect("a tyk-json context");
-        let (before, after) = caught_parts();
-        let source = json.source(index, req, before, &after);
-        let ctx = &mut self.ctx;
-        let script = Script::parse(Source::from_bytes(&source), None, ctx)
+        let source = json.source(index, req, CAUGHT_HEAD, &CAUGHT_TAIL);
+        let script = Script::parse(Source::from_bytes(&source), None, &mut self.ctx)
             .map_err(|e| failed(format!("JS host: the call's source does not parse: {e}")))?;
         drop(source);
-        let run = budget::guarded(
-            script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
-            Guard::new(deadline, self.memory),
-        )
-        .await
-        .map_err(CallError::Stopped)?;
-        let ret = run.map_err(|e| {
-            CallError::Failed(MwError::threw(format!("JS error: {}", error_text(&e))))
-        })?;
-        self.check_thrown(&ret)?;
+        let ret = self.run(&script, deadline).await?;
         match ret.as_string() {
             Some(text) => {
                 // Rust only, and what it makes leaves with `req` (`heap.rs`).
@@ -519,15 +500,52 @@ impl Vm {
 /// `expr` in a try/catch at the script's own level (see [`compile_dispatch`]
 /// for the boa stack leak an uncaught exception causes): a throw answers
 /// `[host, exception]`, the hidden host object first ([`thrown`]).
-pub(crate) fn caught(expr: &str) -> String {
-    let (before, after) = caught_parts();
-    format!("{before}{expr}{after}")
+fn caught(expr: &str) -> String {
+    format!("{CAUGHT_HEAD}{expr}{}", *CAUGHT_TAIL)
 }
 
-/// What [`caught`] writes before and after the expression.
-fn caught_parts() -> (&'static str, String) {
+/// What [`caught`] writes before the expression.
+const CAUGHT_HEAD: &str = "try { ";
+
+/// What [`caught`] writes after the expression (made once: a `tyk-json`
+/// call writes it into every call's source).
+static CAUGHT_TAIL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let h = prelude::HOST_GLOBAL;
-    ("try { ", format!(" }} catch (e) {{ [{h}, e] }}"))
+    format!(" }} catch (e) {{ [{h}, e] }}")
+});
+
+/// Evaluates a dispatch script under the deadline; a script-level throw
+/// (`[host, exception]`, [`thrown`]) becomes a failure. (A function of the
+/// context's parts, so a call can run a script it borrows from the same
+/// `Vm`.)
+async fn run(
+    ctx: &mut Context,
+    host: &JsObject,
+    memory: usize,
+    script: &Script,
+    deadline: Instant,
+) -> Result<JsValue, CallError> {
+    let run = budget::guarded(
+        script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
+        Guard::new(deadline, memory),
+    )
+    .await
+    .map_err(CallError::Stopped)?;
+    let ret = run.map_err(|e| js_error(&e))?;
+    match thrown(&ret, host) {
+        None => Ok(ret),
+        Some(e) => Err(js_error(&boa_engine::JsError::from_opaque(e))),
+    }
+}
+
+/// A JS error a call ended with, as the call's failure.
+fn js_error(e: &boa_engine::JsError) -> CallError {
+    CallError::Failed(MwError::threw(format!("JS error: {}", error_text(e))))
+}
+
+/// Writes `value` into the hidden host object's field `key` ([`Vm::hand`]).
+fn hand_to(host: &JsObject, key: JsString, value: JsValue) {
+    request::put_data(host, request::name(key), value);
 }
 
 /// The exception a [`caught`] dispatch answered with, when `ret` is that
@@ -536,7 +554,7 @@ fn caught_parts() -> (&'static str, String) {
 /// global a script can reach, freeze, or give a getter, and the host must
 /// still tell every throw. (A script that itself answers an array starting
 /// with the host object gets its call failed, as a throw would.)
-pub(crate) fn thrown(ret: &JsValue, host: &JsObject) -> Option<JsValue> {
+fn thrown(ret: &JsValue, host: &JsObject) -> Option<JsValue> {
     let arr = ret.as_object().filter(JsObject::is_array)?;
     let first = request::own_data(&arr, &PropertyKey::from(0u32))?;
     if !first
@@ -631,7 +649,7 @@ fn error_lines(e: &boa_engine::JsError) -> String {
 /// `v` for a message, bounded: a primitive as boa shows it (a string
 /// quoted, cut at [`MAX_ERROR_TEXT`] bytes), an object by its kind only
 /// ([`object_tag`]), not boa's dump of its contents.
-pub(crate) fn value_text(v: &JsValue) -> String {
+fn value_text(v: &JsValue) -> String {
     match v.as_object() {
         Some(o) => object_tag(&o).to_string(),
         None => clip(v.display().to_string()),

@@ -25,14 +25,11 @@ use http::HeaderMap;
 
 use crate::heap::Uncounted;
 
-use super::super::budget::{self, Guard, SLICE_BUDGET};
 use super::super::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use super::super::prelude::HOST_GLOBAL;
 use super::super::request::{self, get, opt_object, plain, shape, string_map, strings};
 use super::super::text;
-use super::{
-    collect_large_body, error_text, is_identifier, BuildError, CallError, Sources, Vm, LARGE_BODY,
-};
+use super::{collect_large_body, is_identifier, BuildError, CallError, Sources, Vm, LARGE_BODY};
 use crate::middleware::{MwError, MwRequest, MwResponse};
 
 /// The compiled dispatch of each response entry and virtual endpoint.
@@ -180,23 +177,6 @@ impl Vm {
         })?;
         // The answer leaves this thread (`heap.rs`).
         crate::heap::uncounted(|| endpoint_answer(&text::lossy(&answer))).map_err(CallError::Failed)
-    }
-
-    /// Evaluates a dispatch script under the deadline; a script-level throw
-    /// (the host object handed back) becomes a failure.
-    async fn run(&mut self, script: &Script, deadline: Instant) -> Result<JsValue, CallError> {
-        let ctx = &mut self.ctx;
-        let run = budget::guarded(
-            script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
-            Guard::new(deadline, self.memory),
-        )
-        .await
-        .map_err(CallError::Stopped)?;
-        let ret = run.map_err(|e| {
-            CallError::Failed(MwError::threw(format!("JS error: {}", error_text(&e))))
-        })?;
-        self.check_thrown(&ret)?;
-        Ok(ret)
     }
 }
 
