@@ -407,6 +407,79 @@ fn a_broken_script_fails_its_api_only() {
     gw.stop();
 }
 
+/// A script whose value is `depth` parentheses deep and whose middleware
+/// `name` stamps it in `X-Depth`.
+fn nested_script(dir: &Path, name: &str, depth: usize) -> String {
+    let text = format!(
+        "var depth = {open}1{close};\n\
+         var {name} = new TykJS.TykMiddleware.NewMiddleware({{}});\n\
+         {name}.NewProcessRequest(function (request, session) {{\n\
+         request.SetHeaders[\"X-Depth\"] = String(depth);\n\
+         return {name}.ReturnData(request, {{}});\n\
+         }});\n",
+        open = "(".repeat(depth),
+        close = ")".repeat(depth),
+    );
+    let path = dir.join(format!("{name}.js"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_script_nested_too_deep_for_boa_fails_its_api_only() {
+    // boa's parser recurses per level with no check of its own: before the
+    // load moved to a script thread and checked in a child process, 300
+    // levels aborted the gateway at start-up (8 MiB main thread; this test
+    // thread has 2 MiB), and 50,000 abort it on any thread.
+    let dir = tempfile::tempdir().unwrap();
+    let up = format!("http://{}", common::mock());
+    let deep = nested_script(dir.path(), "deepMw", 50_000);
+    // Longer than the length shortcut allows (a child proves it fits), and
+    // parsed again per request by the fresh strategy on VM threads.
+    let nested = nested_script(dir.path(), "nestedMw", 1_000);
+    write(
+        dir.path(),
+        "deep",
+        &up,
+        js(DEFAULT, "pre", "deepMw", deep.clone()),
+    );
+    for mode in [DEFAULT, ("boa", "fresh"), ("boa", "tyk-json")] {
+        let id = format!("nested-{}", mode.1);
+        write(
+            dir.path(),
+            &id,
+            &up,
+            js(mode, "pre", "nestedMw", nested.clone()),
+        );
+    }
+    write(
+        dir.path(),
+        "good",
+        &up,
+        js(DEFAULT, "pre", "mw", fixture("clash_a.js")),
+    );
+    let gw = common::start_gateway(dir.path());
+    let errors: Vec<String> = gw.load_errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = &gw.load_errors[0];
+    assert_eq!(e.field, "custom_middleware.pre[0].path", "{e}");
+    assert!(
+        errors[0].contains("deep.json") && errors[0].contains(&deep),
+        "{e}"
+    );
+    assert!(e.message.contains("nests deeper than boa can parse"), "{e}");
+    for _ in 0..3 {
+        assert_internal_error(&common::get(gw.addr, "/deep/"));
+        for id in ["nested-", "nested-fresh", "nested-tyk-json"] {
+            let echo = common::get(gw.addr, &format!("/{id}/"));
+            assert_eq!(echo.status, 200, "{id}: {}", echo.text());
+            assert_eq!(echo.json()["headers"]["X-Depth"], "1", "{id}");
+        }
+        assert_eq!(common::get(gw.addr, "/good/").status, 200);
+    }
+    gw.stop();
+}
+
 #[test]
 fn the_engine_comes_from_the_definition_or_the_gateway_default() {
     let dir = tempfile::tempdir().unwrap();

@@ -279,6 +279,17 @@ fn a_broken_virtual_endpoint_fails_only_its_path_naming_the_field() {
     let (up, rec) = recorder();
     let file = script(dir.path(), "virt.js", VIRTUAL_JS);
     let syntax = script(dir.path(), "syntax.js", "function f( {");
+    // Nested past what boa's parser can take on a script thread (it would
+    // abort the process): refused at load, as QuickJS refuses it.
+    let deep = script(
+        dir.path(),
+        "deep.js",
+        &format!(
+            "function f() {{ return {}1{}; }}",
+            "(".repeat(50_000),
+            ")".repeat(50_000)
+        ),
+    );
     let blob = base64::engine::general_purpose::STANDARD.encode(VIRTUAL_JS);
     let mut proxied = endpoint("f", "/proxied", "GET", ("file", &syntax));
     proxied["proxy_on_error"] = json!(true);
@@ -331,6 +342,11 @@ fn a_broken_virtual_endpoint_fails_only_its_path_naming_the_field() {
                 ("file", "/no/such2.js"),
             ),
             None,
+        ),
+        (
+            "deep",
+            endpoint("f", "/deep", "GET", ("file", &deep)),
+            Some("[9].function_source_uri"),
         ),
     ];
     let list: Vec<Value> = cases.iter().map(|c| c.1.clone()).collect();
@@ -396,6 +412,18 @@ fn a_broken_virtual_endpoint_fails_only_its_path_naming_the_field() {
             "{engine}: {text}"
         );
         assert!(text.contains("/no/such.js"), "the missing file is named");
+        let deep_line = text
+            .lines()
+            .find(|l| l.contains(&def) && l.contains("deep.js"));
+        let why = if engine == "boa" {
+            "nests deeper than boa can parse"
+        } else {
+            "Maximum call stack size exceeded"
+        };
+        assert!(
+            deep_line.is_some_and(|l| l.contains("does not compile") && l.contains(why)),
+            "{engine}: {text}"
+        );
     }
 }
 

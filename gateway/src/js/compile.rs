@@ -6,7 +6,8 @@
 //! `eval(request.Body)`, a 20 KB body of 10,000 `(` overflowed a VM
 //! thread's 256 MiB stack and aborted the gateway (a Rust stack overflow
 //! cannot be caught). Measured on the release build, each level costs up
-//! to ~26 KB of stack (`(` and `[`, one character each; the constructs
+//! to ~26 KB of stack (`(` and `[`, one character each; ~190 KB in the
+//! tests' build, see [`STACK_PER_CHAR`]; the constructs
 //! without brackets, ternary and arrow chains, `!` runs, `if` and `else if`
 //! chains, cost under 3 KB a character), so a source nests at most one
 //! level per character and the stack it may need is bounded by its length.
@@ -16,12 +17,14 @@
 //! `AsyncFunction` parse a string: a source longer than the stack left on
 //! the thread can take at [`STACK_PER_CHAR`] is refused with a
 //! `RangeError` (the call fails, 500, or the script catches it). On a VM
-//! thread with a fresh call that is ~6,000 characters; data belongs in
+//! thread with a fresh call that is ~6,000 characters (~900 in the tests'
+//! build); data belongs in
 //! `JSON.parse`, which has its own bound (128 levels). QuickJS checks its
 //! stack inside its parser and needs none of this.
 //!
-//! The API's own script files are parsed at load, on the same threads,
-//! without this bound: they are the operator's, not a request's.
+//! The API's own script files are not bound by their length: one too deep
+//! for a script thread is found at load by parsing it in a child process
+//! (`nesting.rs`).
 
 use std::cell::Cell;
 
@@ -29,17 +32,26 @@ use boa_engine::context::HostHooks;
 use boa_engine::realm::Realm;
 use boa_engine::{Context, JsNativeError, JsResult, JsString};
 
+use super::vmthread::SCRIPT_STACK_SIZE;
+
 /// Stack one character of source may need, parsed, compiled and run: the
-/// worst measured level (~26 KB, `(`), with a margin.
-const STACK_PER_CHAR: usize = 40 << 10;
+/// worst measured level, with a margin. In the release build that is
+/// ~26 KB (`(`), so 40 KB. Builds with debug assertions (the tests', whose
+/// boa is built at `opt-level = 2` without LTO) take ~190 KB for a `(` and
+/// ~170 KB for a `[` (measured with `nesting.rs`'s child parse), so 256 KB.
+pub(crate) const STACK_PER_CHAR: usize = if cfg!(debug_assertions) {
+    256 << 10
+} else {
+    40 << 10
+};
 
 /// Stack kept for everything after the parse (the call's own frames, the
 /// host's reads of the answer); a proxy trap keeps the same (`proxy.rs`).
 pub(crate) const RESERVE: usize = 16 << 20;
 
 /// The longest source compiled where the stack left cannot be read (not
-/// Linux): what a 256 MiB script thread takes, for a fresh call.
-const FALLBACK_CHARS: usize = 4_000;
+/// Linux): what a script thread's stack takes with two reserves used.
+const FALLBACK_CHARS: usize = (SCRIPT_STACK_SIZE - 2 * RESERVE) / STACK_PER_CHAR;
 
 /// The context's host hooks: [`Hooks::ensure_can_compile_strings`].
 pub(crate) struct Hooks;
@@ -61,7 +73,8 @@ impl HostHooks for Hooks {
         let what = if direct { "eval" } else { "compiling a string" };
         Err(JsNativeError::range()
             .with_message(format!(
-                "{what}: {len} characters of source are more than this thread's stack can parse safely ({allowed} here; boa nests one level per character, up to ~26 KB of stack each); parse data with JSON.parse"
+                "{what}: {len} characters of source are more than this thread's stack can parse safely ({allowed} here; boa nests one level per character, each taking up to {} KB of stack); parse data with JSON.parse",
+                STACK_PER_CHAR >> 10
             ))
             .into())
     }

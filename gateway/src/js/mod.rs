@@ -99,6 +99,7 @@
 //! - `budget`: the slice guard that enforces the timeout.
 //! - `memory`: the heap's pacing and limit.
 //! - `depth`: the nesting bound on boa's recursive builtins.
+//! - `nesting`: script files too deep for boa's parser, refused at load.
 //! - `vmthread`: VM threads, the hand-off and abandonment at the deadline.
 //! - `tykjson`: the `tyk-json` strategy's JSON texts, both engines'.
 
@@ -111,6 +112,7 @@ pub(crate) mod goquery;
 mod jobs;
 mod json;
 mod memory;
+mod nesting;
 mod phase;
 mod prelude;
 mod proxy;
@@ -196,6 +198,13 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     if spec.engine.unwrap_or(opts.jsvm_engine) == JsEngine::QuickJs {
         return quickjs::load(spec, opts);
     }
+    // On a script thread's stack, as every later parse of these scripts:
+    // boa's parser recurses per level of nesting (`nesting.rs`).
+    nesting::on_script_stack(|| load_boa(spec, opts))
+        .unwrap_or_else(|why| Err(LoadError::new(&spec.file, "custom_middleware", why)))
+}
+
+fn load_boa(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>, LoadError> {
     let mut read = sources::read(spec)?;
     let hooks = std::mem::take(&mut read.hooks);
     sources::scope(&mut read);
@@ -219,7 +228,13 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     };
     // A virtual endpoint that cannot build is set aside (its path fails),
     // anything else fails the API's load.
+    let mut checked = std::collections::HashSet::new();
     let vm = sources::without_broken(spec, &mut read, |read| {
+        for s in &read.scripts {
+            if checked.insert(s.field.clone()) {
+                fits(spec, s)?;
+            }
+        }
         Vm::build(&make(read)).map_err(|e| (e.field, e.message))
     })?;
     let sources = Arc::new(make(&read));
@@ -240,6 +255,27 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         strategy,
         slots: read.slots,
     }))
+}
+
+/// Refuses a script too deeply nested for boa to parse on a script thread,
+/// before the build parses it (`nesting.rs`), as a build error would.
+fn fits(spec: &ApiSpec, s: &vm::ScriptFile) -> Result<(), (String, String)> {
+    match nesting::check(&s.text) {
+        nesting::Verdict::Fits => Ok(()),
+        nesting::Verdict::TooDeep(why) => Err((
+            s.field.clone(),
+            format!("{}: does not compile: {why}", s.file.display()),
+        )),
+        nesting::Verdict::Unchecked(why) => {
+            tracing::warn!(
+                "{}: {}: {}: its nesting was not checked ({why}); loading it anyway",
+                spec.file.display(),
+                s.field,
+                s.file.display()
+            );
+            Ok(())
+        }
+    }
 }
 
 /// Builds per-worker JS chains for one API.
