@@ -218,9 +218,9 @@ fn verdict(status: libc::c_int) -> Verdict {
     if libc::WIFSIGNALED(status) {
         let signal = libc::WTERMSIG(status);
         return Verdict::TooDeep(format!(
-            "it nests deeper than boa can parse in a script thread's {budget} MiB of stack \
-             (boa's parser recurses once per level; a process parsing it died of signal \
-             {signal}); QuickJS (\"engine\": \"quickjs\") parses such nesting, or reduce it"
+            "it nests deeper than boa can parse on a script thread's {budget} MiB stack \
+             (boa's parser recurses once per level: a process parsing it died of signal \
+             {signal})"
         ));
     }
     Verdict::Unchecked(format!("the checking process ended with status {status}"))
