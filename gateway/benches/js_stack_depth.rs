@@ -7,7 +7,14 @@
 //! bound (`js/depth.rs`) from these figures.
 //!
 //! To try this: `cargo bench -p gateway --bench js_stack_depth` (release
-//! figures are the ones that matter; dev builds use more stack per frame).
+//! figures are the ones that matter; dev builds use more stack per frame);
+//! `-- --parser` prints only the parser's table.
+//!
+//! The parser's table: boa's parser and compiler recurse once per level of
+//! source nesting (`js/compile.rs`, `js/nesting.rs`). There is no callback
+//! inside them to probe from, so each depth is parsed on a fresh thread and
+//! the stack it touched is read afterwards (the lowest resident page of the
+//! thread's stack, `mincore`).
 //!
 //! Method: each case nests a value `LEVELS` deep whose innermost level calls
 //! `probe()`, a native function that records the address of one of its
@@ -109,7 +116,112 @@ fn measure(host: bool, setup: &str, walk: &str) -> Result<f64, String> {
     Ok((base - lowest) as f64 / LEVELS as f64)
 }
 
+/// Source nested `levels` deep in each shape the parser recurses on:
+/// `(name, characters that open a level, text)`. A level needs only its
+/// opening characters to recurse (an unclosed `((((` nests as deep), so
+/// bytes per character is per level over those.
+fn sources(levels: usize) -> Vec<(&'static str, usize, String)> {
+    let expr = |open: &str, close: &str| {
+        format!("var x = {}1{};", open.repeat(levels), close.repeat(levels))
+    };
+    vec![
+        ("( ... )", 1, expr("(", ")")),
+        ("[ ... ]", 1, expr("[", "]")),
+        ("{a: ... }", 3, expr("{a:", "}")),
+        ("x => ...", 3, expr("x=>", "")),
+        ("1 ? 1 : ...", 4, expr("1?1:", "")),
+        ("! ...", 1, expr("!", "")),
+        ("if (1) ...", 5, format!("{}x;", "if(1)".repeat(levels))),
+        (
+            "function f() { ... }",
+            13,
+            format!("{}{}", "function f(){".repeat(levels), "}".repeat(levels)),
+        ),
+    ]
+}
+
+/// Bytes of this thread's stack touched below `entry` while `f` ran: the
+/// lowest resident page of the thread's (fresh, untouched) stack mapping,
+/// read with `mincore`.
+fn high_water(entry: usize, f: impl FnOnce()) -> usize {
+    f();
+    // SAFETY: `attr` is initialised by pthread_getattr_np and destroyed
+    // once; mincore reads a range of this thread's own stack mapping into
+    // a vector of one byte per page.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+        let floor = addr as usize;
+        let pages = (entry - floor) / page;
+        let mut resident = vec![0u8; pages];
+        assert_eq!(
+            libc::mincore(addr, pages * page, resident.as_mut_ptr().cast()),
+            0
+        );
+        let lowest = resident.iter().position(|r| r & 1 == 1).unwrap_or(pages);
+        entry - (floor + lowest * page)
+    }
+}
+
+/// Stack per nesting level of boa's parser (and compiler) for `text` of
+/// each depth, on a fresh thread each: the difference of two depths, so
+/// the frames every parse has cancel out.
+fn parse_cost(levels: [usize; 2], text: impl Fn(usize) -> String, compile: bool) -> f64 {
+    let used = levels.map(|n| {
+        let text = text(n);
+        std::thread::Builder::new()
+            .stack_size(2 << 30)
+            .spawn(move || {
+                let entry = stack_addr();
+                high_water(entry, || {
+                    let mut ctx = Context::default();
+                    let script =
+                        boa_engine::Script::parse(Source::from_bytes(&text), None, &mut ctx);
+                    if compile {
+                        let script = script.expect("the nested source parses");
+                        script.codeblock(&mut ctx).expect("and compiles");
+                    }
+                })
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    (used[1] as f64 - used[0] as f64) / (levels[1] - levels[0]) as f64
+}
+
+fn parser() {
+    let levels = [1_000, 3_000];
+    println!();
+    println!(
+        "boa's parser: native stack per nesting level of source, {} and {} levels deep",
+        levels[0], levels[1]
+    );
+    println!("(`gateway/src/js/compile.rs` bounds eval by STACK_PER_CHAR, the worst bytes per character)");
+    println!(
+        "  {:<22} {:>13} {:>13} {:>22}",
+        "shape", "parse B/level", "B/character", "parse+compile B/level"
+    );
+    for (i, (name, chars, _)) in sources(1).into_iter().enumerate() {
+        let text = move |n: usize| sources(n).swap_remove(i).2;
+        let parse = parse_cost(levels, text, false);
+        let both = parse_cost(levels, text, true);
+        println!(
+            "  {name:<22} {parse:>13.0} {:>13.0} {both:>22.0}",
+            parse / chars as f64
+        );
+    }
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--parser") {
+        return parser();
+    }
     println!("native stack per nesting level, {LEVELS} levels deep");
     for (name, setup, walk) in CASES {
         let (setup, walk) = (setup.to_string(), walk.to_string());
@@ -126,4 +238,5 @@ fn main() {
             Err(e) => println!("  {name:<34} failed: {e}"),
         }
     }
+    parser();
 }

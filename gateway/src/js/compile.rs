@@ -5,12 +5,13 @@
 //! nesting and check no depth of their own: with a script doing
 //! `eval(request.Body)`, a 20 KB body of 10,000 `(` overflowed a VM
 //! thread's 256 MiB stack and aborted the gateway (a Rust stack overflow
-//! cannot be caught). Measured on the release build, each level costs up
-//! to ~26 KB of stack (`(` and `[`, one character each; ~190 KB in the
-//! tests' build, see [`STACK_PER_CHAR`]; the constructs
-//! without brackets, ternary and arrow chains, `!` runs, `if` and `else if`
-//! chains, cost under 3 KB a character), so a source nests at most one
-//! level per character and the stack it may need is bounded by its length.
+//! cannot be caught). A level needs at least one character, so the stack a
+//! source may need is bounded by its length: the worst is `(`, one
+//! character a level (`cargo bench -p gateway --bench js_stack_depth --
+//! --parser`, release build, bytes of stack per character: `(` 28,031,
+//! `[` 25,790, `{a:` 9,381, `!` 2,288, `x=>` 1,158 (1,467 compiled),
+//! `1?1:` 800, `if(1)` 576, `function f(){` 420; with `--profile dev`,
+//! the tests' build, `(` takes 184,801).
 //!
 //! [`Hooks`] is the context's `HostEnsureCanCompileStrings`, which the spec
 //! calls before `eval`, `Function`, `GeneratorFunction` and
@@ -35,10 +36,9 @@ use boa_engine::{Context, JsNativeError, JsResult, JsString};
 use super::vmthread::SCRIPT_STACK_SIZE;
 
 /// Stack one character of source may need, parsed, compiled and run: the
-/// worst measured level, with a margin. In the release build that is
-/// ~26 KB (`(`), so 40 KB. Builds with debug assertions (the tests', whose
-/// boa is built at `opt-level = 2` without LTO) take ~190 KB for a `(` and
-/// ~170 KB for a `[` (measured with `nesting.rs`'s child parse), so 256 KB.
+/// worst measured (a `(`, module docs), with a margin. In the release build
+/// that is ~28 KB, so 40 KB. Builds with debug assertions (the tests', whose
+/// boa is built at `opt-level = 2` without LTO) take ~185 KB, so 256 KB.
 pub(crate) const STACK_PER_CHAR: usize = if cfg!(debug_assertions) {
     256 << 10
 } else {

@@ -2,7 +2,7 @@
 //! risking the gateway.
 //!
 //! boa 0.22's parser and compiler recurse once per level of nesting and
-//! check no depth of their own (`compile.rs` has the figures: up to ~26 KB
+//! check no depth of their own (`compile.rs` has the figures: up to ~28 KB
 //! of stack per `(` in the release build). A Rust stack overflow cannot be
 //! caught: it aborts the process. Before this check, a script file of 300
 //! nested parentheses aborted the gateway at start-up (the load ran on the
@@ -11,8 +11,8 @@
 //!
 //! Loading now runs on a thread with a script thread's stack
 //! ([`on_script_stack`]), where a file nested ~8,000 levels parses (a
-//! `(` takes ~30 KB of stack in the release build; ~1,300 levels and
-//! ~190 KB in the tests' build).
+//! `(` takes ~28 KB of stack in the release build; ~1,300 levels and
+//! ~185 KB in the tests' build).
 //! Whether a deeper one fits cannot be known without parsing it, and a parse
 //! cannot be stopped part-way from outside, so [`check`] parses it where an
 //! overflow costs nothing: in a child process. It forks from a thread whose
