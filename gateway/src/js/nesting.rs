@@ -17,11 +17,14 @@
 //! cannot be stopped part-way from outside, so [`check`] parses it where an
 //! overflow costs nothing: in a child process. It forks from a thread whose
 //! stack is [`SCRIPT_STACK_SIZE`] less [`MARGIN`]; the child (a copy of
-//! that one thread) parses and compiles the text, drops it, and exits. A
-//! child that dies (Rust's overflow handler raises `SIGABRT`) means the file
-//! cannot load: its API fails closed with that reason, or, for a virtual
-//! endpoint's script, that endpoint's path only. A child that exits 0 proves
-//! every parse of the text on a script thread fits (at load, on workers, on
+//! that one thread) parses and compiles the text, drops it, writes one byte
+//! to a pipe and exits. A child that dies before writing (Rust's overflow
+//! handler raises `SIGABRT`) means the file cannot load: its API fails
+//! closed with that reason, or, for a virtual endpoint's script, that
+//! endpoint's path only. (The pipe, not the exit status, carries the
+//! verdict: a gateway started with SIGCHLD ignored never sees the status.)
+//! A child that answers proves every parse of the text on a script thread
+//! fits (at load, on workers, on
 //! VM threads, and per request with the `fresh` strategy): the parser is
 //! deterministic, and each of those parses starts with at most [`MARGIN`]
 //! of its thread's stack in use.
@@ -30,10 +33,10 @@
 //! one character, so `len × STACK_PER_CHAR` bounds its stack (files under
 //! ~6,000 bytes in the release build, ~960 in the tests').
 //!
-//! The child runs only the parse, the compile and `_exit`: no lock another
-//! thread may hold at the fork is taken there except the allocator's, which
-//! glibc's `fork` hands over released (boa's lazily made statics are made
-//! in the parent before the first fork). Should the check itself fail (no
+//! The child runs only the parse, the compile, a `write` and `_exit`: no
+//! lock another thread may hold at the fork is taken there except the
+//! allocator's, which glibc's `fork` hands over released (boa's lazily
+//! made statics are made in the parent before the first fork). Should the check itself fail (no
 //! fork, a child that neither exits nor dies within [`LIMIT`]), the load
 //! goes on without it, with a warning: the check guards against a
 //! pathological file, and a busy system is no reason to refuse a sound one.
@@ -120,13 +123,17 @@ fn parse_and_compile(text: &str) {
     }
 }
 
-/// Exit code of a child whose parse panicked.
+/// What the child writes to the pipe before it exits: it parsed (`FIT`),
+/// or boa panicked (`PANICKED`). A child that dies writes nothing.
 #[cfg(unix)]
-const PANICKED: i32 = 3;
+const FIT: u8 = b'f';
+#[cfg(unix)]
+const PANICKED: u8 = b'p';
 
 #[cfg(unix)]
 fn fork_and_parse(text: &str) -> Verdict {
-    use std::os::fd::AsRawFd;
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
     // Opened before the fork: the child only points its stderr here, so the
     // overflow handler's message does not reach the gateway's log.
@@ -134,6 +141,19 @@ fn fork_and_parse(text: &str) -> Verdict {
         Ok(f) => f,
         Err(e) => return Verdict::Unchecked(format!("cannot open /dev/null: {e}")),
     };
+    // The child's answer comes through a pipe rather than its exit status,
+    // which a process ignoring SIGCHLD never sees (its children are reaped
+    // by the kernel).
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills `fds` with two new descriptors on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Verdict::Unchecked(format!(
+            "cannot make a pipe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: both descriptors are new and owned here alone.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // The lazily made statics a parse and compile touch (boa's table of
     // static strings), made here first: a child forked while another thread
     // was making one would wait for it forever.
@@ -141,27 +161,55 @@ fn fork_and_parse(text: &str) -> Verdict {
     WARM.call_once(|| parse_and_compile("var warm = [{ a: (1) }];"));
     // SAFETY: the child runs only `parse_and_compile` (allocation, which
     // glibc's fork leaves usable, and boa's parser and compiler, which take
-    // no process-wide locks once their statics are made) and then `_exit`,
-    // never returning into the caller's frames or running destructors
-    // shared with the parent.
+    // no process-wide locks once their statics are made), one `write` and
+    // `_exit`, never returning into the caller's frames or running
+    // destructors shared with the parent.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // SAFETY: dup2 of two open descriptors; `_exit` ends the child
-        // without unwinding into the copy of the parent's thread.
+        // SAFETY: dup2 and write on open descriptors; `_exit` ends the
+        // child without unwinding into the copy of the parent's thread.
         unsafe {
             libc::dup2(null.as_raw_fd(), 2);
             let parsed =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_and_compile(text)));
-            libc::_exit(if parsed.is_ok() { 0 } else { PANICKED });
+            let answer = if parsed.is_ok() { FIT } else { PANICKED };
+            libc::write(write.as_raw_fd(), std::ptr::addr_of!(answer).cast(), 1);
+            libc::_exit(0);
         }
     }
-    drop(null);
+    drop((null, write));
     if pid < 0 {
         return Verdict::Unchecked(format!("cannot fork: {}", std::io::Error::last_os_error()));
     }
-    match wait(pid) {
-        Ok(status) => verdict(status),
-        Err(why) => Verdict::Unchecked(why),
+    if !readable_within(&read, LIMIT) {
+        // SAFETY: the child is ours and not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        reap(pid);
+        return Verdict::Unchecked(format!(
+            "the checking process did not finish in {}s",
+            LIMIT.as_secs()
+        ));
+    }
+    let mut answer = [0u8; 1];
+    let got = std::fs::File::from(read).read(&mut answer);
+    let status = reap(pid);
+    match (got, answer[0]) {
+        (Ok(1), FIT) => Verdict::Fits,
+        (Ok(1), _) => Verdict::TooDeep("boa panicked parsing or compiling it".to_string()),
+        (Ok(_), _) => {
+            let how = match status {
+                Some(s) if libc::WIFSIGNALED(s) => format!("died of signal {}", libc::WTERMSIG(s)),
+                _ => "died".to_string(),
+            };
+            let budget = (SCRIPT_STACK_SIZE - MARGIN) >> 20;
+            Verdict::TooDeep(format!(
+                "it nests deeper than boa can parse on a script thread's {budget} MiB stack \
+                 (boa's parser recurses once per level: a process parsing it {how})"
+            ))
+        }
+        (Err(e), _) => {
+            Verdict::Unchecked(format!("cannot read the checking process's answer: {e}"))
+        }
     }
 }
 
@@ -170,60 +218,45 @@ fn fork_and_parse(_text: &str) -> Verdict {
     Verdict::Unchecked("no fork on this system".to_string())
 }
 
-/// Waits up to [`LIMIT`] for the child; then kills and reaps it.
+/// Whether `fd` has data or end-of-file within `limit`.
 #[cfg(unix)]
-fn wait(pid: libc::pid_t) -> Result<libc::c_int, String> {
+fn readable_within(fd: &std::os::fd::OwnedFd, limit: Duration) -> bool {
+    use std::os::fd::AsRawFd;
     let start = Instant::now();
-    let mut pause = Duration::from_micros(100);
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid on our own child with a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return Ok(status);
+        let left = limit.saturating_sub(start.elapsed());
+        let mut poll = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        match unsafe { libc::poll(&mut poll, 1, ms) } {
+            n if n > 0 => return true,
+            0 => return false,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return false,
         }
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(format!("cannot wait for the checking process: {e}"));
-        }
-        if start.elapsed() > LIMIT {
-            // SAFETY: as above; the child is ours and not yet reaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            return Err(format!(
-                "the checking process did not finish in {}s",
-                LIMIT.as_secs()
-            ));
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(10));
     }
 }
 
+/// Waits for the child to end; its status, unless it was reaped already
+/// (SIGCHLD ignored).
 #[cfg(unix)]
-fn verdict(status: libc::c_int) -> Verdict {
-    let budget = (SCRIPT_STACK_SIZE - MARGIN) >> 20;
-    if libc::WIFEXITED(status) {
-        return match libc::WEXITSTATUS(status) {
-            0 => Verdict::Fits,
-            PANICKED => Verdict::TooDeep("boa panicked parsing or compiling it".to_string()),
-            code => Verdict::Unchecked(format!("the checking process exited with {code}")),
-        };
+fn reap(pid: libc::pid_t) -> Option<libc::c_int> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Some(status);
+        }
+        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return None;
     }
-    if libc::WIFSIGNALED(status) {
-        let signal = libc::WTERMSIG(status);
-        return Verdict::TooDeep(format!(
-            "it nests deeper than boa can parse on a script thread's {budget} MiB stack \
-             (boa's parser recurses once per level: a process parsing it died of signal \
-             {signal})"
-        ));
-    }
-    Verdict::Unchecked(format!("the checking process ended with status {status}"))
 }
 
 #[cfg(test)]
@@ -273,6 +306,36 @@ mod tests {
         }
         // This process is still here, and parses again.
         assert_eq!(check_in_child(&parens(100)), Verdict::Fits);
+    }
+
+    /// Some supervisors start their children with SIGCHLD ignored, which
+    /// they inherit: the kernel then reaps the checking process, and its
+    /// exit status is gone. The verdict comes through the pipe all the
+    /// same. Run in a process of its own (this test binary again), as the
+    /// disposition is process-wide.
+    #[test]
+    fn a_process_ignoring_sigchld_still_gets_the_verdict() {
+        const NAME: &str = "js::nesting::tests::a_process_ignoring_sigchld_still_gets_the_verdict";
+        if std::env::var_os("GW_NESTING_SIGCHLD_IGNORED").is_some() {
+            // SAFETY: sets this (test) process's SIGCHLD disposition.
+            unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+            match check_in_child(&parens(50_000)) {
+                Verdict::TooDeep(why) => {
+                    assert!(why.ends_with("a process parsing it died)"), "{why}")
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(check_in_child(&parens(10)), Verdict::Fits);
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([NAME, "--exact", "--test-threads", "1"])
+            .env("GW_NESTING_SIGCHLD_IGNORED", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        assert!(stdout.contains("1 passed"), "{stdout}");
     }
 
     #[test]
