@@ -36,9 +36,11 @@
 //! The child runs only the parse, the compile, a `write` and `_exit`: no
 //! lock another thread may hold at the fork is taken there except the
 //! allocator's, which glibc's `fork` hands over released (boa's lazily
-//! made statics are made in the parent before the first fork). Should the check itself fail (no
-//! fork, a child that neither exits nor dies within [`LIMIT`]), the load
-//! goes on without it, with a warning: the check guards against a
+//! made statics are made in the parent before the first fork).
+//!
+//! Should the check itself fail (no fork, a child that does not answer
+//! within [`LIMIT`], or one killed with SIGKILL, as the OOM killer does),
+//! the load goes on without it, with a warning: the check guards against a
 //! pathological file, and a busy system is no reason to refuse a sound one.
 //! QuickJS checks its stack inside its parser and needs none of this.
 
@@ -116,6 +118,11 @@ pub(crate) fn on_script_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T
 /// What the child does: everything a context build does with the text
 /// before running it.
 fn parse_and_compile(text: &str) {
+    #[cfg(all(test, unix))]
+    if text == tests::KILL_SELF {
+        // SAFETY: the test's child process ends itself.
+        unsafe { libc::raise(libc::SIGKILL) };
+    }
     let mut ctx = Context::default();
     // A syntax error is the load's to report, with its line: fits.
     if let Ok(script) = Script::parse(Source::from_bytes(text), None, &mut ctx) {
@@ -198,6 +205,14 @@ fn fork_and_parse(text: &str) -> Verdict {
         (Ok(1), _) => Verdict::TooDeep("boa panicked parsing or compiling it".to_string()),
         (Ok(_), _) => {
             let how = match status {
+                // Not the overflow (SIGABRT, or SIGSEGV past the guard):
+                // the OOM killer, or an operator. Nothing is known of the
+                // text.
+                Some(s) if libc::WIFSIGNALED(s) && libc::WTERMSIG(s) == libc::SIGKILL => {
+                    return Verdict::Unchecked(
+                        "the checking process was killed (SIGKILL: out of memory?)".to_string(),
+                    );
+                }
                 Some(s) if libc::WIFSIGNALED(s) => format!("died of signal {}", libc::WTERMSIG(s)),
                 _ => "died".to_string(),
             };
@@ -336,6 +351,17 @@ mod tests {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{stdout}");
         assert!(stdout.contains("1 passed"), "{stdout}");
+    }
+
+    /// Text the child answers by killing itself, as the OOM killer would.
+    pub(super) const KILL_SELF: &str = "/* the test's child: SIGKILL */";
+
+    #[test]
+    fn a_child_killed_from_outside_says_nothing_of_the_text() {
+        match check_in_child(KILL_SELF) {
+            Verdict::Unchecked(why) => assert!(why.contains("SIGKILL"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
