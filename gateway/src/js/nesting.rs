@@ -71,12 +71,32 @@ pub(crate) enum Verdict {
     Unchecked(String),
 }
 
+/// Texts a child has proven to fit, kept for the process's life: one script
+/// file is often the middleware of many APIs, and each would fork again.
+static PROVEN: std::sync::Mutex<Option<std::collections::HashSet<String>>> =
+    std::sync::Mutex::new(None);
+
 /// Whether `text` parses and compiles within a script thread's stack.
 pub(crate) fn check(text: &str) -> Verdict {
     if text.len().saturating_mul(STACK_PER_CHAR) <= SCRIPT_STACK_SIZE - MARGIN {
         return Verdict::Fits;
     }
-    check_in_child(text)
+    if proven(text) {
+        return Verdict::Fits;
+    }
+    let verdict = check_in_child(text);
+    if verdict == Verdict::Fits {
+        let mut set = PROVEN.lock().unwrap_or_else(|e| e.into_inner());
+        set.get_or_insert_with(Default::default)
+            .insert(text.to_string());
+    }
+    verdict
+}
+
+/// Whether a child proved `text` fits earlier in this process.
+fn proven(text: &str) -> bool {
+    let set = PROVEN.lock().unwrap_or_else(|e| e.into_inner());
+    set.as_ref().is_some_and(|s| s.contains(text))
 }
 
 /// [`check`] without the length shortcut: always forks.
@@ -306,6 +326,23 @@ mod tests {
         assert_eq!(check_in_child(&text), Verdict::Fits);
         // A syntax error is for the load to report.
         assert_eq!(check_in_child("var = ;"), Verdict::Fits);
+    }
+
+    #[test]
+    fn a_text_proven_once_is_not_checked_again() {
+        // Long enough to need a child, and unique to this test.
+        let text = format!(
+            "var proven = 'a_text_proven_once';\n{}",
+            "var a = [1, 2, 3].map(function (x) { return x * 2; });\n".repeat(500)
+        );
+        assert!(!proven(&text));
+        assert_eq!(check(&text), Verdict::Fits);
+        assert!(proven(&text));
+        assert_eq!(check(&text), Verdict::Fits);
+        // What does not fit is never recorded.
+        let deep = format!("var proven = 'not'; {}", parens(50_000));
+        assert!(matches!(check(&deep), Verdict::TooDeep(_)));
+        assert!(!proven(&deep));
     }
 
     #[test]
