@@ -145,22 +145,20 @@ fn sources(levels: usize) -> Vec<(&'static str, usize, String)> {
 /// read with `mincore`.
 fn high_water(entry: usize, f: impl FnOnce()) -> usize {
     f();
-    // SAFETY: `attr` is initialised by pthread_getattr_np and destroyed
-    // once; mincore reads a range of this thread's own stack mapping into
-    // a vector of one byte per page.
+    let floor = gateway::js::stack_floor().expect("the stack's bounds (Linux, glibc)");
+    // SAFETY: sysconf has no preconditions; mincore reads the residency of
+    // this thread's own stack mapping, [floor, entry), into a vector of one
+    // byte per page.
     unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
-        let mut addr: *mut libc::c_void = std::ptr::null_mut();
-        let mut size: libc::size_t = 0;
-        libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-        libc::pthread_attr_destroy(&mut attr);
         let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
-        let floor = addr as usize;
         let pages = (entry - floor) / page;
         let mut resident = vec![0u8; pages];
         assert_eq!(
-            libc::mincore(addr, pages * page, resident.as_mut_ptr().cast()),
+            libc::mincore(
+                floor as *mut libc::c_void,
+                pages * page,
+                resident.as_mut_ptr().cast()
+            ),
             0
         );
         let lowest = resident.iter().position(|r| r & 1 == 1).unwrap_or(pages);

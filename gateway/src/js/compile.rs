@@ -100,7 +100,7 @@ thread_local! {
     static FLOOR: Cell<Option<Option<usize>>> = const { Cell::new(None) };
 }
 
-fn stack_floor() -> Option<usize> {
+pub(crate) fn stack_floor() -> Option<usize> {
     FLOOR.with(|f| match f.get() {
         Some(known) => known,
         None => {

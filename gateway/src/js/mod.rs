@@ -138,6 +138,14 @@ pub fn install_host_json(ctx: &mut boa_engine::Context) -> boa_engine::JsResult<
     json::install(ctx).map(drop)
 }
 
+/// The lowest address of this thread's stack (`compile.rs`, Linux with
+/// glibc; `None` elsewhere): for the same bench's parser table, which reads
+/// how much of a thread's stack a parse touched.
+#[doc(hidden)]
+pub fn stack_floor() -> Option<usize> {
+    compile::stack_floor()
+}
+
 /// How an API's scripts keep state across requests
 /// (`custom_middleware.strategy`, default `--jsvm-strategy`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -44,6 +44,8 @@
 //! pathological file, and a busy system is no reason to refuse a sound one.
 //! QuickJS checks its stack inside its parser and needs none of this.
 
+use std::collections::HashSet;
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use boa_engine::{Context, Script, Source};
@@ -73,8 +75,7 @@ pub(crate) enum Verdict {
 
 /// Texts a child has proven to fit, kept for the process's life: one script
 /// file is often the middleware of many APIs, and each would fork again.
-static PROVEN: std::sync::Mutex<Option<std::collections::HashSet<String>>> =
-    std::sync::Mutex::new(None);
+static PROVEN: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
 
 /// Whether `text` parses and compiles within a script thread's stack.
 pub(crate) fn check(text: &str) -> Verdict {
@@ -87,8 +88,7 @@ pub(crate) fn check(text: &str) -> Verdict {
     let verdict = check_in_child(text);
     if verdict == Verdict::Fits {
         let mut set = PROVEN.lock().unwrap_or_else(|e| e.into_inner());
-        set.get_or_insert_with(Default::default)
-            .insert(text.to_string());
+        set.insert(text.to_string());
     }
     verdict
 }
@@ -96,7 +96,7 @@ pub(crate) fn check(text: &str) -> Verdict {
 /// Whether a child proved `text` fits earlier in this process.
 fn proven(text: &str) -> bool {
     let set = PROVEN.lock().unwrap_or_else(|e| e.into_inner());
-    set.as_ref().is_some_and(|s| s.contains(text))
+    set.contains(text)
 }
 
 /// [`check`] without the length shortcut: always forks.
