@@ -166,6 +166,23 @@ fn a_map_field_given_an_array_fails_the_request() {
     });
 }
 
+/// A function is not an object to Tyk's JSON (`JSON.stringify` drops it):
+/// a function as the answer, or as its `Request`, fails the request on
+/// every engine and strategy. boa took a function carrying the fields for
+/// the object and proxied the request.
+#[test]
+fn a_function_as_the_answer_or_its_request_fails_the_request() {
+    each(1, |combo, gw, rec| {
+        for which in ["fn-answer", "fn-request"] {
+            let got = case(gw, which);
+            assert_eq!(got.status, 500, "{combo} {which}: {}", got.text());
+            assert_eq!(got.json(), json!({ "error": "Internal Server Error" }));
+        }
+        assert_eq!(rec.count(), 0, "{combo}: a refused answer was proxied");
+        works(gw, rec, combo);
+    });
+}
+
 /// An informational `ResponseCode` cannot be the answer: written as one,
 /// the client waited for the real answer and, on a kept-alive connection,
 /// took the next request's for it.

@@ -79,6 +79,14 @@ fn a_script_tampering_with_the_host_object_still_gets_each_request() {
 }
 
 #[test]
+fn builtins_a_script_replaced_do_not_change_what_it_is_given() {
+    each(
+        &ALL,
+        js_scenarios::builtins_a_script_replaced_do_not_change_what_it_is_given,
+    );
+}
+
+#[test]
 fn two_apis_with_the_same_global_names_stay_apart() {
     each(
         &ALL,

@@ -43,6 +43,20 @@ tricksMw.NewProcessRequest(function (request, session, spec) {
     } else if (which === "slow-regex") {
         // Exponential backtracking: seconds inside one native step.
         /^(a+)+$/.test("aaaaaaaaaaaaaaaaaaaaaaaaaa!");
+    } else if (which === "fn-answer") {
+        // A function carrying the answer's fields: JSON.stringify makes
+        // it undefined in Tyk, so the request fails.
+        request.ReturnOverrides.ResponseCode = 403;
+        var f = function () {};
+        f.Request = request;
+        f.SessionMeta = {};
+        return f;
+    } else if (which === "fn-request") {
+        request.ReturnOverrides.ResponseCode = 403;
+        var g = function () {};
+        g.SetHeaders = { "X-From-Function": "yes" };
+        g.ReturnOverrides = request.ReturnOverrides;
+        answer.Request = g;
     } else if (which === "code-100" || which === "code-101" || which === "code-199") {
         request.ReturnOverrides.ResponseCode = Number(which.slice(5));
         request.ReturnOverrides.ResponseBody = "interim?";

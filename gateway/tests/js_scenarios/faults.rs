@@ -149,3 +149,29 @@ pub fn a_script_tampering_with_the_host_object_still_gets_each_request(mode: Mod
         assert!(msg.contains("thrown past a frozen host"), "{msg}");
     }
 }
+
+/// A script whose top level replaced builtins (`String.prototype.split`,
+/// `indexOf`, `Array.isArray`, `Object.defineProperty`, `Symbol`) and gave
+/// every object a setter for the header its deny rule reads still gets the
+/// request's headers and query as they are: its deny rule still denies.
+/// QuickJS built `request.Headers` with the script's `split`, and the
+/// denied request was proxied.
+pub fn builtins_a_script_replaced_do_not_change_what_it_is_given(mode: Mode) {
+    let s = spec(
+        mode,
+        "tampered",
+        ("tamperedMw", fixture("builtin_tamper.js")),
+        serde_json::Value::Null,
+    );
+    let h = host(&s);
+    for _ in 0..3 {
+        let mut req = get("/tampered/x?q=1&q=2", &[("x-probe", "a"), ("x-probe", "b")]);
+        h.ok(&mut req);
+        assert_eq!(header(&req, "x-seen-probe"), "a|b");
+        assert_eq!(header(&req, "x-seen-q"), "1|2");
+        match h.run(&mut get("/tampered/x", &[("x-block", "1")])) {
+            Ok(Flow::Respond(resp)) => assert_eq!(resp.status, 403),
+            other => panic!("expected the 403 the script answers, got {other:?}"),
+        }
+    }
+}

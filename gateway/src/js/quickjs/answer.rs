@@ -14,7 +14,8 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
 use rquickjs::function::Args;
-use rquickjs::{qjs, Array, Coerced, Ctx, Function, Object, Value};
+use rquickjs::object::Property;
+use rquickjs::{qjs, Array, Coerced, Ctx, Function, IntoJs, Object, Value};
 
 use super::api::{failure, Fail};
 use super::keys::{Key, Keys};
@@ -327,14 +328,17 @@ fn params<'js>(ctx: &Ctx<'js>, query: &str) -> rquickjs::Result<Array<'js>> {
             None => grouped.push((k, vec![v])),
         }
     }
+    // Elements are defined, not assigned: an index setter a script gave
+    // `Array.prototype` is not called.
+    let element = |v| Property::from(v).writable().enumerable().configurable();
     let out = Array::new(ctx.clone())?;
     for (i, (k, vals)) in grouped.into_iter().enumerate() {
         let arr = Array::new(ctx.clone())?;
         for (j, v) in vals.into_iter().enumerate() {
-            arr.set(j, v)?;
+            arr.prop(j as u32, element(v.into_js(ctx)?))?;
         }
-        out.set(2 * i, k)?;
-        out.set(2 * i + 1, arr)?;
+        out.prop((2 * i) as u32, element(k.into_js(ctx)?))?;
+        out.prop((2 * i + 1) as u32, element(arr.into_value()))?;
     }
     Ok(out)
 }

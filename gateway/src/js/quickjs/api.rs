@@ -40,7 +40,8 @@ pub(crate) struct Program {
     pub(crate) scripts: Vec<(Vec<u8>, String, String)>,
     /// Evaluates to `[function (request, spec) {..}, ...]`, one per entry.
     pub(crate) dispatch: Vec<u8>,
-    /// Evaluates to a function of that array returning `call`.
+    /// Run before the scripts, evaluates to `host`, a function of that
+    /// array returning `call` (`host.js`).
     pub(crate) host: Vec<u8>,
     /// `(name, field)` per entry: pre, post, then response entries, then
     /// virtual endpoints (their `response_function_name`).
@@ -79,14 +80,13 @@ pub(crate) fn setup<'js>(
     p: &Program,
     check: bool,
 ) -> Result<Function<'js>, BuildError> {
-    setup_host(ctx, p)?;
+    let (_, host) = setup_host(ctx, p)?;
     let mut scripts = Vec::with_capacity(p.scripts.len());
     for (code, field, file) in &p.scripts {
         let func = engine::read(ctx, code).map_err(|e| internal(ctx, e))?;
         scripts.push((func, field.as_str(), file.as_str()));
     }
     let dispatch = engine::read(ctx, &p.dispatch).map_err(|e| internal(ctx, e))?;
-    let host = engine::read(ctx, &p.host).map_err(|e| internal(ctx, e))?;
     setup_scripts(ctx, p, &scripts, &dispatch, &host, check)
 }
 
@@ -99,12 +99,14 @@ fn internal(ctx: &Ctx<'_>, e: rquickjs::Error) -> BuildError {
 }
 
 /// What every context has before the API's scripts run: the natives, the
-/// Tyk API globals, the host code (scopes, lazy `_`), the prelude. Returns
-/// the natives that no global holds (`hostcode::install`).
+/// Tyk API globals, the host code (scopes, lazy `_`), the prelude, and
+/// `host.js` run last (it takes the builtins it uses as they are before
+/// any script). Returns the natives that no global holds
+/// (`hostcode::install`) and `host.js`'s `host`.
 pub(crate) fn setup_host<'js>(
     ctx: &Ctx<'js>,
     p: &Program,
-) -> Result<Vec<Function<'js>>, BuildError> {
+) -> Result<(Vec<Function<'js>>, Function<'js>), BuildError> {
     let api_id: Rc<str> = Rc::from(&*p.api_id);
     engine::install_natives(ctx, &api_id).map_err(|e| internal(ctx, e))?;
     crate::js::tykapi::qjs::install(ctx).map_err(|e| internal(ctx, e))?;
@@ -117,18 +119,21 @@ pub(crate) fn setup_host<'js>(
     if p.strategy == Strategy::TykJson {
         engine::eval_sloppy(ctx, tykjson::HELPER).map_err(|e| internal(ctx, e))?;
     }
-    Ok(vec![load])
+    let host: Function = engine::run(ctx, &p.host)
+        .and_then(|v| v.get())
+        .map_err(|e| internal(ctx, e))?;
+    Ok((vec![load], host))
 }
 
 /// Runs the API's scripts (each a function object from [`engine::read`],
 /// with its field and file), checks the entries when `check`, and runs the
-/// dispatch array and the host; returns `call`.
+/// dispatch array and gives it to `host` ([`setup_host`]); returns `call`.
 pub(crate) fn setup_scripts<'js>(
     ctx: &Ctx<'js>,
     p: &Program,
     scripts: &[(Value<'js>, &str, &str)],
     dispatch: &Value<'js>,
-    host: &Value<'js>,
+    host: &Function<'js>,
     check: bool,
 ) -> Result<Function<'js>, BuildError> {
     for (func, field, file) in scripts {
@@ -150,10 +155,7 @@ pub(crate) fn setup_scripts<'js>(
         }
     }
     let dispatch = engine::eval_function(ctx, dispatch).map_err(|e| internal(ctx, e))?;
-    let make: Function = engine::eval_function(ctx, host)
-        .and_then(|v| v.get())
-        .map_err(|e| internal(ctx, e))?;
-    make.call((dispatch,)).map_err(|e| internal(ctx, e))
+    host.call((dispatch,)).map_err(|e| internal(ctx, e))
 }
 
 /// What an entry's name must be.

@@ -6,12 +6,13 @@
 //!
 //! The runtime allocates in a region of its own (`snapshot.rs`). Once, on
 //! the thread that owns it, [`Fresh::build`] makes the context every call
-//! starts from: the intrinsics, the natives, the host code and the prelude,
-//! and the API's scripts, dispatch array and host loaded from bytecode as
-//! function objects but not run. It then copies the region ([`Image`]).
-//! Each call puts the image back, runs the scripts' top-level code (so,
-//! as before, it runs per request, `log` lines and all), the dispatch and
-//! the host, and then the call. Whatever the previous call did (globals,
+//! starts from: the intrinsics, the natives, the host code, the prelude
+//! and `host.js`'s `host` (which took the builtins it uses then), and the
+//! API's scripts and dispatch array loaded from bytecode as function
+//! objects but not run. It then copies the region ([`Image`]). Each call
+//! puts the image back, runs the scripts' top-level code (so, as before,
+//! it runs per request, `log` lines and all), the dispatch and `host`,
+//! and then the call. Whatever the previous call did (globals,
 //! changed prototypes, closures, atoms, pending jobs, garbage) is gone
 //! with the bytes that held it; no collector has to find it.
 //!
@@ -65,6 +66,7 @@ pub(crate) struct Fresh {
     /// Each script as a function object, with its field and file.
     scripts: Vec<(Kept, String, String)>,
     dispatch: Kept,
+    /// `host.js`'s `host` (`api::setup_host`).
     host: Kept,
     /// The region as it was when the context was made.
     image: Image,
@@ -90,7 +92,7 @@ impl Fresh {
         // The host's setup runs under the same time limit as a call.
         watch.arm(Instant::now() + p.timeout);
         let kept = ctx.with(|ctx| {
-            let unheld = api::setup_host(&ctx, p)?;
+            let (unheld, host) = api::setup_host(&ctx, p)?;
             let random =
                 replace_random(&ctx).map_err(|e| error(format!("JS host setup failed: {e}")))?;
             let mut natives = rust_globals(&ctx).map_err(|e| error(format!("JS host: {e}")))?;
@@ -109,7 +111,8 @@ impl Fresh {
             for (code, field, file) in &p.scripts {
                 scripts.push((read(code)?, field.clone(), file.clone()));
             }
-            Ok::<_, BuildError>((natives, scripts, read(&p.dispatch)?, read(&p.host)?))
+            let host = keep(&ctx, host.into_value());
+            Ok::<_, BuildError>((natives, scripts, read(&p.dispatch)?, host))
         });
         if watch.disarm() {
             return Err(error(format!(
@@ -158,7 +161,10 @@ impl Fresh {
             for (k, field, file) in scripts {
                 funcs.push((restore(k)?, field.as_str(), file.as_str()));
             }
-            let (dispatch, host) = (restore(dispatch)?, restore(host)?);
+            let dispatch = restore(dispatch)?;
+            let host: Function = restore(host)?
+                .get()
+                .map_err(|e| Fail::Script(MwError::internal(format!("JS host: {e}"))))?;
             let call =
                 api::setup_scripts(&ctx, p, &funcs, &dispatch, &host, false).map_err(|e| {
                     if engine::is_out_of_memory(&e.message) {

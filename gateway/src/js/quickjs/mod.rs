@@ -339,10 +339,12 @@ fn dispatch_source(
     )
 }
 
-/// `host.js` wrapped in a function of the dispatch array, with this API's
-/// `spec`. `config_data` goes through `JSON.parse`, as Tyk's JSON does
-/// (a `__proto__` key stays a plain key); with `config_data_disabled` the
-/// key is left out, as Tyk's `specToJson` does.
+/// `host.js` in a function run at once, with this API's `spec`: it runs
+/// before the API's scripts (taking the builtins it uses as they are then)
+/// and evaluates to `host`, a function of the dispatch array returning
+/// `call`. `config_data` goes through `JSON.parse`, as Tyk's JSON does (a
+/// `__proto__` key stays a plain key); with `config_data_disabled` the key
+/// is left out, as Tyk's `specToJson` does.
 fn host_source(spec: &ApiSpec) -> String {
     let js = |s: &str| serde_json::Value::from(s).to_string();
     let config = if spec.config_data_disabled {
@@ -354,7 +356,7 @@ fn host_source(spec: &ApiSpec) -> String {
         )
     };
     format!(
-        "(function (dispatch) {{\nvar spec = {{APIID: {}, OrgID: {}{config}}};\n{HOST_JS}\nreturn call;\n}})",
+        "(function () {{\nvar spec = {{APIID: {}, OrgID: {}{config}}};\n{HOST_JS}\nreturn host;\n}})()",
         js(&spec.api_id),
         js(&spec.org_id),
     )

@@ -90,12 +90,19 @@ pub(crate) fn own_data(obj: &JsObject, key: &PropertyKey) -> Option<JsValue> {
         .then(|| desc.expect_value().clone())
 }
 
+/// `v` when it is an object in JS's `typeof` sense (not null, not a
+/// function); a function is refused as QuickJS's reader refuses it, and
+/// as Tyk's `JSON.stringify` would drop it (a function answer is
+/// `undefined` there, a 500).
+pub(crate) fn plain_object(v: &JsValue) -> Option<JsObject> {
+    v.as_object().filter(|o| !o.is_callable())
+}
+
 pub(crate) fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
     match v {
         v if v.is_null_or_undefined() => Ok(None),
-        v => v
-            .as_object()
-            .map(|o| Some(o.clone()))
+        v => plain_object(v)
+            .map(Some)
             .ok_or_else(|| shape(field, "an object", v)),
     }
 }
@@ -286,13 +293,11 @@ impl<'a> Answer<'a> {
         acc: &'a Accessors,
         ctx: &mut Context,
     ) -> Result<Answer<'a>, MwError> {
-        let ret = ret
-            .as_object()
+        let ret = plain_object(ret)
             .ok_or_else(|| shape("the return value", "an object (use ReturnData)", ret))?;
         let r = get(&ret, js_string!("Request"), ctx)?;
-        let r = r
-            .as_object()
-            .ok_or_else(|| shape("Request", "an object (use ReturnData)", &r))?;
+        let r =
+            plain_object(&r).ok_or_else(|| shape("Request", "an object (use ReturnData)", &r))?;
         check_session_fields(&ret, &acc.stringify, ctx)?;
         let same = JsObject::equals(&r, &built.object);
         Ok(Answer {

@@ -289,7 +289,7 @@ fn response_edits(
     sent: &JsString,
     ctx: &mut Context,
 ) -> Result<ResponseEdits, MwError> {
-    let ret = ret.as_object().ok_or_else(|| {
+    let ret = request::plain_object(ret).ok_or_else(|| {
         shape(
             "the return value",
             "an object (use ReturnResponseData)",
