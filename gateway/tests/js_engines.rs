@@ -87,6 +87,30 @@ fn builtins_a_script_replaced_do_not_change_what_it_is_given() {
 }
 
 #[test]
+fn promise_jobs_run_after_the_answer_is_read() {
+    each(
+        &ALL,
+        js_scenarios::promise_jobs_run_after_the_answer_is_read,
+    );
+}
+
+#[test]
+fn a_promise_chain_that_never_ends_stops_at_the_deadline() {
+    each(
+        &ALL,
+        js_scenarios::a_promise_chain_that_never_ends_stops_at_the_deadline,
+    );
+}
+
+#[test]
+fn what_promise_jobs_and_weak_refs_hold_is_let_go() {
+    each(
+        &ALL,
+        js_scenarios::what_promise_jobs_and_weak_refs_hold_is_let_go,
+    );
+}
+
+#[test]
 fn two_apis_with_the_same_global_names_stay_apart() {
     each(
         &ALL,

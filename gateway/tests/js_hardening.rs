@@ -510,6 +510,55 @@ fn a_boa_context_keeping_more_than_jsvm_memory_is_rebuilt() {
     }
 }
 
+/// What a call's promise jobs and WeakRefs hold is let go when the call
+/// ends (`js/reactions.rs`): 160 calls each queuing a reaction that holds
+/// 256 KiB, then 160 each making a WeakRef to 256 KiB, under a 16 MiB heap
+/// limit, keep one context (its count goes on). boa ran no job and
+/// cleared no kept WeakRef target: the context held them all and was
+/// rebuilt, its globals reset, every ~60 calls. (QuickJS's side is
+/// `js_engines.rs`'s `what_promise_jobs_and_weak_refs_hold_is_let_go`;
+/// boa's heap is only counted in the gateway's binary.)
+#[test]
+fn boa_lets_go_of_what_promise_jobs_and_weak_refs_held() {
+    for place in PLACES {
+        let dir = tempfile::tempdir().unwrap();
+        let up = format!("http://{}", draining_upstream());
+        let mw = json!({ "driver": "otto",
+            "pre": [{ "name": "promisesMw", "path": fixture("promises.js") }] });
+        common::write_api(
+            dir.path(),
+            "promises",
+            &common::api_json("promises", "/promises/", &up, true, mw),
+        );
+        let args = [
+            "--threads",
+            "1",
+            "--jsvm-threads",
+            place,
+            "--jsvm-memory",
+            "16MiB",
+        ];
+        let mut gw = Proc::start(dir.path(), &args);
+        let mut c = Conn::open(gw.addr);
+        let mut count = 0;
+        for mode in ["capture", "weak"] {
+            for i in 0..160 {
+                let headers = [("x-mode", mode), ("x-answer", "1")];
+                let (status, body) = c.send("GET", "/promises/", &headers, Bytes::new());
+                let body = String::from_utf8_lossy(&body).into_owned();
+                assert_eq!(status, 200, "--jsvm-threads {place} {mode} #{i}: {body}");
+                count += 1;
+                assert_eq!(
+                    body,
+                    count.to_string(),
+                    "--jsvm-threads {place} {mode} #{i}"
+                );
+            }
+        }
+        gw.assert_alive();
+    }
+}
+
 #[test]
 fn a_boa_call_growing_past_jsvm_memory_is_stopped() {
     for place in PLACES {

@@ -60,7 +60,14 @@ impl Guard {
         }
     }
 
-    fn check(&mut self) -> Result<(), Stop> {
+    /// True once the deadline has passed (the cheap part of [`Self::check`]).
+    pub(crate) fn expired(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// Checks every limit: the deadline, the context's heap, the process's
+    /// peak RSS growth (a syscall).
+    pub(crate) fn check(&mut self) -> Result<(), Stop> {
         if Instant::now() >= self.deadline {
             return Err(Stop::Timeout);
         }

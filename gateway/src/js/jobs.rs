@@ -48,7 +48,24 @@ impl Job {
     /// Its allocations count towards the thread's boa heap while it runs
     /// (`memory.rs`), and the heap is checked after it.
     pub(crate) async fn run(&mut self, vm: &mut Vm, deadline: Instant) -> Result<Done, CallError> {
-        let r = super::memory::counted(self.run_on(vm, deadline)).await;
+        let r = super::memory::counted(async {
+            let r = self.run_on(vm, deadline).await;
+            // The promise jobs the call queued run once its answer is read
+            // (`reactions.rs`), also after a throw; not in a context about
+            // to be discarded. A job's failure is the call's, unless the
+            // call had failed already (then only one that spends the
+            // context replaces it).
+            if r.as_ref().is_err_and(CallError::discards_context) {
+                return r;
+            }
+            match (r, vm.run_jobs(deadline)) {
+                (r, Ok(())) => r,
+                (Ok(_), Err(e)) => Err(e),
+                (Err(e), Err(j)) if !j.discards_context() => Err(e),
+                (Err(_), Err(j)) => Err(j),
+            }
+        })
+        .await;
         // A failure's message was made here and leaves with the answer.
         if let Err(CallError::Failed(e) | CallError::Spent(e)) = &r {
             crate::heap::released(e.message_capacity());

@@ -117,6 +117,7 @@ mod phase;
 mod prelude;
 mod proxy;
 pub mod quickjs;
+mod reactions;
 mod request;
 mod scope;
 mod session;

@@ -9,6 +9,7 @@
 //! JSON text in it (`tykjson.rs`), parsed and run in this same context.
 
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Instant;
 
 use boa_engine::object::ObjectInitializer;
@@ -20,7 +21,7 @@ mod phases;
 pub(crate) use phases::session_argument;
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
-use super::{depth, memory, prelude, request, scope, tykapi, tykjson, Strategy};
+use super::{depth, memory, prelude, reactions, request, scope, tykapi, tykjson, Strategy};
 use crate::heap::Uncounted;
 use crate::intern::HeaderCache;
 use crate::middleware::{Flow, MwError, MwRequest};
@@ -113,6 +114,8 @@ impl CallError {
 pub(crate) struct Vm {
     /// First: the fields below drop counted (`memory.rs`).
     _window: memory::DropWindow,
+    /// The context's promise jobs (`reactions.rs`).
+    jobs: Rc<reactions::Queue>,
     ctx: Context,
     /// The hidden `__tykHost` global: `request` and `spec`.
     host: JsObject,
@@ -158,9 +161,11 @@ fn internal(e: boa_engine::JsError) -> BuildError {
 /// host provides (depth guard, TykJS prelude, the `tyk-json` helper, Tyk's
 /// API globals, the file scopes' prologue), and underscore evaluated when a
 /// script uses `_`.
-fn new_context(src: &Sources) -> Result<(Context, JsObject), BuildError> {
+fn new_context(src: &Sources) -> Result<(Context, JsObject, Rc<reactions::Queue>), BuildError> {
+    let jobs = Rc::new(reactions::Queue::default());
     let mut ctx = boa_engine::context::ContextBuilder::new()
-        .host_hooks(std::rc::Rc::new(super::compile::Hooks))
+        .host_hooks(Rc::new(super::compile::Hooks))
+        .job_executor(jobs.clone())
         .build()
         .map_err(internal)?;
     let mut limits = RuntimeLimits::default();
@@ -183,7 +188,7 @@ fn new_context(src: &Sources) -> Result<(Context, JsObject), BuildError> {
         ctx.eval(Source::from_bytes(tykapi::PRELOAD_UNDERSCORE))
             .map_err(internal)?;
     }
-    Ok((ctx, stringify))
+    Ok((ctx, stringify, jobs))
 }
 
 /// Build phase 2: each script's top-level code, within the timeout. Tyk
@@ -352,7 +357,7 @@ impl Vm {
     pub(crate) fn build(src: &Sources) -> Result<Vm, BuildError> {
         let _w = crate::heap::Window::open();
         let tenant = memory::Tenant::new();
-        let (mut ctx, stringify) = new_context(src)?;
+        let (mut ctx, stringify, jobs) = new_context(src)?;
         let thrown = run_scripts(src, &mut ctx)?;
         let dispatch = compile_dispatch(src, &thrown, &mut ctx)?;
         let host = host_with_spec(src, &mut ctx)?;
@@ -376,6 +381,7 @@ impl Vm {
         }
         Ok(Vm {
             _window: memory::DropWindow::new(),
+            jobs,
             ctx,
             host,
             dispatch,
@@ -406,6 +412,29 @@ impl Vm {
             collect_large_body();
         }
         result
+    }
+
+    /// After a call (any phase), once its answer is read: runs the promise
+    /// jobs it queued, within its deadline and memory limit
+    /// (`reactions.rs`). Stopped at a limit, the rest is dropped and the
+    /// call fails as a timeout (or out of memory); a job ending in an
+    /// engine error fails it too, and spends the context.
+    pub(crate) fn run_jobs(&mut self, deadline: Instant) -> Result<(), CallError> {
+        match self
+            .jobs
+            .run(&mut self.ctx, Guard::new(deadline, self.memory))
+        {
+            Ok(()) => Ok(()),
+            Err(reactions::Stopped::Limit(stop)) => Err(CallError::Stopped(stop)),
+            Err(reactions::Stopped::Error(e)) => {
+                let err = MwError::threw(format!("JS error in a promise job: {}", error_text(&e)));
+                Err(if e.as_engine().is_some() {
+                    CallError::Spent(err)
+                } else {
+                    CallError::Failed(err)
+                })
+            }
+        }
     }
 
     /// After a call (any phase): collects when the heap is due, and

@@ -231,7 +231,7 @@ enum Live {
         /// The answer's property names, made once (`keys.rs`).
         keys: Keys,
         ctx: Context,
-        _rt: Runtime,
+        rt: Runtime,
         watch: Rc<Watch>,
     },
     /// A context put back before every call (`fresh.rs`).
@@ -266,7 +266,7 @@ impl Live {
             call,
             keys,
             ctx,
-            _rt: rt,
+            rt,
             watch,
         })
     }
@@ -394,8 +394,8 @@ impl QjsApi {
                 call,
                 keys,
                 ctx,
+                rt,
                 watch,
-                ..
             } => {
                 watch.arm(deadline);
                 let r = ctx.with(|ctx| {
@@ -405,7 +405,8 @@ impl QjsApi {
                         .map_err(|e| Fail::Script(MwError::internal(format!("JS host: {e}"))))?;
                     f(&ctx, &host, keys)
                 });
-                (r, watch.disarm())
+                let (r, late) = settle(r, rt, deadline);
+                (r, watch.disarm() || late)
             }
             Live::Fresh(fresh) => {
                 fresh.watch.arm(deadline);
@@ -414,7 +415,8 @@ impl QjsApi {
                     let keys = Keys::new(ctx).map_err(|e| failure(ctx, e))?;
                     f(ctx, host, &keys)
                 });
-                (r, fresh.watch.disarm())
+                let (r, late) = settle(r, fresh.runtime(), deadline);
+                (r, fresh.watch.disarm() || late)
             }
         };
         // A stopped script may have left its globals half-updated, or the
@@ -444,6 +446,34 @@ impl QjsApi {
             }
             Err(Fail::Script(e)) => Err(e),
         }
+    }
+}
+
+/// Runs the promise jobs a call queued, once its answer is read and
+/// within its deadline (`engine::run_jobs`), also after a throw: `r` with
+/// a job's failure in it, and true when the jobs ran out of time (the call
+/// is then a timeout, and the runtime, whose queue cannot be emptied
+/// otherwise, is discarded as after an interrupt). Not after the memory
+/// limit: that runtime is discarded anyway.
+fn settle<T>(r: Result<T, Fail>, rt: &Runtime, deadline: Instant) -> (Result<T, Fail>, bool) {
+    if matches!(r, Err(Fail::Memory)) {
+        return (r, false);
+    }
+    match engine::run_jobs(rt, deadline) {
+        Ok(()) => (r, false),
+        Err(engine::JobsStopped::Deadline) => {
+            let late = MwError::timed_out("promise jobs ran past the deadline");
+            (r.and(Err(Fail::Script(late))), true)
+        }
+        Err(engine::JobsStopped::Threw(msg)) if engine::is_out_of_memory(&msg) => {
+            (Err(Fail::Memory), false)
+        }
+        Err(engine::JobsStopped::Threw(msg)) => (
+            r.and(Err(Fail::Script(MwError::threw(format!(
+                "JS error in a promise job: {msg}"
+            ))))),
+            false,
+        ),
     }
 }
 

@@ -54,6 +54,36 @@ impl Watch {
     }
 }
 
+/// Why [`run_jobs`] stopped before the queue was empty.
+pub(crate) enum JobsStopped {
+    /// The deadline passed between two jobs.
+    Deadline,
+    /// A job ended in an exception the engine raised itself (out of
+    /// memory, the interrupt): a reaction's own throw rejects its promise.
+    Threw(String),
+}
+
+/// Runs the promise jobs (`.then` reactions, the rest of an `async`
+/// function after an `await`) queued in `rt`, oldest first, with the ones
+/// they queue, until none is left or `deadline` passes; the interrupt
+/// handler, still armed, stops one job that runs past it. Tyk's goja runs
+/// its job queue when a call returns; QuickJS runs none unless asked, so
+/// each `.then` of a persistent context stayed queued with what it
+/// captured until `--jsvm-memory` failed an unrelated request.
+pub(crate) fn run_jobs(rt: &Runtime, deadline: Instant) -> Result<(), JobsStopped> {
+    while rt.is_job_pending() {
+        if Instant::now() >= deadline {
+            return Err(JobsStopped::Deadline);
+        }
+        if let Err(e) = rt.execute_pending_job() {
+            return Err(JobsStopped::Threw(
+                e.0.with(|ctx| describe(&ctx.catch(), false)),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A new runtime with the memory and stack limits, and an interrupt handler
 /// driven by the returned [`Watch`].
 pub(crate) fn runtime(memory_limit: usize) -> Result<(Runtime, Rc<Watch>), String> {

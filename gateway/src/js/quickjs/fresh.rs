@@ -73,7 +73,7 @@ pub(crate) struct Fresh {
     /// A call ran since the image was last put back.
     dirty: bool,
     ctx: Context,
-    _rt: Runtime,
+    rt: Runtime,
     pub(super) watch: std::rc::Rc<Watch>,
     _region: Region,
 }
@@ -133,7 +133,7 @@ impl Fresh {
             image,
             dirty: false,
             ctx,
-            _rt: rt,
+            rt,
             watch,
             _region: region,
         })
@@ -175,6 +175,13 @@ impl Fresh {
                 })?;
             f(&ctx, &call)
         })
+    }
+}
+
+impl Fresh {
+    /// The runtime (its job queue: `engine::run_jobs`).
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.rt
     }
 }
 
