@@ -76,10 +76,15 @@ pub fn refuse<B>(
     )
 }
 
-/// The answer to a request refused for the client's fault, logged once.
+/// The answer to a request refused for the client's fault, logged once:
+/// the connection's last, as Go's server and nginx close after a request
+/// they refuse (a refused `Host` kept the connection open).
 fn refused<B>(req: &Request<B>, remote: SocketAddr, e: ProxyError) -> Response<ClientBody> {
     tracing::info!(client = %remote, error = %e, "request refused (client error)");
-    full(e.response(ErrorFormat::of(req.headers())))
+    let mut resp = full(e.response(ErrorFormat::of(req.headers())));
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
 }
 
 /// Refuses heads nginx refuses: a missing `Host` on HTTP/1.1, more than

@@ -716,8 +716,19 @@ fn encode_head(
 ) -> (Enc, bool) {
     let mut keep_alive = !req.closes;
     let mut version = parts.version;
+    // An HTTP/1.0 client cannot take chunks: a body of unknown length ends
+    // at the close, so its connection cannot stay open, and the head must
+    // not say it will (hyper's rules said `keep-alive`, then closed; Go's
+    // server says nothing).
+    let close_delimited = req.version == Version::HTTP_10
+        && matches!(length, Some(None))
+        && can_have_body(&req.method, parts.status)
+        && !parts.headers.contains_key(header::CONTENT_LENGTH);
     // hyper's `enforce_version`.
-    if req.version == Version::HTTP_10 {
+    if close_delimited {
+        keep_alive = false;
+        version = Version::HTTP_10;
+    } else if req.version == Version::HTTP_10 {
         // A scan, not a hashed lookup: a response has a handful of headers.
         let says_keep_alive = parts
             .headers

@@ -803,12 +803,18 @@ impl RawBody {
     }
 
     /// One line (without its CRLF) from the front of the buffer, or `None`
-    /// when it has not all arrived.
+    /// when it has not all arrived. A line ending in a bare LF is an error,
+    /// as in hyper (our chunked uploads' client) and Go since 1.23.8
+    /// (CVE-2025-22871): waiting for a CRLF that never came held such a
+    /// body until the read timeout (60 s), then cut it short.
     fn take_line(&mut self) -> Result<Option<Bytes>, BodyError> {
         let buf = self.buf();
-        match buf.windows(2).position(|w| w == b"\r\n") {
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) if i == 0 || buf[i - 1] != b'\r' => {
+                Err(BodyError::bad("a chunk line ends in a bare LF"))
+            }
             Some(i) => {
-                let line = buf.split_to(i).freeze();
+                let line = buf.split_to(i - 1).freeze();
                 buf.advance(2);
                 Ok(Some(line))
             }

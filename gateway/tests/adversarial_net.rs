@@ -494,22 +494,30 @@ fn heads_nginx_refuses_get_400_and_never_reach_the_upstream() {
     api["proxy"]["preserve_host_header"] = true.into();
     write_api(dir.path(), "p", &api);
     let gw = start_gateway_with(config(dir.path()));
+    // Each is the connection's last answer, as in Go and nginx: the
+    // request after it is never read (a Host error kept it open).
+    let next = "GET /plain/after HTTP/1.1\r\nHost: a\r\n\r\n";
     for (what, request) in [
         (
             "two Host headers",
-            "GET /plain/ HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n",
+            format!("GET /plain/ HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n{next}"),
         ),
         (
             "no Host on HTTP/1.1",
-            "GET /plain/ HTTP/1.1\r\nConnection: close\r\n\r\n",
+            format!("GET /plain/ HTTP/1.1\r\n\r\n{next}"),
+        ),
+        (
+            "a % that starts no escape",
+            format!("GET /plain/%zz HTTP/1.1\r\nHost: a\r\n\r\n{next}"),
         ),
         (
             "two different Content-Lengths",
-            "POST /plain/ HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab",
+            format!("POST /plain/ HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab{next}"),
         ),
     ] {
-        let resp = raw(gw.addr, request);
+        let resp = raw(gw.addr, &request);
         assert_eq!(status_of(&resp), 400, "{what}: {resp}");
+        assert_eq!(resp.matches("HTTP/1.1 ").count(), 1, "{what}: {resp}");
     }
     assert_eq!(rec.count(), 0, "a refused request reached the upstream");
 

@@ -80,6 +80,49 @@ fn a_chunked_body_with_trailers_streams_whole_and_the_connection_is_reused() {
     gw.stop();
 }
 
+/// A chunked body whose lines end in a bare LF is refused as it arrives,
+/// by both upstream clients (ours for GETs, hyper's for a chunked upload),
+/// as Go does since 1.23.8 (CVE-2025-22871): the client gets the head and
+/// the data before it, then the connection closes without the body's end,
+/// and the upstream connection is not reused. Ours waited for a CRLF until
+/// the read timeout (60 s here; the client below gives up after 20).
+#[test]
+fn a_chunked_body_with_bare_lf_lines_is_cut_at_once() {
+    let (up, stats) = raw_upstream(|mut s| {
+        while read_request(&mut s).is_some() {
+            let answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+                           5\r\nhello\r\n3\nabc\n0\n\n";
+            if s.write_all(answer).is_err() {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    let gets = "GET /up/ HTTP/1.1\r\nHost: t\r\n\r\n";
+    let upload =
+        "POST /up/ HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n";
+    for (i, request) in [gets, upload, gets, upload].into_iter().enumerate() {
+        let mut s = TcpStream::connect(gw.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)
+            .unwrap_or_else(|e| panic!("{request}: the answer did not end: {e}"));
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{request}: {got}");
+        assert!(got.contains("hello"), "{request}: {got}");
+        assert!(
+            !got.ends_with("0\r\n\r\n"),
+            "{request}: passed off as whole: {got}"
+        );
+        // Each refused body closed its upstream connection.
+        assert_eq!(stats.accepted.load(Ordering::SeqCst), i + 1);
+    }
+    gw.stop();
+}
+
 #[test]
 fn a_close_delimited_body_is_read_to_the_end_and_not_reused() {
     let body: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
@@ -439,6 +482,24 @@ fn an_http10_upstream_answer_reaches_the_client_in_the_gateways_version() {
     let old = common::raw(gw.addr, "GET /up/close HTTP/1.0\r\nHost: t\r\n\r\n");
     assert!(old.starts_with("HTTP/1.0 200 OK\r\n"), "{old}");
     assert!(old.ends_with("\r\n\r\nto the end"), "{old}");
+    // An HTTP/1.0 keep-alive client: an answer with a length keeps the
+    // connection; one read to the close ends with the close, and its head
+    // does not promise `keep-alive` (it did, then closed).
+    let kept = common::raw(
+        gw.addr,
+        "GET /up/len HTTP/1.0\r\nHost: t\r\nConnection: keep-alive\r\n\r\n\
+         GET /up/close HTTP/1.0\r\nHost: t\r\nConnection: keep-alive\r\n\r\n",
+    );
+    let (first, second) = kept.split_once("\r\n\r\nok").expect(&kept);
+    assert!(first.contains("connection: keep-alive\r\n"), "{kept}");
+    assert!(second.starts_with("HTTP/1.0 200 OK\r\n"), "{kept}");
+    assert!(
+        !second
+            .to_ascii_lowercase()
+            .contains("connection: keep-alive"),
+        "{kept}"
+    );
+    assert!(second.ends_with("\r\n\r\nto the end"), "{kept}");
     gw.stop();
 }
 
