@@ -87,6 +87,9 @@ pub enum Kind {
     /// A virtual endpoint's function failed (without `proxy_on_error`):
     /// 500 with Tyk's message for it.
     VirtualEndpointFailed,
+    /// The gateway holds as many request bodies as it may
+    /// (`--max-buffered-bodies`): 503.
+    Overloaded,
 }
 
 impl Kind {
@@ -106,6 +109,7 @@ impl Kind {
             Kind::CodingNotImplemented => "the request body's transfer coding is not implemented",
             Kind::ResponseMiddlewareFailed => "the response middleware failed",
             Kind::VirtualEndpointFailed => "a virtual endpoint failed",
+            Kind::Overloaded => "the gateway holds as many request bodies as it may",
         }
     }
 }
@@ -207,6 +211,7 @@ impl ProxyError {
             Kind::LoopDetected => StatusCode::LOOP_DETECTED,
             Kind::VersionNotSupported => StatusCode::HTTP_VERSION_NOT_SUPPORTED,
             Kind::CodingNotImplemented => StatusCode::NOT_IMPLEMENTED,
+            Kind::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -228,6 +233,7 @@ impl ProxyError {
             Kind::VirtualEndpointFailed => {
                 "Error during virtual endpoint execution. Contact Administrator for more details."
             }
+            Kind::Overloaded => "Service Unavailable",
         }
     }
 

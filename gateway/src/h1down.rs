@@ -697,6 +697,36 @@ fn can_have_body(method: &Method, status: StatusCode) -> bool {
         || matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED))
 }
 
+/// An answer to an HTTP/1.0 client whose body has no length (`length`
+/// as [`encode_head`] takes it) ends at the close: HTTP/1.0 has no chunks.
+/// Its connection cannot stay open, so the answer says `connection: close`
+/// (when it says nothing of it yet) and true is returned. hyper's rules
+/// said `keep-alive` to a keep-alive client, then closed; Go's server
+/// says nothing. Both servers apply it (`conn.rs` for hyper's), so they
+/// answer alike.
+pub(crate) fn closes_http10(
+    version: Version,
+    method: &Method,
+    parts: &mut http::response::Parts,
+    length: Option<Option<u64>>,
+) -> bool {
+    if version != Version::HTTP_10
+        || !matches!(length, Some(None))
+        || !can_have_body(method, parts.status)
+        || parts.headers.contains_key(header::CONTENT_LENGTH)
+    {
+        return false;
+    }
+    if !parts.headers.contains_key(header::CONNECTION) {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    // An HTTP/1.0 answer: hyper then closes without adding `keep-alive`.
+    parts.version = Version::HTTP_10;
+    true
+}
+
 /// Whether `value` (a `Connection` header) has the token `token`.
 fn has_token(value: &HeaderValue, token: &str) -> bool {
     value
@@ -716,19 +746,11 @@ fn encode_head(
 ) -> (Enc, bool) {
     let mut keep_alive = !req.closes;
     let mut version = parts.version;
-    // An HTTP/1.0 client cannot take chunks: a body of unknown length ends
-    // at the close, so its connection cannot stay open, and the head must
-    // not say it will (hyper's rules said `keep-alive`, then closed; Go's
-    // server says nothing).
-    let close_delimited = req.version == Version::HTTP_10
-        && matches!(length, Some(None))
-        && can_have_body(&req.method, parts.status)
-        && !parts.headers.contains_key(header::CONTENT_LENGTH);
-    // hyper's `enforce_version`.
-    if close_delimited {
+    if closes_http10(req.version, &req.method, parts, length) {
         keep_alive = false;
-        version = Version::HTTP_10;
-    } else if req.version == Version::HTTP_10 {
+    }
+    // hyper's `enforce_version`.
+    if req.version == Version::HTTP_10 {
         // A scan, not a hashed lookup: a response has a handful of headers.
         let says_keep_alive = parts
             .headers

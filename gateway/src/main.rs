@@ -77,6 +77,9 @@ struct Args {
     /// Longest wait between two reads of a request body before answering 408 (nginx's client_body_timeout)
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_body_timeout: Duration,
+    /// Most bytes of request bodies held whole for middleware at once, all workers together (each body may have 32 MiB); a body that would pass it gets 503. 0: no bound
+    #[arg(long, default_value = "1GiB", value_parser = parse_bound)]
+    max_buffered_bodies: usize,
     /// Longest a client may leave a response unread (no byte taken) before its connection is closed (nginx's send_timeout)
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_send_timeout: Duration,
@@ -187,6 +190,14 @@ fn parse_size(s: &str) -> Result<usize, String> {
     }
 }
 
+/// [`parse_size`], or `0` for no bound.
+fn parse_bound(s: &str) -> Result<usize, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    parse_size(s)
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -219,6 +230,7 @@ fn main() -> std::process::ExitCode {
         client_keepalive_timeout: args.client_keepalive_timeout,
         client_send_timeout: args.client_send_timeout,
         client_body_timeout: args.client_body_timeout,
+        max_buffered_bodies: args.max_buffered_bodies,
         shutdown_grace: args.shutdown_grace,
         client_http1: args.client_http1,
         secret: args.secret.filter(|s| !s.is_empty()),
@@ -294,6 +306,9 @@ mod tests {
         assert_eq!(super::parse_size("2097152"), Ok(2 << 20));
         assert!(super::parse_size("512KiB").is_err());
         assert!(super::parse_size("64XB").is_err());
+        assert_eq!(super::parse_bound("0"), Ok(0));
+        assert_eq!(super::parse_bound("2GiB"), Ok(2 << 30));
+        assert!(super::parse_bound("512").is_err());
     }
 }
 

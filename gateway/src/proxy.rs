@@ -27,9 +27,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, Uri};
-use http_body_util::{BodyExt, Either, Full, Limited};
+use http_body_util::{BodyExt, Either, Full};
 
-use crate::body::{ClientBodyError, ClientIn, RequestBody};
+use crate::body::{Buffered, ClientBodyError, ClientIn, RequestBody, Share};
 use crate::config::{ApiSpec, Hook};
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
 use crate::middleware::{
@@ -104,6 +104,8 @@ pub struct Proxy {
     pub upstream_timeout: Duration,
     /// Longest wait between two reads of a client's request body.
     pub body_timeout: Duration,
+    /// The gateway's bound on request bodies held whole at once.
+    pub buffered: Arc<Buffered>,
     /// This gateway's `Via` entry: a request that carries it has looped.
     pub hop: upstream::Hop,
     /// The last client address as an `X-Forwarded-For` value.
@@ -287,7 +289,9 @@ impl Proxy {
         body: RequestBody,
         remote: SocketAddr,
     ) -> Result<Response<ClientBody>, ProxyError> {
-        let body = read_body(body).await?;
+        // Held until the exchange ends: the body (or what middleware made
+        // of it) lives that long.
+        let (body, _share) = read_body(body, &self.buffered).await?;
         let mut mw = chain_request(&mut parts, body, remote);
         // A hook's future is built only if the chain has the hook.
         if chain.has(Hook::Pre) {
@@ -613,25 +617,62 @@ fn middleware_response(r: MwResponse) -> Response<ClientBody> {
     resp
 }
 
-async fn read_body(body: RequestBody) -> Result<Bytes, ProxyError> {
+/// Reads the client's body whole (for middleware), up to
+/// [`MAX_BUFFERED_BODY`] (413 beyond) and within the gateway's bound on
+/// bodies held at once (503 beyond, `body::Buffered`), which the returned
+/// share holds it to until dropped.
+async fn read_body(
+    body: RequestBody,
+    buffered: &Arc<Buffered>,
+) -> Result<(Bytes, Share), ProxyError> {
+    let mut share = Share::of(buffered);
     // A request without a body (most GETs): nothing to collect, and no
     // buffer list to build and drop.
     if http_body::Body::is_end_stream(&body) {
-        return Ok(Bytes::new());
+        return Ok((Bytes::new(), share));
     }
-    match Limited::new(body, MAX_BUFFERED_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(ProxyError::new(Kind::BodyTooLarge, Origin::Client))
-        }
-        Err(e) => {
-            let kind = match ClientBodyError::find(&*e) {
-                Some(ClientBodyError::Timeout(_)) => Kind::RequestTimeout,
-                _ => Kind::BadRequest,
+    let mut body = std::pin::pin!(body);
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            let kind = match e {
+                ClientBodyError::Timeout(_) => Kind::RequestTimeout,
+                ClientBodyError::Read(_) => Kind::BadRequest,
             };
-            Err(ProxyError::with_cause(kind, Origin::Client, e))
+            ProxyError::with_cause(kind, Origin::Client, e)
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        len += data.len();
+        if len > MAX_BUFFERED_BODY {
+            return Err(ProxyError::new(Kind::BodyTooLarge, Origin::Client));
         }
+        if !share.grow(data.len()) {
+            return Err(ProxyError::with_cause(
+                Kind::Overloaded,
+                Origin::Internal,
+                format!(
+                    "request bodies held for middleware would pass --max-buffered-bodies ({} MiB held by all requests)",
+                    buffered.held() >> 20
+                ),
+            ));
+        }
+        parts.push(data);
     }
+    let whole = match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().expect("one part"),
+        _ => {
+            let mut whole = bytes::BytesMut::with_capacity(len);
+            for part in &parts {
+                whole.extend_from_slice(part);
+            }
+            whole.freeze()
+        }
+    };
+    Ok((whole, share))
 }
 
 /// The origin-form request target sent upstream for the request's `path`

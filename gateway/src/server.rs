@@ -88,6 +88,10 @@ pub struct GatewayConfig {
     /// Longest wait between two reads of a request body (nginx's
     /// `client_body_timeout`); 408 after.
     pub client_body_timeout: Duration,
+    /// Most bytes of request bodies held whole for middleware at once,
+    /// across the workers (0: no bound); a body that would pass it gets
+    /// 503 ([`crate::body::Buffered`]).
+    pub max_buffered_bodies: usize,
     /// Longest wait between two reads of an upstream's response body
     /// (nginx's `proxy_read_timeout`); the response is cut short after.
     pub upstream_read_timeout: Duration,
@@ -135,6 +139,7 @@ impl Default for GatewayConfig {
             client_keepalive_timeout: Duration::from_secs(75),
             client_send_timeout: Duration::from_secs(60),
             client_body_timeout: Duration::from_secs(60),
+            max_buffered_bodies: DEFAULT_MAX_BUFFERED_BODIES,
             upstream_read_timeout: Duration::from_secs(60),
             upstream_keepalive: 64,
             upstream_keepalive_timeout: Duration::from_secs(60),
@@ -142,6 +147,10 @@ impl Default for GatewayConfig {
         }
     }
 }
+
+/// Default `--max-buffered-bodies`: 1 GiB of request bodies held whole
+/// for middleware at once (32 bodies of the 32 MiB each may have).
+pub const DEFAULT_MAX_BUFFERED_BODIES: usize = 1 << 30;
 
 /// A gateway with its definitions loaded and its listeners bound.
 pub struct Gateway {
@@ -228,6 +237,7 @@ impl Gateway {
                 apis.iter().map(|a| &*a.spec),
             );
         let mut handles = Vec::new();
+        let buffered = crate::body::Buffered::new(self.config.max_buffered_bodies);
         for (i, listener) in self.listeners.0.into_iter().enumerate() {
             let shared = Shared {
                 control: self.control.clone(),
@@ -235,6 +245,7 @@ impl Gateway {
                 config: self.config.clone(),
                 loops: loops.clone(),
                 hop: self.hop.clone(),
+                buffered: buffered.clone(),
             };
             let (apis, rx) = (apis.clone(), rx.clone());
             let cpu = pin.then(|| crate::affinity::worker_cpu(i)).flatten();
@@ -346,6 +357,8 @@ struct Shared {
     loops: Arc<Vec<bool>>,
     /// This gateway's `Via` entry, the same on every worker.
     hop: crate::upstream::Hop,
+    /// The bound on request bodies held whole, shared by the workers.
+    buffered: Arc<crate::body::Buffered>,
 }
 
 /// True when `spec`'s target is an address this gateway listens on: proxying
@@ -456,6 +469,7 @@ fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
         pool: Rc::new(pool),
         upstream_timeout: config.upstream_timeout,
         body_timeout: config.client_body_timeout,
+        buffered: shared.buffered.clone(),
         hop: shared.hop.clone(),
         forwarded_for: Default::default(),
     }

@@ -316,6 +316,139 @@ fn a_stalled_request_body_gets_408_and_a_broken_chunked_body_400() {
     gw.stop();
 }
 
+/// Request bodies held whole for middleware are bounded together
+/// (`--max-buffered-bodies`, here 1 MiB), not only one by one: while a
+/// slow upload holds 700 KiB, a 400 KiB one gets 503 as it arrives, and
+/// once the first has ended a body of the same size is served. Each was
+/// bounded only by its own 32 MiB: a thousand slow uploads could hold
+/// 32 GB.
+#[test]
+fn request_bodies_held_for_middleware_are_bounded_together() {
+    let (up, _rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    js_api(
+        dir.path(),
+        "held",
+        up,
+        "var held = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         held.NewProcessRequest(function (request, session) {\n\
+             request.SetHeaders['X-Len'] = String(request.Body.length);\n\
+             return held.ReturnData(request, {});\n\
+         });",
+    );
+    let gw = start_gateway_with(GatewayConfig {
+        max_buffered_bodies: 1 << 20,
+        ..config(dir.path())
+    });
+    let post = |len: usize| {
+        format!(
+            "POST /held/ HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+        )
+    };
+    // The slow upload: 700 of its 800 KiB, then a pause.
+    let mut slow = TcpStream::connect(gw.addr).unwrap();
+    slow.write_all(post(800 << 10).as_bytes()).unwrap();
+    slow.write_all(&vec![b'a'; 700 << 10]).unwrap();
+    // Another body, until the gateway has taken the slow one's bytes (the
+    // first tries may come before it has).
+    let other = format!("{}{}", post(400 << 10), "b".repeat(400 << 10));
+    let refused = (0..50).any(|_| {
+        let resp = raw(gw.addr, &other);
+        match status_of(&resp) {
+            503 => {
+                assert!(resp.contains(r#""error": "Service Unavailable""#), "{resp}");
+                true
+            }
+            200 => {
+                std::thread::sleep(Duration::from_millis(100));
+                false
+            }
+            _ => panic!("{resp}"),
+        }
+    });
+    assert!(refused, "a body past the bound was held");
+    // The slow upload ends, and is served; then the other fits.
+    slow.write_all(&vec![b'a'; 100 << 10]).unwrap();
+    let mut got = String::new();
+    slow.read_to_string(&mut got).unwrap();
+    assert_eq!(status_of(&got), 200, "{got}");
+    let resp = raw(gw.addr, &other);
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    gw.stop();
+}
+
+/// A chunked upload of many tiny chunks reaches the upstream in a few
+/// large ones: the data frames already read are joined (up to 64 KiB)
+/// before they are sent. Each 1-byte chunk used to become its own chunk
+/// and `writev` upstream (~6.5 µs of gateway CPU per 6 bytes the client
+/// sent). The bytes, and their order, are the client's.
+#[test]
+fn tiny_chunks_of_an_upload_reach_the_upstream_joined() {
+    let (up, _stats) = raw_upstream(|mut s| {
+        while let Some(head) = read_request_head(&mut s) {
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("transfer-encoding: chunked"),
+                "{head}"
+            );
+            let (mut chunks, mut body) = (0, Vec::new());
+            loop {
+                let size = usize::from_str_radix(line(&mut s).trim(), 16).unwrap();
+                if size == 0 {
+                    while !line(&mut s).is_empty() {}
+                    break;
+                }
+                let mut data = vec![0; size + 2];
+                s.read_exact(&mut data).unwrap();
+                body.extend_from_slice(&data[..size]);
+                chunks += 1;
+            }
+            let text = format!("{chunks} {}", String::from_utf8_lossy(&body));
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+                text.len()
+            );
+            if s.write_all(answer.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    let sent: String = (0..2_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let mut request = String::from("POST /plain/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    for c in sent.chars() {
+        request.push_str(&format!("1\r\n{c}\r\n"));
+    }
+    request.push_str("0\r\n\r\n");
+    let resp = raw(gw.addr, &request);
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    let (_, body) = resp.split_once("\r\n\r\n").unwrap();
+    let (chunks, got) = body.split_once(' ').unwrap();
+    assert_eq!(got, sent);
+    let chunks: usize = chunks.parse().unwrap();
+    assert!(
+        chunks <= 100,
+        "2,000 one-byte chunks reached the upstream as {chunks}"
+    );
+    gw.stop();
+}
+
+/// One line from `s`, without its CRLF.
+fn line(s: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        buf.push(byte[0]);
+    }
+    buf.truncate(buf.len() - 2);
+    String::from_utf8(buf).unwrap()
+}
+
 /// `--upstream-timeout` times the upstream, not the client: it starts when
 /// the upstream has the whole request (it used to start with the upload,
 /// so an upload longer than it got a 504 while it was still going). A

@@ -484,7 +484,7 @@ fn an_http10_upstream_answer_reaches_the_client_in_the_gateways_version() {
     assert!(old.ends_with("\r\n\r\nto the end"), "{old}");
     // An HTTP/1.0 keep-alive client: an answer with a length keeps the
     // connection; one read to the close ends with the close, and its head
-    // does not promise `keep-alive` (it did, then closed).
+    // says so (it promised `keep-alive`, then closed).
     let kept = common::raw(
         gw.addr,
         "GET /up/len HTTP/1.0\r\nHost: t\r\nConnection: keep-alive\r\n\r\n\
@@ -499,6 +499,7 @@ fn an_http10_upstream_answer_reaches_the_client_in_the_gateways_version() {
             .contains("connection: keep-alive"),
         "{kept}"
     );
+    assert!(second.contains("connection: close\r\n"), "{kept}");
     assert!(second.ends_with("\r\n\r\nto the end"), "{kept}");
     gw.stop();
 }
