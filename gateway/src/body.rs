@@ -193,8 +193,17 @@ pub struct RequestBody {
     /// ([`RequestBody::watch`]): the upstream's response timeout starts
     /// when the body has gone, not while the client is still uploading.
     progress: Option<Arc<Progress>>,
-    /// Small data frames being joined into one ([`RequestBody::poll_joined`]).
-    joined: Option<bytes::BytesMut>,
+    /// The join of small frames ([`RequestBody::poll_joined`]), made at
+    /// the first: boxed, so the body (moved whole with the futures that
+    /// hold it, on every request) stays small.
+    join: Option<Box<Join>>,
+}
+
+/// Small data frames being joined into one.
+#[derive(Default)]
+struct Join {
+    /// The data joined so far; `None` between joins.
+    buf: Option<bytes::BytesMut>,
     /// Turns the join has yielded since its last frame came.
     yields: u8,
     /// What the client's body gave after the joined data (trailers, an
@@ -260,9 +269,7 @@ impl RequestBody {
             limit,
             idle: Idle::default(),
             progress: None,
-            joined: None,
-            yields: 0,
-            held: None,
+            join: None,
         }
     }
 
@@ -285,8 +292,9 @@ impl RequestBody {
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
         let limit = self.limit;
         let read = |e| ClientBodyError::Read(e);
-        if self.joined.is_none() {
-            if let Some(held) = self.held.take() {
+        let joining = self.join.as_ref().is_some_and(|j| j.buf.is_some());
+        if !joining {
+            if let Some(held) = self.join.as_mut().and_then(|j| j.held.take()) {
                 return Poll::Ready(held.map(|r| r.map_err(read)));
             }
             let frame = match ready!(self.idle.poll_frame(&mut self.inner, limit, cx)) {
@@ -299,18 +307,20 @@ impl RequestBody {
             };
             match frame.into_data() {
                 Ok(data) if data.len() < SMALL && !self.inner.is_end_stream() => {
-                    self.joined = Some(bytes::BytesMut::from(data));
-                    self.yields = 0;
+                    let join = self.join.get_or_insert_with(Box::default);
+                    join.buf = Some(bytes::BytesMut::from(data));
+                    join.yields = 0;
                 }
                 Ok(data) => return Poll::Ready(Some(Ok(Frame::data(data)))),
                 Err(frame) => return Poll::Ready(Some(Ok(frame))),
             }
         }
-        let buf = self.joined.as_mut().expect("set above");
+        let join = self.join.as_mut().expect("set above");
+        let buf = join.buf.as_mut().expect("set above");
         while buf.len() < JOINED && !self.inner.is_end_stream() {
             match Pin::new(&mut self.inner).poll_frame(cx) {
-                Poll::Pending if self.yields < YIELDS => {
-                    self.yields += 1;
+                Poll::Pending if join.yields < YIELDS => {
+                    join.yields += 1;
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
@@ -318,20 +328,20 @@ impl RequestBody {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) => {
                         buf.extend_from_slice(&data);
-                        self.yields = 0;
+                        join.yields = 0;
                     }
                     Err(frame) => {
-                        self.held = Some(Some(Ok(frame)));
+                        join.held = Some(Some(Ok(frame)));
                         break;
                     }
                 },
                 Poll::Ready(other) => {
-                    self.held = Some(other);
+                    join.held = Some(other);
                     break;
                 }
             }
         }
-        let data = self.joined.take().expect("set above").freeze();
+        let data = join.buf.take().expect("set above").freeze();
         Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
@@ -358,10 +368,10 @@ impl Body for RequestBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.held {
-            _ if self.joined.is_some() => false,
-            Some(held) => held.is_none(),
-            None => self.inner.is_end_stream(),
+        match &self.join {
+            Some(j) if j.buf.is_some() => false,
+            Some(j) if j.held.is_some() => matches!(j.held, Some(None)),
+            _ => self.inner.is_end_stream(),
         }
     }
 
