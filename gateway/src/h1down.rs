@@ -186,7 +186,7 @@ pub async fn serve(mut stream: TcpStream, ctx: Ctx<'_>) -> io::Result<End> {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-        let keep = write_response(&mut stream, wbuf, resp, &head, ctx.send_timeout).await?;
+        let keep = write_response(&mut stream, wbuf, rbuf, resp, &head, ctx.send_timeout).await?;
         if !keep || ctx.stop.is_set() {
             return Ok(End::Closed);
         }
@@ -576,6 +576,7 @@ async fn send_all(stream: &mut TcpStream, mut buf: &[u8], limit: Duration) -> io
 async fn write_response(
     stream: &mut TcpStream,
     wbuf: &mut Vec<u8>,
+    rbuf: &mut BytesMut,
     resp: Response<ClientBody>,
     req: &Head,
     limit: Duration,
@@ -606,7 +607,28 @@ async fn write_response(
                     send_all(stream, wbuf, limit).await?;
                     wbuf.clear();
                 }
-                std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+                // The client is watched while the body waits, as while
+                // the answer's head did ([`unless_gone`]): one that hangs
+                // up on a body the upstream has stalled drops the exchange
+                // now, not at `--upstream-read-timeout` (60 s), which held
+                // both connections until then.
+                let stream = &*stream;
+                let next = std::future::poll_fn(|cx| {
+                    if let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(cx) {
+                        return Poll::Ready(Some(frame));
+                    }
+                    if client_gone(stream, rbuf, cx) {
+                        return Poll::Ready(None);
+                    }
+                    Poll::Pending
+                });
+                match next.await {
+                    Some(frame) => frame,
+                    None => {
+                        tracing::debug!("the client closed its connection while the answer's body was waiting for the upstream; exchange dropped");
+                        return Ok(false);
+                    }
+                }
             }
         };
         let data = match frame {

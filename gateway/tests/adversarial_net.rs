@@ -166,6 +166,49 @@ fn a_client_that_hangs_up_lets_go_of_its_upstream_exchange() {
     gw.stop();
 }
 
+/// A client that hangs up while the answer's body waits for a stalled
+/// upstream takes the exchange with it too: the head and the first bytes
+/// went out, the rest never comes, and the upstream connection is closed
+/// once the client has gone, not at `--upstream-read-timeout` (60 s), which
+/// held both connections until then.
+#[test]
+fn a_client_that_hangs_up_on_a_stalled_body_lets_go_of_the_upstream() {
+    let (stalling, stats) = raw_upstream(|mut s| {
+        if read_request_head(&mut s).is_some() {
+            // Promises 100 bytes, sends 5, then waits for the gateway to close.
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello");
+            let mut b = [0u8; 4096];
+            while let Ok(n) = s.read(&mut b) {
+                if n == 0 {
+                    return;
+                }
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/stall/", stalling);
+    let gw = start_gateway_with(config(dir.path()));
+    for half in [false, true] {
+        let mut s = TcpStream::connect(gw.addr).unwrap();
+        s.write_all(b"GET /stall/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut got = [0u8; 16];
+        s.read_exact(&mut got).unwrap();
+        assert!(got.starts_with(b"HTTP/1.1 200 OK"));
+        assert_eq!(stats.open.load(Ordering::SeqCst), 1);
+        if half {
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+        } else {
+            drop(s);
+        }
+        assert!(
+            eventually(Duration::from_secs(10), || stats.open.load(Ordering::SeqCst) == 0),
+            "half-close {half}: the exchange of a client that hung up on a stalled body is still open"
+        );
+    }
+    gw.stop();
+}
+
 /// Writes the JS API `name` on `/name/`, proxying to `up`: `script`
 /// (saved as `name.js`) runs as its `pre` middleware, the function `name`.
 fn js_api(dir: &std::path::Path, name: &str, up: SocketAddr, script: &str) {
