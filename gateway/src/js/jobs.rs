@@ -48,6 +48,10 @@ impl Job {
     /// Its allocations count towards the thread's boa heap while it runs
     /// (`memory.rs`), and the heap is checked after it.
     pub(crate) async fn run(&mut self, vm: &mut Vm, deadline: Instant) -> Result<Done, CallError> {
+        // What TykMakeHttpRequest and TykBatchRequest may wait until, in
+        // every phase and in the promise jobs after it (a response hook's
+        // or a virtual endpoint's call out was bounded by 5 s of its own).
+        let _deadline = super::tykapi::call_scope(deadline);
         let r = super::memory::counted(async {
             let r = self.run_on(vm, deadline).await;
             // The promise jobs the call queued run once its answer is read

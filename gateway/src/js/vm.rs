@@ -405,8 +405,6 @@ impl Vm {
         deadline: Instant,
     ) -> Result<Flow, CallError> {
         let body_len = req.body.len();
-        // What TykMakeHttpRequest and TykBatchRequest may wait until.
-        let _deadline = tykapi::call_scope(deadline);
         let result = self.call_once(index, req, deadline).await;
         if body_len >= LARGE_BODY {
             collect_large_body();
