@@ -329,8 +329,11 @@ async fn serve_hyper(
             let shared = shared.clone();
             let state = state.clone();
             async move {
-                let (version, method) = (req.version(), req.method().clone());
-                let resp = match refused {
+                // HTTP/1.0's method, for the rule below (most requests
+                // are HTTP/1.1: nothing to keep).
+                let http10 =
+                    (req.version() == http::Version::HTTP_10).then(|| req.method().clone());
+                let mut resp = match refused {
                     Some(fault) => crate::front::refuse(&req, remote, fault),
                     None => {
                         let req = req.map(ClientIn::Hyper);
@@ -339,14 +342,17 @@ async fn serve_hyper(
                 };
                 // The own server's rule for an HTTP/1.0 answer without a
                 // length (hyper would say `keep-alive`, then close).
-                let length = {
-                    use http_body::Body as _;
-                    let body = resp.body();
-                    (!body.is_end_stream()).then(|| body.size_hint().exact())
-                };
-                let (mut parts, body) = resp.into_parts();
-                crate::h1down::closes_http10(version, &method, &mut parts, length);
-                let mut resp = http::Response::from_parts(parts, body);
+                if let Some(method) = http10 {
+                    let length = {
+                        use http_body::Body as _;
+                        let body = resp.body();
+                        (!body.is_end_stream()).then(|| body.size_hint().exact())
+                    };
+                    let (mut parts, body) = resp.into_parts();
+                    let v = http::Version::HTTP_10;
+                    crate::h1down::closes_http10(v, &method, &mut parts, length);
+                    resp = http::Response::from_parts(parts, body);
+                }
                 if shared.stop.is_set() || refused.is_some() {
                     // The last response on this connection.
                     resp.headers_mut()

@@ -624,13 +624,14 @@ fn middleware_response(r: MwResponse) -> Response<ClientBody> {
 async fn read_body(
     body: RequestBody,
     buffered: &Arc<Buffered>,
-) -> Result<(Bytes, Share), ProxyError> {
-    let mut share = Share::of(buffered);
-    // A request without a body (most GETs): nothing to collect, and no
-    // buffer list to build and drop.
+) -> Result<(Bytes, Option<Share>), ProxyError> {
+    // A request without a body (most GETs): nothing to collect, no buffer
+    // list to build and drop, and no share (its `Arc`, shared by every
+    // worker, would be one more contended count per request).
     if http_body::Body::is_end_stream(&body) {
-        return Ok((Bytes::new(), share));
+        return Ok((Bytes::new(), None));
     }
+    let mut share = Share::of(buffered);
     let mut body = std::pin::pin!(body);
     let mut parts: Vec<Bytes> = Vec::new();
     let mut len = 0usize;
@@ -672,7 +673,7 @@ async fn read_body(
             whole.freeze()
         }
     };
-    Ok((whole, share))
+    Ok((whole, Some(share)))
 }
 
 /// The origin-form request target sent upstream for the request's `path`
