@@ -48,8 +48,10 @@ use crate::pool::{Pool, UpstreamId};
 
 /// At most this many response header fields (hyper's default too).
 const MAX_HEADERS: usize = 100;
-/// The longest response head (status line, fields, interim answers) read.
-const MAX_HEAD: usize = 64 * 1024;
+/// The longest response head (status line and fields) read; each interim
+/// answer is held to it on its own, as hyper's `max_header_size` does (the
+/// pool's client is given the same bound).
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// The longest chunk-size line or trailer line.
 const MAX_LINE: usize = 4096;
 /// Bytes asked of the socket per read.
@@ -215,12 +217,7 @@ impl UpConn {
                 got_any = true;
                 match parse_unfolding(&mut self.buf, head_request)? {
                     Some(head) => return Ok(head),
-                    None if self.buf.len() > MAX_HEAD => {
-                        return Err(Failure::Bad(format!(
-                            "the response head is longer than {} KiB",
-                            MAX_HEAD / 1024
-                        )))
-                    }
+                    None if self.buf.len() > MAX_HEAD => return Err(head_too_long()),
                     None => {}
                 }
             }
@@ -249,6 +246,14 @@ impl UpConn {
             }
         }
     }
+}
+
+#[cold]
+fn head_too_long() -> Failure {
+    Failure::Bad(format!(
+        "the response head is longer than {} KiB",
+        MAX_HEAD / 1024
+    ))
 }
 
 fn is_reset(e: &io::Error) -> bool {
@@ -287,6 +292,9 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             &mut fields,
         );
         let len = match parsed {
+            // Whole in the buffer is no excuse: a head that arrived in one
+            // read is held to the same bound as one that trickled in.
+            Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => return Err(head_too_long()),
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => {

@@ -183,6 +183,10 @@ impl Pool {
         // A value folded over lines (obs-fold), read as one as Go's client
         // does; the own client (`h1up`) unfolds it the same way.
         builder.allow_obsolete_multiline_headers_in_responses(true);
+        // The own client's bound on a response head (and hyper's on a
+        // trailer section): without it, a head hyper read whole in one go
+        // was never measured.
+        builder.max_header_size(crate::h1up::MAX_HEAD);
         Pool {
             slots: Vec::new(),
             config,

@@ -731,3 +731,76 @@ fn final_head(mut answer: &[u8]) -> bool {
         }
     }
 }
+
+/// A response head past 64 KiB is refused (Tyk's 500) by both clients, whether it
+/// trickled in or arrived whole in one write (the own client measured only
+/// a head still arriving, so a 100 KB head written at once got through); a
+/// head just under the bound is proxied.
+#[test]
+fn a_response_head_past_64_kib_is_refused_however_it_arrives() {
+    let (up, stats) = raw_upstream(|mut s| {
+        while let Some(head) = read_request(&mut s) {
+            let size: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("X-Size: "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let whole = head.contains("X-Whole: 1");
+            let mut answer = format!("HTTP/1.1 200 OK\r\nX-Big: {}\r\n", "b".repeat(size));
+            answer.push_str("Content-Length: 2\r\n\r\nok");
+            let sent = if whole {
+                s.write_all(answer.as_bytes())
+            } else {
+                answer
+                    .as_bytes()
+                    .chunks(3_000)
+                    .try_for_each(|part| s.write_all(part).and_then(|()| s.flush()))
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    let mut refused = 0;
+    // 65,600: past the bound by less than one read, so the head can be
+    // partial below it and whole past it.
+    for (size, ok) in [
+        (60_000, true),
+        (65_600, false),
+        (100_000, false),
+        (300_000, false),
+    ] {
+        for whole in [true, false] {
+            for upload in [false, true] {
+                let mut s = TcpStream::connect(gw.addr).unwrap();
+                let tail = if upload {
+                    "POST /up/ HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+                } else {
+                    "GET /up/ HTTP/1.1\r\nHost: t\r\n\r\n"
+                };
+                let (method, rest) = tail.split_once("\r\n").unwrap();
+                let request = format!(
+                    "{method}\r\nX-Size: {size}\r\nX-Whole: {}\r\n{rest}",
+                    u8::from(whole)
+                );
+                s.write_all(request.as_bytes()).unwrap();
+                let (status, body) = read_response(&mut s);
+                let case = format!("head of {size} bytes, whole {whole}, upload {upload}");
+                if ok {
+                    assert_eq!((status, body.as_str()), (200, "ok"), "{case}");
+                } else {
+                    assert_eq!(status, 500, "{case}: {body}");
+                    assert!(body.contains(TYK_PROXY_ERROR), "{case}: {body}");
+                    refused += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(refused, 12);
+    // The upstream was reached each time (so the refusal was of its head).
+    assert!(stats.accepted.load(Ordering::SeqCst) >= 1);
+    gw.stop();
+}
