@@ -465,8 +465,10 @@ mod tests {
     }
 }
 
-/// The bytes of request bodies a gateway holds whole for middleware at
-/// once, across its workers, and their bound (`--max-buffered-bodies`).
+/// The bytes of bodies a gateway holds whole for middleware at once
+/// (request bodies, and upstream bodies for response middleware until the
+/// client has been sent them), across its workers, and their bound
+/// (`--max-buffered-bodies`).
 /// Each body is bounded on its own (`MAX_BUFFERED_BODY`, 413); without
 /// this, many slow uploads together were not: ten 30 MB uploads left one
 /// byte short grew the gateway by 300 MB, and a thousand would have taken
@@ -525,6 +527,15 @@ impl Share {
         }
         taken
     }
+
+    /// Gives back what it holds past `n` bytes (a body middleware made
+    /// smaller); a share never grows this way.
+    pub fn shrink_to(&mut self, n: usize) {
+        if let Some(extra) = self.bytes.checked_sub(n).filter(|&e| e > 0) {
+            self.of.held.fetch_sub(extra, Ordering::AcqRel);
+            self.bytes = n;
+        }
+    }
 }
 
 impl Drop for Share {
@@ -550,6 +561,10 @@ mod share_tests {
         drop(a);
         assert_eq!(bound.held(), 40);
         assert!(b.grow(60));
+        b.shrink_to(30);
+        assert_eq!(bound.held(), 30);
+        b.shrink_to(50);
+        assert_eq!(bound.held(), 30, "shrink_to never grows");
         drop(b);
         assert_eq!(bound.held(), 0);
         let unbounded = Buffered::new(0);

@@ -77,7 +77,7 @@ struct Args {
     /// Longest wait between two reads of a request body before answering 408 (nginx's client_body_timeout)
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     client_body_timeout: Duration,
-    /// Most bytes of request bodies held whole for middleware at once, all workers together (each body may have 32 MiB); a body that would pass it gets 503. 0: no bound
+    /// Most bytes of bodies held whole for middleware at once (request bodies, and upstream bodies for response middleware until the client has them), all workers together (each body may have 32 MiB); a body that would pass it gets 503. 0: no bound
     #[arg(long, default_value = "1GiB", value_parser = parse_bound)]
     max_buffered_bodies: usize,
     /// Longest a client may leave a response unread (no byte taken) before its connection is closed (nginx's send_timeout)

@@ -211,7 +211,7 @@ impl Proxy {
                 let (up, added) = self.stream(route, parts, body, remote)?;
                 Ok(Plan::Boxed(Box::pin(async move {
                     let resp = self.forward(route, up, added).await?;
-                    crate::response::upstream_answer(chain, &head, resp).await
+                    crate::response::upstream_answer(chain, &head, resp, &self.buffered).await
                 })))
             }
             // Native or wasm middleware and no body to read: the chain
@@ -322,7 +322,15 @@ impl Proxy {
         let up = Request::from_parts(parts, body);
         let resp = self.forward(route, up, added).await?;
         match head {
-            Some(head) => Box::pin(crate::response::upstream_answer(chain, &head, resp)).await,
+            Some(head) => {
+                Box::pin(crate::response::upstream_answer(
+                    chain,
+                    &head,
+                    resp,
+                    &self.buffered,
+                ))
+                .await
+            }
             None => Ok(resp),
         }
     }
@@ -651,14 +659,7 @@ async fn read_body(
             return Err(ProxyError::new(Kind::BodyTooLarge, Origin::Client));
         }
         if !share.grow(data.len()) {
-            return Err(ProxyError::with_cause(
-                Kind::Overloaded,
-                Origin::Internal,
-                format!(
-                    "request bodies held for middleware would pass --max-buffered-bodies ({} MiB held by all requests)",
-                    buffered.held() >> 20
-                ),
-            ));
+            return Err(overloaded(buffered, "request"));
         }
         parts.push(data);
     }
@@ -674,6 +675,20 @@ async fn read_body(
         }
     };
     Ok((whole, Some(share)))
+}
+
+/// The 503 for a `which` ("request" or "response") body that would pass
+/// `--max-buffered-bodies`.
+#[cold]
+pub(crate) fn overloaded(buffered: &Buffered, which: &str) -> ProxyError {
+    ProxyError::with_cause(
+        Kind::Overloaded,
+        Origin::Internal,
+        format!(
+            "a {which} body held for middleware would pass --max-buffered-bodies ({} MiB held by all requests)",
+            buffered.held() >> 20
+        ),
+    )
 }
 
 /// The origin-form request target sent upstream for the request's `path`

@@ -10,15 +10,19 @@
 //! Only an API with response middleware buffers the upstream's body, up to
 //! [`MAX_BUFFERED_RESPONSE`]; a larger body, or one the upstream breaks
 //! off, is answered `500 Middleware error`, as Tyk answers a response hook
-//! that cannot read the body. A virtual endpoint's answer, and a JS `post`
+//! that cannot read the body. The buffered body counts towards
+//! `--max-buffered-bodies` (503 beyond) until the client has been sent it. A virtual endpoint's answer, and a JS `post`
 //! hook's forced `ReturnOverrides` answer, go through the response chain
 //! too, as Tyk's `forceResponse` runs it (a `pre` hook's does not).
 
-use bytes::Bytes;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::Response;
-use http_body_util::{BodyExt, Either, Full, Limited};
+use http_body_util::{BodyExt, Either, Full};
 
+use crate::body::{Buffered, Share};
 use crate::config::Hook;
 use crate::error::{Kind, Origin, ProxyError};
 use crate::middleware::{ApiChain, MwRequest, MwResponse};
@@ -35,35 +39,70 @@ pub async fn upstream_answer(
     chain: &ApiChain,
     req: &MwRequest,
     resp: Response<ClientBody>,
+    buffered: &Arc<Buffered>,
 ) -> Result<Response<ClientBody>, ProxyError> {
     if !chain.has(Hook::Response) {
         return Ok(resp);
     }
     let (parts, body) = resp.into_parts();
-    let body = match Limited::new(body, MAX_BUFFERED_RESPONSE).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) => {
-            let cause = if e.is::<http_body_util::LengthLimitError>() {
-                format!(
-                    "the upstream's response body is larger than the {} MiB buffered for response middleware",
-                    MAX_BUFFERED_RESPONSE >> 20
-                )
-            } else {
-                format!("reading the upstream's response body for response middleware: {e}")
-            };
-            return Err(ProxyError::with_cause(
-                Kind::ResponseMiddlewareFailed,
-                Origin::Upstream,
-                cause,
-            ));
-        }
-    };
+    let (body, share) = collect(body, buffered).await?;
     let mw = MwResponse {
         status: parts.status,
         headers: parts.headers,
         body,
     };
-    run_chain(chain, req, mw).await
+    run_chain(chain, req, mw, share).await
+}
+
+/// The upstream's whole body, up to [`MAX_BUFFERED_RESPONSE`] (500
+/// beyond) and within `--max-buffered-bodies` (503 beyond), with the share
+/// of that bound it holds.
+async fn collect(
+    body: ClientBody,
+    buffered: &Arc<Buffered>,
+) -> Result<(Bytes, Option<Share>), ProxyError> {
+    if http_body::Body::is_end_stream(&body) {
+        return Ok((Bytes::new(), None));
+    }
+    let failed = |cause: String| {
+        ProxyError::with_cause(Kind::ResponseMiddlewareFailed, Origin::Upstream, cause)
+    };
+    let mut share = Share::of(buffered);
+    let mut body = std::pin::pin!(body);
+    let mut whole = BytesMut::new();
+    let mut first: Option<Bytes> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            failed(format!(
+                "reading the upstream's response body for response middleware: {e}"
+            ))
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let len = first.as_ref().map_or(0, Bytes::len) + whole.len() + data.len();
+        if len > MAX_BUFFERED_RESPONSE {
+            return Err(failed(format!(
+                "the upstream's response body is larger than the {} MiB buffered for response middleware",
+                MAX_BUFFERED_RESPONSE >> 20
+            )));
+        }
+        if !share.grow(data.len()) {
+            return Err(crate::proxy::overloaded(buffered, "response"));
+        }
+        // One frame (the common small body) is kept as it came.
+        match first.take() {
+            None if whole.is_empty() => first = Some(data),
+            None => whole.extend_from_slice(&data),
+            Some(f) => {
+                whole.reserve(f.len() + data.len());
+                whole.extend_from_slice(&f);
+                whole.extend_from_slice(&data);
+            }
+        }
+    }
+    let body = first.unwrap_or_else(|| whole.freeze());
+    Ok((body, Some(share)))
 }
 
 /// A forced response from `post` (Tyk's `forceResponse` with `isPre`
@@ -74,21 +113,36 @@ pub async fn forced_answer(
     req: &MwRequest,
     mw: MwResponse,
 ) -> Result<Response<ClientBody>, ProxyError> {
-    run_chain(chain, req, mw).await
+    run_chain(chain, req, mw, None).await
 }
 
-/// Runs the response chain on `mw` and makes the client's response.
+/// Runs the response chain on `mw` and makes the client's response. The
+/// `share` of `--max-buffered-bodies` that held the upstream's body is
+/// held by the body the chain leaves until the client has been sent it
+/// (or has gone): a client that reads slowly, or not at all, still holds
+/// the bytes.
 async fn run_chain(
     chain: &ApiChain,
     req: &MwRequest,
     mut mw: MwResponse,
+    share: Option<Share>,
 ) -> Result<Response<ClientBody>, ProxyError> {
     if chain.has(Hook::Response) {
         chain.run_response(req, &mut mw).await.map_err(|e| {
             ProxyError::reported(Kind::ResponseMiddlewareFailed, Origin::Middleware, e)
         })?;
     }
-    let mut resp = Response::new(Either::Right(Full::new(mw.body)));
+    let body = match share {
+        Some(mut share) if !mw.body.is_empty() => {
+            // A body the chain made bigger keeps the upstream's count: the
+            // middleware's own bytes are not bounded here (nor are those
+            // it makes on the request side).
+            share.shrink_to(mw.body.len());
+            held(mw.body, share)
+        }
+        _ => mw.body,
+    };
+    let mut resp = Response::new(Either::Right(Full::new(body)));
     *resp.status_mut() = mw.status;
     *resp.headers_mut() = mw.headers;
     crate::upstream::remove_hop_by_hop(resp.headers_mut());
@@ -120,7 +174,7 @@ pub async fn virtual_endpoint(
         return Ok(None);
     };
     match chain.run_endpoint(index, req).await {
-        Ok(answer) => run_chain(chain, req, answer).await.map(Some),
+        Ok(answer) => run_chain(chain, req, answer, None).await.map(Some),
         Err(e) if spec.virtual_endpoints[index].proxy_on_error => {
             tracing::info!(
                 "API {}: virtual endpoint {} failed; proxying the request (proxy_on_error): {e}",
@@ -135,6 +189,24 @@ pub async fn virtual_endpoint(
             e,
         )),
     }
+}
+
+/// `body` holding `share` for as long as any copy of it lives (the frame
+/// the server writes included).
+fn held(body: Bytes, share: Share) -> Bytes {
+    struct Held {
+        body: Bytes,
+        _share: Share,
+    }
+    impl AsRef<[u8]> for Held {
+        fn as_ref(&self) -> &[u8] {
+            &self.body
+        }
+    }
+    Bytes::from_owner(Held {
+        body,
+        _share: share,
+    })
 }
 
 /// True when the API's chain has response middleware and nothing that

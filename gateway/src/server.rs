@@ -88,9 +88,10 @@ pub struct GatewayConfig {
     /// Longest wait between two reads of a request body (nginx's
     /// `client_body_timeout`); 408 after.
     pub client_body_timeout: Duration,
-    /// Most bytes of request bodies held whole for middleware at once,
-    /// across the workers (0: no bound); a body that would pass it gets
-    /// 503 ([`crate::body::Buffered`]).
+    /// Most bytes of bodies held whole for middleware at once (request
+    /// bodies, and upstream bodies for response middleware until the
+    /// client has been sent them), across the workers (0: no bound); a
+    /// body that would pass it gets 503 ([`crate::body::Buffered`]).
     pub max_buffered_bodies: usize,
     /// Longest wait between two reads of an upstream's response body
     /// (nginx's `proxy_read_timeout`); the response is cut short after.
@@ -148,7 +149,7 @@ impl Default for GatewayConfig {
     }
 }
 
-/// Default `--max-buffered-bodies`: 1 GiB of request bodies held whole
+/// Default `--max-buffered-bodies`: 1 GiB of bodies held whole
 /// for middleware at once (32 bodies of the 32 MiB each may have).
 pub const DEFAULT_MAX_BUFFERED_BODIES: usize = 1 << 30;
 

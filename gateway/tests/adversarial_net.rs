@@ -1095,3 +1095,65 @@ fn sigterm_under_load_answers_every_request_it_accepted() {
     assert!(answered >= 200, "{answered} answered");
     assert!(status.success(), "{status}");
 }
+
+/// An upstream body held whole for response middleware counts towards
+/// `--max-buffered-bodies` (here 12 MiB) until the client has been sent
+/// it: a client that stops reading an 8 MiB answer still holds its 8 MiB,
+/// so a second one gets 503; once the first has read its answer, the
+/// second is served. Response bodies were bounded only one by one (32 MiB
+/// each): a thousand clients that never read could hold 32 GB.
+#[test]
+fn response_bodies_held_for_response_middleware_count_until_sent() {
+    const BODY: usize = 8 << 20;
+    let (up, _stats) = raw_upstream(|mut s| {
+        while read_request(&mut s).is_some() {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n");
+            if s.write_all(head.as_bytes()).is_err() || s.write_all(&vec![b'r'; BODY]).is_err() {
+                return;
+            }
+        }
+    });
+    let lib = &common::native::plugins().test;
+    let dir = tempfile::tempdir().unwrap();
+    let mut def = common::native::native_api("resp", "/resp/", &up.to_string(), &[], &[]);
+    def["custom_middleware"]["response"] =
+        serde_json::json!([{"name": "Noop", "path": lib.to_str().unwrap()}]);
+    write_api(dir.path(), "resp", &def);
+    let gw = start_gateway_with(GatewayConfig {
+        max_buffered_bodies: 12 << 20,
+        ..config(dir.path())
+    });
+    let request = "GET /resp/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    // The reader that stops: a small receive window, so the kernel's
+    // buffers on both sides take a few MiB of the 8 at most.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&gw.addr.into()).unwrap();
+    let mut stalled: TcpStream = socket.into();
+    stalled.write_all(request.as_bytes()).unwrap();
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut first = [0u8; 12];
+    stalled.read_exact(&mut first).unwrap();
+    assert_eq!(
+        &first,
+        b"HTTP/1.1 200",
+        "{}",
+        String::from_utf8_lossy(&first)
+    );
+    // The stalled answer holds its share: another gets 503.
+    let resp = raw(gw.addr, request);
+    assert_eq!(status_of(&resp), 503, "{}", &resp[..resp.len().min(300)]);
+    assert!(resp.contains(r#""error": "Service Unavailable""#), "{resp}");
+    // Read to the end, it gives the share back.
+    let mut rest = Vec::new();
+    stalled.read_to_end(&mut rest).unwrap();
+    assert_eq!(rest.iter().filter(|&&b| b == b'r').count(), BODY);
+    let served = eventually(Duration::from_secs(10), || {
+        let resp = raw(gw.addr, request);
+        status_of(&resp) == 200 && resp.len() > BODY
+    });
+    assert!(served, "the share of an answer sent was not given back");
+    gw.stop();
+}
