@@ -14,7 +14,7 @@ fn faults(mode: Mode) -> gateway::config::ApiSpec {
 }
 
 pub fn script_faults_fail_one_request_and_the_next_works(mode: Mode) {
-    let h = host(&faults(mode));
+    let h = host_counting(&faults(mode));
     for (fault, needle) in [
         ("throw", "boom from js"),
         ("nothing", "return value must be an object"),

@@ -184,6 +184,21 @@ pub fn host(spec: &ApiSpec) -> Host {
     host_with(spec, Duration::from_secs(5), 64 << 20)
 }
 
+/// [`host`] on VM threads from the first call, for tests that count
+/// across calls: a QuickJS API that starts inline moves to a VM thread the
+/// first time a call overruns `--jsvm-inline-budget` (1 ms, which a
+/// debug build on a loaded machine can), and gets a new context there, so
+/// its globals, and the counts, start over.
+pub fn host_counting(spec: &ApiSpec) -> Host {
+    host_opts(
+        spec,
+        HostOptions {
+            jsvm_inline_budget: Duration::ZERO,
+            ..HostOptions::default()
+        },
+    )
+}
+
 impl Host {
     pub fn chain(&self) -> &ApiChain {
         &self.chain

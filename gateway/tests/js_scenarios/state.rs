@@ -33,7 +33,7 @@ pub fn counts(mode: Mode) -> Vec<String> {
         ("counterMw", fixture("counter.js")),
         serde_json::Value::Null,
     );
-    let h = host(&s);
+    let h = host_counting(&s);
     (0..3)
         .map(|_| {
             let mut req = get("/count/", &[]);
@@ -93,15 +93,7 @@ fn promises(mode: Mode) -> ApiSpec {
 /// comes too late to be applied, and a call that throws still runs the
 /// ones it queued. Neither engine ran them: they stayed queued for good.
 pub fn promise_jobs_run_after_the_answer_is_read(mode: Mode) {
-    // On VM threads from the start, as below: a QuickJS API moved there
-    // from inline gets a new context, and its count starts over.
-    let h = host_opts(
-        &promises(mode),
-        HostOptions {
-            jsvm_inline_budget: Duration::ZERO,
-            ..HostOptions::default()
-        },
-    );
+    let h = host_counting(&promises(mode));
     for i in 0..4 {
         let mut req = get("/promises/", &[]);
         h.ok(&mut req);
