@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::raw::*;
 use common::*;
-use gateway::server::GatewayConfig;
+use gateway::server::{ClientHttp1, GatewayConfig};
 use serde_json::Value;
 
 /// Tyk's templates/error.json, as every error answer is written.
@@ -187,7 +187,17 @@ fn a_client_that_hangs_up_on_a_stalled_body_lets_go_of_the_upstream() {
     });
     let dir = tempfile::tempdir().unwrap();
     plain_api(dir.path(), "/stall/", stalling);
-    let gw = start_gateway_with(config(dir.path()));
+    for client_http1 in [ClientHttp1::Own, ClientHttp1::Hyper] {
+        let gw = start_gateway_with(GatewayConfig {
+            client_http1,
+            ..config(dir.path())
+        });
+        hang_up_on_stalled_bodies(&gw, &stats, client_http1);
+        gw.stop();
+    }
+}
+
+fn hang_up_on_stalled_bodies(gw: &TestGateway, stats: &RawUpstream, server: ClientHttp1) {
     for half in [false, true] {
         let mut s = TcpStream::connect(gw.addr).unwrap();
         s.write_all(b"GET /stall/ HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -203,10 +213,9 @@ fn a_client_that_hangs_up_on_a_stalled_body_lets_go_of_the_upstream() {
         }
         assert!(
             eventually(Duration::from_secs(10), || stats.open.load(Ordering::SeqCst) == 0),
-            "half-close {half}: the exchange of a client that hung up on a stalled body is still open"
+            "{server:?}, half-close {half}: the exchange of a client that hung up on a stalled body is still open"
         );
     }
-    gw.stop();
 }
 
 /// Writes the JS API `name` on `/name/`, proxying to `up`: `script`
@@ -644,7 +653,6 @@ fn the_upstream_timeout_holds_on_reused_connections_whose_timer_went_off() {
 /// On the gateway's own HTTP/1 code and on hyper's.
 #[test]
 fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
-    use gateway::server::ClientHttp1;
     for client_http1 in [ClientHttp1::Own, ClientHttp1::Hyper] {
         let upstream_gave_up = Arc::new(AtomicUsize::new(0));
         let gave_up = upstream_gave_up.clone();
