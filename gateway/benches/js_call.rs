@@ -19,7 +19,9 @@
 //!    runs `fresh _`: the seed's handler plus one `_.keys` call, so every
 //!    call's fresh context loads underscore (what a `fresh` API whose
 //!    script uses `_` pays per request). `MODE` picks one row by its
-//!    label (`MODE=fresh` leaves `fresh _` out).
+//!    label (`MODE=fresh` leaves `fresh _` out). `persistent reads` runs a
+//!    handler that reads two headers and a query parameter, as real ones
+//!    do (the seed's reads nothing, so its calls never build `Headers`).
 //! 4. `EVICT_KB=8192` writes 8 MiB between calls (untimed), so each call
 //!    starts with cold caches, as in the gateway, where the kernel's network
 //!    stack, the load generator and the upstream run between two calls on
@@ -88,6 +90,22 @@ fn env_count(name: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// A handler that reads what a real one reads: two request headers and a
+/// query parameter (so `Headers` and `Params` are built), then writes two
+/// headers. The seed's handler reads nothing.
+const HELLO_READS: &str = r#"var jsvmHelloPreHook = new TykJS.TykMiddleware.NewMiddleware({});
+jsvmHelloPreHook.NewProcessRequest(function(request, session) {
+    var ua = request.Headers["User-Agent"];
+    var accept = request.Headers["Accept"];
+    var page = request.Params["page"];
+    if (ua && ua[0].indexOf("ApacheBench") === 0 && !page) {
+        request.SetHeaders["X-Client"] = "ab " + (accept ? accept[0] : "");
+    }
+    request.SetHeaders["X-Custom-JSVM"] = "hello-from-jsvm";
+    return jsvmHelloPreHook.ReturnData(request, {});
+});
+"#;
 
 /// The seed's handler with one use of underscore's `_` before its write.
 const HELLO_UNDERSCORE: &str = r#"var jsvmHelloPreHook = new TykJS.TykMiddleware.NewMiddleware({});
@@ -177,8 +195,12 @@ fn main() {
     let with_underscore = dir.path().join("jsvm_hello_underscore.js");
     std::fs::write(&with_underscore, HELLO_UNDERSCORE).expect("write the script");
     let with_underscore = with_underscore.display().to_string();
-    let modes = [
+    let reads = dir.path().join("jsvm_hello_reads.js");
+    std::fs::write(&reads, HELLO_READS).expect("write the script");
+    let reads = reads.display().to_string();
+    let modes: [(&str, &str, &String); 5] = [
         ("persistent", "persistent", &hello),
+        ("persistent reads", "persistent", &reads),
         ("tyk-json", "tyk-json", &hello),
         ("fresh", "fresh", &hello),
         ("fresh _", "fresh", &with_underscore),
