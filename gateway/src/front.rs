@@ -44,12 +44,24 @@ pub async fn serve(
             return refused(&req, remote, e);
         }
     };
-    let req = match cleaned {
-        None => req,
-        Some(Ok(p)) => with_path(req, p),
+    let (req, slashes) = match cleaned {
+        None => (req, None),
+        Some(Ok(p)) => match path::slashes_decoded(&p) {
+            None => (with_path(req, p), None),
+            Some(decoded) => {
+                // Matched as mux matches it (`%2F` is a `/`), sent on with
+                // the escapes after the listen path as the client wrote them.
+                let routed = proxy
+                    .router
+                    .find(&decoded)
+                    .and_then(|r| path::aligned(&p, &r.spec.listen_path));
+                (with_path(req, routed.unwrap_or(p)), Some(decoded))
+            }
+        },
         Some(Err(location)) => return redirect(&location),
     };
-    if let Some(resp) = control.handle(req.method(), req.uri().path(), req.headers()) {
+    let path = slashes.as_deref().unwrap_or(req.uri().path());
+    if let Some(resp) = control.handle(req.method(), path, req.headers()) {
         return full(resp);
     }
     proxy.handle(req, remote).await

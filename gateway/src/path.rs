@@ -9,9 +9,12 @@
 //!
 //! A path that needs no cleaning is routed with its unreserved characters
 //! decoded (RFC 3986 §6.2.2.2: `/%74yk/` and `/tyk/` are the same path), so
-//! an encoding cannot dodge a listen path or the control API. Other escapes
-//! (`%2F`, `%20`) stay as the client wrote them. A `%` that starts no
-//! escape is refused (400), as Go's server refuses it before mux sees it.
+//! an encoding cannot dodge a listen path or the control API. A slash
+//! escape (`%2F`) is a `/` for matching listen paths and the control API,
+//! as for mux ([`slashes_decoded`], [`aligned`]); past the listen path it
+//! stays as the client wrote it, and so do other escapes (`%20`). A `%`
+//! that starts no escape is refused (400), as Go's server refuses it
+//! before mux sees it.
 
 use std::borrow::Cow;
 
@@ -51,6 +54,36 @@ pub fn clean<'a>(raw: &'a str, query: Option<&str>) -> Cleaned<'a> {
     Cleaned::Route(Cow::Owned(
         String::from_utf8_lossy(&unreserved).into_owned(),
     ))
+}
+
+/// `raw` (a cleaned path) with its slash escapes (`%2F`, `%2f`) decoded:
+/// what gorilla/mux, so Tyk, matches listen paths and its own endpoints
+/// against. `None` when it has none (every path without a `%`).
+///
+/// Routing on the raw form let `/api%2Fadmin/x` dodge the listen path
+/// `/api/admin/` (and its middleware) and fall through to a shorter one,
+/// such as a `/` catch-all, whose upstream then decoded it back.
+pub fn slashes_decoded(raw: &str) -> Option<String> {
+    let has = |p: &str| p.contains("%2F") || p.contains("%2f");
+    has(raw).then(|| raw.replace("%2F", "/").replace("%2f", "/"))
+}
+
+/// The path to route `raw` by, once its slash-decoded form (see
+/// [`slashes_decoded`]) matched `listen_path`: the listen path as written,
+/// then the rest of `raw` with its escapes as the client sent them (what
+/// Tyk sends upstream, from Go's raw path). `raw` itself when its front
+/// already is the listen path.
+pub fn aligned(raw: &str, listen_path: &str) -> Option<String> {
+    // The bytes of `raw` that decode to the listen path's: an escape is
+    // three bytes for one.
+    let (mut at, mut decoded) = (0, 0);
+    let bytes = raw.as_bytes();
+    while decoded < listen_path.len() && at < bytes.len() {
+        let escape = bytes[at] == b'%' && matches!(bytes.get(at + 1..at + 3), Some(b"2F" | b"2f"));
+        at += if escape { 3 } else { 1 };
+        decoded += 1;
+    }
+    (raw[..at] != *listen_path).then(|| format!("{listen_path}{}", &raw[at..]))
 }
 
 /// `raw` with every escape decoded, as Go's `URL.Path` holds it (what
@@ -180,6 +213,33 @@ mod tests {
             Cleaned::Route(r) => panic!("{p} routed as {r}"),
             Cleaned::BadEscape => panic!("{p} refused"),
         }
+    }
+
+    #[test]
+    fn slash_escapes_match_listen_paths_and_stay_escaped_past_them() {
+        assert_eq!(slashes_decoded("/api/x"), None);
+        assert_eq!(slashes_decoded("/api/a%20b"), None);
+        assert_eq!(
+            slashes_decoded("/l%2Fmissing%2fx/y").as_deref(),
+            Some("/l/missing/x/y")
+        );
+        // The listen path written out; the rest as the client sent it.
+        assert_eq!(
+            aligned("/l%2Fmissing/x%2Fy", "/l/missing/").as_deref(),
+            Some("/l/missing/x%2Fy")
+        );
+        assert_eq!(
+            aligned("/l%2fmissing%2Fx", "/l/missing/").as_deref(),
+            Some("/l/missing/x")
+        );
+        // The escape is past the listen path: nothing to change.
+        assert_eq!(aligned("/api/a%2Fb", "/api/"), None);
+        assert_eq!(aligned("/api/a%2Fb", "/"), None);
+        // A listen path without a trailing slash.
+        assert_eq!(
+            aligned("/v1%2Fusers%2F7", "/v1/users").as_deref(),
+            Some("/v1/users%2F7")
+        );
     }
 
     #[test]

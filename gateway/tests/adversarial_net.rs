@@ -799,6 +799,71 @@ fn dot_segments_redirect_as_tyks_router_and_never_reach_the_upstream() {
     gw.stop();
 }
 
+/// A slash escape (`%2F`) is a `/` for matching listen paths, as for
+/// Tyk's router: `/guarded%2Fx` is the guarded API's, whose middleware
+/// fails closed, and never the `/` catch-all's. (Routed on the raw form, it
+/// fell through to the catch-all, whose upstream decoded it back to
+/// `/guarded/x`: the middleware was skipped.) Past the listen path the
+/// escape goes upstream as the client wrote it.
+#[test]
+fn a_slash_escape_cannot_dodge_a_listen_path() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    js_api(
+        dir.path(),
+        "guarded",
+        up,
+        "var guarded = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         guarded.NewProcessRequest(function (request, session) {\n\
+             throw new Error('denied');\n\
+         });",
+    );
+    write_api(
+        dir.path(),
+        "open",
+        &api_json(
+            "open",
+            "/open/v1/",
+            &format!("http://{up}/o"),
+            true,
+            Value::Null,
+        ),
+    );
+    write_api(
+        dir.path(),
+        "all",
+        &api_json(
+            "all",
+            "/",
+            &format!("http://{up}/catch-all"),
+            false,
+            Value::Null,
+        ),
+    );
+    let gw = start_gateway_with(config(dir.path()));
+    for path in [
+        "/guarded%2Fx",
+        "/guarded%2fx/y",
+        "/guarded%2F",
+        "/%67uarded%2Fx",
+    ] {
+        let got = get(gw.addr, path);
+        assert_eq!(got.status, 500, "{path}: {}", got.text());
+    }
+    assert_eq!(rec.count(), 0, "reached an upstream: {:?}", rec.requests());
+    for (path, upstream) in [
+        ("/open%2Fv1/a", "/o/a"),
+        ("/open%2fv1%2Fa%2Fb", "/o/a%2Fb"),
+        ("/open/v1/a%2Fb", "/o/a%2Fb"),
+        ("/other%2Fx", "/catch-all/other%2Fx"),
+    ] {
+        let got = get(gw.addr, path);
+        assert_eq!(got.status, 200, "{path}: {}", got.text());
+        assert_eq!(rec.last().uri, upstream, "{path}");
+    }
+    gw.stop();
+}
+
 #[test]
 fn no_spelling_of_the_control_api_reaches_a_catch_all_upstream() {
     let (up, rec) = recorder();
@@ -817,6 +882,8 @@ fn no_spelling_of_the_control_api_reaches_a_catch_all_upstream() {
         ("/Tyk/stats", 403),
         ("/%74yk/apis", 403),
         ("/%54%59%4B/apis", 403),
+        ("/tyk%2Fapis", 403),
+        ("/tyk%2fstats", 403),
         ("/tyk", 403),
     ] {
         let got = get(gw.addr, path);
