@@ -97,8 +97,17 @@ pub fn decode(raw: &str) -> Cow<'_, str> {
 }
 
 /// Cleans a path a middleware wrote, so no dot segment reaches the upstream
-/// whatever a script does; `None` when it is clean already.
+/// whatever a script does, encoded ones too (`/a/%2e%2e/etc`, which an
+/// upstream decodes to `/a/../etc`, went through as written); `None` when
+/// it is clean already. A path with encoded dot segments comes back with
+/// its other escapes re-encoded as the front door's redirect writes them.
 pub fn clean_rewritten(path: &str) -> Option<String> {
+    if path.contains('%') {
+        let decoded = percent_decode(path.as_bytes(), |_| true);
+        if needs_cleaning(&decoded) {
+            return Some(escape_path(&go_clean(&decoded)));
+        }
+    }
     needs_cleaning(path.as_bytes())
         .then(|| String::from_utf8_lossy(&go_clean(path.as_bytes())).into_owned())
 }
@@ -285,5 +294,27 @@ mod tests {
     fn rewritten_paths_lose_their_dot_segments() {
         assert_eq!(clean_rewritten("/base/x"), None);
         assert_eq!(clean_rewritten("/base/../../etc").as_deref(), Some("/etc"));
+        for sneaky in [
+            "/a/%2e%2e/%2e%2e/etc/passwd",
+            "/a/%2E%2E/%2e./etc/passwd",
+            "/a/..%2f..%2Fetc/passwd",
+            "/a%2F..%2F..%2Fetc/passwd",
+        ] {
+            assert_eq!(
+                clean_rewritten(sneaky).as_deref(),
+                Some("/etc/passwd"),
+                "{sneaky}"
+            );
+        }
+        // Escapes that hide no dot segment stay as written.
+        assert_eq!(clean_rewritten("/a/x%2Fb%20c/%2e%2ex"), None);
+        assert_eq!(
+            clean_rewritten("/a/b%20c/%2e%2e/d").as_deref(),
+            Some("/a/d")
+        );
+        assert_eq!(
+            clean_rewritten("/a/b%20c/../%2e%2e/x/%3F").as_deref(),
+            Some("/x/%3F")
+        );
     }
 }

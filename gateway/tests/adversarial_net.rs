@@ -864,6 +864,38 @@ fn a_slash_escape_cannot_dodge_a_listen_path() {
     gw.stop();
 }
 
+/// A path a middleware writes loses its dot segments before the upstream,
+/// encoded ones too: `%2e%2e` went through as written, and an upstream
+/// that decodes it climbed out of the target's base path.
+#[test]
+fn a_rewritten_path_loses_encoded_dot_segments_too() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    js_api(
+        dir.path(),
+        "rw",
+        up,
+        "var rw = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         rw.NewProcessRequest(function (request, session) {\n\
+             request.URL = request.Headers['X-To'][0];\n\
+             return rw.ReturnData(request, {});\n\
+         });",
+    );
+    let gw = start_gateway_with(config(dir.path()));
+    for (to, upstream) in [
+        ("/rw/a/%2e%2e/%2e%2e/admin", "/admin"),
+        ("/rw/a/%2E%2E/x/..%2F..%2fadmin?k=1", "/admin?k=1"),
+        ("/rw/a%2F..%2F..%2Fadmin", "/admin"),
+        ("/rw/a/b%20c/%2e%2e/d", "/a/d"),
+        ("/rw/a/b%20c", "/a/b%20c"),
+    ] {
+        let got = send(gw.addr, "GET", "/rw/", &[("x-to", to)], b"");
+        assert_eq!(got.status, 200, "{to}: {}", got.text());
+        assert_eq!(rec.last().uri, upstream, "{to}");
+    }
+    gw.stop();
+}
+
 #[test]
 fn no_spelling_of_the_control_api_reaches_a_catch_all_upstream() {
     let (up, rec) = recorder();
