@@ -162,10 +162,19 @@ impl Target {
         if host.is_empty() {
             return Err(format!("{url:?} has no host"));
         }
+        // `port_u16` is `None` for a port that is not a number up to 65535
+        // as well as for none: `:99999` silently became port 80.
+        let port = match authority.as_str()[authority.host().len()..].strip_prefix(':') {
+            None | Some("") => 80,
+            Some(text) => match text.parse::<u16>() {
+                Ok(port) if port > 0 => port,
+                _ => return Err(format!("{url:?}: port {text:?} is not a port (1 to 65535)")),
+            },
+        };
         let base_path = uri.path().trim_end_matches('/').to_string();
         Ok(Target {
             host: host.to_string(),
-            port: authority.port_u16().unwrap_or(80),
+            port,
             authority: authority.as_str().to_string(),
             base_path,
             query: uri.query().map(str::to_string),
@@ -255,6 +264,19 @@ mod tests {
             .contains("only http://"));
         assert!(Target::parse("localhost:8222").is_err());
         assert!(Target::parse("not a url").is_err());
+        // A port that is not one is refused, not taken as 80.
+        for bad in [
+            "http://127.0.0.1:99999",
+            "http://h:0/",
+            "http://[::1]:70000/x",
+        ] {
+            let e = Target::parse(bad).unwrap_err();
+            assert!(e.contains("is not a port"), "{bad}: {e}");
+        }
+        let port = |url| Target::parse(url).unwrap().port;
+        assert_eq!(port("http://h/"), 80);
+        assert_eq!(port("http://h:/"), 80);
+        assert_eq!(port("http://[::1]:65535/"), 65535);
     }
 
     #[test]
