@@ -201,3 +201,43 @@ fn log_lines_are_plain_words_naming_the_users_files_once() {
     assert_eq!(get(addr, "/plain/x").status, 200);
     stop_binary(child);
 }
+
+/// A native plugin that adds headers past what a header map holds (32,768)
+/// and ignores each refusal fails its request with one plain reason, in
+/// both phases, and never panics: `http`'s `append` panicked on every call
+/// past the bound (7,200 panics, 2.7 MB of log, per request, and seconds of
+/// the worker with backtraces on), logged only as "the gateway failed
+/// applying an edit".
+#[test]
+fn a_plugin_that_floods_headers_fails_its_request_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (up, rec) = recorder();
+    let lib = common::native::plugins().test.to_str().unwrap().to_string();
+    let entry = json!([{"name": "HeaderFlood", "path": lib}]);
+    let t = format!("http://{up}");
+    let pre = json!({"driver": "goplugin", "pre": entry});
+    write_api(d, "flood", &api_json("flood", "/flood/", &t, true, pre));
+    let resp = json!({"driver": "goplugin", "response": entry});
+    write_api(d, "rflood", &api_json("rflood", "/rflood/", &t, true, resp));
+    let log = d.join("gateway.log");
+    let (child, addr) = spawn_binary(d, "127.0.0.1:0", &log);
+    for _ in 0..2 {
+        assert_eq!(get(addr, "/flood/x").status, 500);
+        assert_eq!(get(addr, "/rflood/x").status, 500);
+    }
+    // Only the response phase's requests went upstream.
+    assert_eq!(rec.count(), 2);
+    stop_binary(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("panicked"),
+        "{}",
+        &text[..text.len().min(2000)]
+    );
+    let reasons = text
+        .lines()
+        .filter(|l| l.contains("too many header fields"))
+        .count();
+    assert_eq!(reasons, 4, "{text}");
+}

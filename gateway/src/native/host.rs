@@ -236,6 +236,12 @@ pub(super) fn any_edit(
     // SAFETY: the plugin passes back its handle; no read borrow outlives a
     // callback, so this is the only reference.
     let ctx = unsafe { ctx_mut(req) };
+    // The request fails already: the rest of a plugin's edits are refused
+    // at once (one that went on adding headers in a loop, ignoring the
+    // refusal, cost a refusal's full work each time).
+    if ctx.fault.is_some() {
+        return GW_REJECTED;
+    }
     let result = catch_unwind(AssertUnwindSafe(|| f(&mut *ctx)))
         .unwrap_or_else(|_| Err("the gateway failed applying an edit".to_string()));
     match result {
@@ -271,6 +277,13 @@ fn cached_pair(
     })
 }
 
+/// The refusal of a header past what a header map holds (`http`'s
+/// `HeaderMap` panics at 32,768 entries; its `try_` calls refuse).
+#[cold]
+pub(super) fn too_many(_: http::header::MaxSizeReached) -> String {
+    "too many header fields: a request or response holds at most 32,768".to_string()
+}
+
 #[cold]
 fn bad_name(raw: &[u8]) -> String {
     format!("invalid header name {:?}", String::from_utf8_lossy(raw))
@@ -287,7 +300,7 @@ fn bad_value(name: &HeaderName, raw: &[u8]) -> String {
 unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
         let (n, v) = cached_pair(c.cache, name, value)?;
-        c.req.headers_mut().insert(n, v);
+        c.req.headers_mut().try_insert(n, v).map_err(too_many)?;
         Ok(())
     })
 }
@@ -295,7 +308,7 @@ unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) 
 unsafe extern "C" fn append_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
         let (n, v) = cached_pair(c.cache, name, value)?;
-        c.req.headers_mut().append(n, v);
+        c.req.headers_mut().try_append(n, v).map_err(too_many)?;
         Ok(())
     })
 }
@@ -371,10 +384,10 @@ unsafe extern "C" fn respond(
             // SAFETY: the plugin passes `count` headers at `headers`.
             unsafe { std::slice::from_raw_parts(headers, count) }
         };
-        let mut map = HeaderMap::with_capacity(lines.len());
+        let mut map = HeaderMap::try_with_capacity(lines.len()).map_err(too_many)?;
         for line in lines {
             let (n, v) = header_pair(line.name, line.value)?;
-            map.append(n, v);
+            map.try_append(n, v).map_err(too_many)?;
         }
         c.response = Some(Box::new(MwResponse {
             status,

@@ -112,7 +112,7 @@ pub(super) unsafe extern "C" fn set_response_header(
 ) -> i32 {
     edit(req, |r| {
         let (n, v) = header_pair(name, value)?;
-        r.headers.insert(n, v);
+        r.headers.try_insert(n, v).map_err(super::host::too_many)?;
         Ok(())
     })
 }
@@ -124,7 +124,7 @@ pub(super) unsafe extern "C" fn append_response_header(
 ) -> i32 {
     edit(req, |r| {
         let (n, v) = header_pair(name, value)?;
-        r.headers.append(n, v);
+        r.headers.try_append(n, v).map_err(super::host::too_many)?;
         Ok(())
     })
 }

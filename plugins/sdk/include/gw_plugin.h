@@ -146,7 +146,7 @@ typedef struct GwHost {
     /* ---- ABI 1.2, the response phase: check GW_HOST_HAS(host, field). ---- */
     /* The upstream's status; 0 outside the response phase. */
     uint16_t (*response_status)(const GwRequest *req);
-    /* Replace the status the client gets (100..999). */
+    /* Replace the status the client gets (200..999; an interim 1xx is refused). */
     int32_t (*set_response_status)(GwRequest *req, uint16_t status);
     /* Response headers, as the request's header_count/get/lines/line. */
     size_t (*response_header_count)(const GwRequest *req, GwStr name);

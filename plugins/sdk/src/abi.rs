@@ -246,7 +246,7 @@ pub struct GwHost {
     // ---- ABI 1.2: the response phase; check `size` before use. ----
     /// The upstream's status; 0 outside the response phase.
     pub response_status: unsafe extern "C" fn(req: *const GwRequest) -> u16,
-    /// Replaces the status the client gets (100..=999).
+    /// Replaces the status the client gets (200..=999; an interim 1xx is refused).
     pub set_response_status: unsafe extern "C" fn(req: *mut GwRequest, status: u16) -> i32,
     /// Number of values of response header `name` (case-insensitive).
     pub response_header_count: unsafe extern "C" fn(req: *const GwRequest, name: GwStr) -> usize,

@@ -93,6 +93,22 @@ fn bad_header_value(req: &mut Request<'_>) -> Result<(), PluginError> {
     Ok(())
 }
 
+/// Adds 40,000 distinct headers, ignoring every refusal, to the request
+/// or, in the response phase, to the response: past what a header map
+/// holds (32,768), where `http`'s `append` panics. The gateway must refuse
+/// the edit and fail the request, and refuse the rest at once.
+fn header_flood(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let response = req.response_status().is_some();
+    for i in 0..40_000 {
+        let name = format!("x-flood-{i}");
+        let _ = match response {
+            true => req.append_response_header(&name, "1"),
+            false => req.append_header(&name, "1"),
+        };
+    }
+    Ok(())
+}
+
 /// Sets a header with an empty name, ignoring the refusal.
 fn empty_header_name(req: &mut Request<'_>) -> Result<(), PluginError> {
     let _ = req.append_header("", "value");
@@ -223,6 +239,7 @@ export_plugin!(
     Panic => panics,
     BadHeaderValue => bad_header_value,
     EmptyHeaderName => empty_header_name,
+    HeaderFlood => header_flood,
     BadResponseHeader => bad_response_header,
     Count => count,
     Moody => moody,
