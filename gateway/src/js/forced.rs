@@ -54,17 +54,18 @@ impl Overrides {
         let mut headers = HeaderMap::new();
         for (name, value) in &self.headers {
             let (n, v) = header(name, value, FIELD)?;
-            headers.insert(n, v);
+            crate::js::request::put_header(&mut headers, n, v, FIELD)?;
         }
         if self.code >= 400 && !self.override_error {
             let (parts, body) = error_response_as(status, &message, format).into_parts();
             for (name, value) in &parts.headers {
-                if name == CONTENT_TYPE {
-                    headers.insert(name, value.clone());
+                // (A map the script filled to the brim goes without them.)
+                let _ = if name == CONTENT_TYPE {
+                    headers.try_insert(name, value.clone()).map(drop)
                 } else {
                     // Tyk `Add`s X-Generator: a script's own one stays.
-                    headers.append(name, value.clone());
-                }
+                    headers.try_append(name, value.clone()).map(drop)
+                };
             }
             return Ok(Flow::Respond(Box::new(MwResponse {
                 status,

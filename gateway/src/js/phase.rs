@@ -67,7 +67,7 @@ impl ResponseEdits {
         }
         for (name, value) in &self.set {
             let (n, v) = header(name, value, "Response.SetHeaders")?;
-            resp.headers.insert(n, v);
+            crate::js::request::put_header(&mut resp.headers, n, v, "Response.SetHeaders")?;
         }
         if let Some(body) = self.body.take() {
             resp.body = Bytes::from(body);
@@ -310,9 +310,9 @@ impl<'de> Visitor<'de> for Headers<'_> {
         while let Some(name) = m.next_key::<String>()? {
             let mut value = String::new();
             m.next_value_seed(Any(Text(&mut value, "each Response.Headers value")))?;
-            let (n, v) = header(&name, &value, "Response.Headers")
+            header(&name, &value, "Response.Headers")
+                .and_then(|(n, v)| crate::js::request::put_header(self.0, n, v, "Response.Headers"))
                 .map_err(|e| de::Error::custom(e.message()))?;
-            self.0.insert(n, v);
         }
         Ok(())
     }

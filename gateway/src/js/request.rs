@@ -19,7 +19,7 @@ mod build;
 
 pub(crate) use apply::{
     apply, bad_header_name, bad_header_value, edit_query, get, header, not_a_map, opt_object,
-    own_data, plain_object, set_url, shape, spends_context, string_map, strings,
+    own_data, plain_object, put_header, set_url, shape, spends_context, string_map, strings,
 };
 pub(crate) use build::{
     build, header_object, lazy_get, lazy_set, name, plain, put_data, Accessors, LazyData,

@@ -340,7 +340,7 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
     }
     for (name, value) in string_map(r.get("SetHeaders"), "Request.SetHeaders")? {
         let (n, v) = header(&name, &value, "Request.SetHeaders")?;
-        req.headers.insert(n, v);
+        crate::js::request::put_header(&mut req.headers, n, v, "Request.SetHeaders")?;
     }
     apply_params(r, req)?;
     Ok(Flow::Continue)

@@ -9,6 +9,7 @@ faultsMw.NewProcessRequest(function (request, session, spec) {
     if (fault === "shape") { return request; }
     if (fault === "number") { request.SetHeaders["X-N"] = 42; }
     if (fault === "crlf") { request.SetHeaders["X-Evil"] = "a\r\nX-Injected: 1"; }
+    if (fault === "flood") { for (var i = 0; i < 33000; i++) { request.SetHeaders["X-F-" + i] = "1"; } }
     if (fault === "loop") { while (true) {} }
     if (fault === "recurse") { var f = function (n) { return f(n + 1) + 1; }; f(0); }
     if (fault === "alloc") { var keep = []; while (true) { keep.push(new Array(1000).fill(keep.length)); } }

@@ -813,7 +813,7 @@ pub(crate) fn commit(e: Edits, req: &mut MwRequest) -> Result<Flow, MwError> {
         }
     }
     for (n, v) in e.set_headers? {
-        req.headers.insert(n, v);
+        crate::js::request::put_header(&mut req.headers, n, v, "Request.SetHeaders")?;
     }
     let (deletes, adds, ext) = (e.delete_params, e.add_params, e.extended_params);
     if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {

@@ -219,6 +219,23 @@ fn set_header(
     })
 }
 
+/// Sets header `n` in `map` as `insert` does, refusing (an answer error
+/// naming `field`) a header past what a map holds (32,768), where
+/// `insert` panics: 40,000 `SetHeaders` entries failed the call as "the
+/// JS call panicked" (boa: and rebuilt the context).
+pub(crate) fn put_header(
+    map: &mut http::HeaderMap,
+    n: HeaderName,
+    v: HeaderValue,
+    field: &str,
+) -> Result<(), MwError> {
+    map.try_insert(n, v).map(drop).map_err(|_| {
+        MwError::bad_answer(format!(
+            "{field}: too many header fields (a request or response holds at most 32,768)"
+        ))
+    })
+}
+
 /// [`header`]'s error for a name that is not a header name.
 pub(crate) fn bad_header_name(field: &str, name: &str) -> MwError {
     MwError::bad_answer(format!("{field}: {name:?} is not a valid header name"))
@@ -399,7 +416,7 @@ impl<'a> Answer<'a> {
             for (k, v) in &sets {
                 let v = v.as_string().expect("checked above");
                 let (n, v) = set_header(cache, k, &v, field)?;
-                req.headers.insert(n, v);
+                put_header(&mut req.headers, n, v, field)?;
             }
             Ok(())
         })

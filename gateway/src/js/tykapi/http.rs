@@ -176,7 +176,9 @@ fn build(out: &Outgoing, authority: &str) -> Result<Request<Full<Bytes>>, String
             .map_err(|_| format!("Headers[{name:?}]: value not allowed in a header"))?;
         // Go sends the URL's host, whatever `Header["Host"]` says.
         if n != HOST {
-            headers.insert(n, v);
+            headers
+                .try_insert(n, v)
+                .map_err(|_| "Headers: too many header fields (at most 32,768)".to_string())?;
         }
     }
     let host = HeaderValue::from_str(authority).map_err(|e| e.to_string())?;
