@@ -163,8 +163,16 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     if !(secs.is_finite() && secs > 0.0) {
         return Err(format!("{s:?} must be a positive duration"));
     }
+    // `from_secs_f64` panics past u64 seconds, and a deadline past what an
+    // `Instant` can hold would panic when added to now: a year is plenty.
+    if secs > MAX_DURATION_SECS {
+        return Err(format!("{s:?} is longer than a year"));
+    }
     Ok(Duration::from_secs_f64(secs))
 }
+
+/// The longest duration a flag takes: 365 days.
+const MAX_DURATION_SECS: f64 = 365.0 * 24.0 * 3600.0;
 
 fn parse_engine(s: &str) -> Result<JsEngine, String> {
     JsEngine::parse(s).ok_or_else(|| format!("{s:?} is not a JS engine; use boa or quickjs"))
@@ -297,6 +305,13 @@ mod tests {
         assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
         assert!(parse_duration("5h").is_err());
         assert!(parse_duration("0s").is_err());
+        // Past u64 seconds (`from_secs_f64` panicked) or an `Instant`.
+        assert!(parse_duration("100000000000000000000").is_err());
+        assert!(parse_duration("600000m").is_err());
+        assert_eq!(
+            parse_duration("525600m"),
+            Ok(Duration::from_secs(365 * 24 * 3600))
+        );
     }
 
     #[test]
