@@ -292,7 +292,10 @@ fn each_broken_library_fails_only_its_api_naming_file_and_symbol() {
     let p = plugins();
     let missing = dir.path().join("missing.so");
     let a_dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, &Path, &str, &str, &str); 5] = [
+    // Not a library: the system's reason is named, not only "dlopen failed".
+    let not_elf = dir.path().join("notes.so");
+    std::fs::write(&not_elf, "these are notes, not a shared library\n".repeat(4)).unwrap();
+    let cases: [(&str, &Path, &str, &str, &str); 6] = [
         (
             "missing",
             &missing,
@@ -327,6 +330,13 @@ fn each_broken_library_fails_only_its_api_naming_file_and_symbol() {
             "AddHeader",
             "pre[0].path",
             "is a directory",
+        ),
+        (
+            "notelf",
+            &not_elf,
+            "AddHeader",
+            "pre[0].path",
+            "invalid ELF header",
         ),
     ];
     for (name, lib, symbol, _, _) in &cases {

@@ -114,7 +114,7 @@ pub(crate) fn open(path: &str) -> Result<Lib, OpenError> {
     // the process on the first request that calls it. RTLD_LOCAL: one
     // plugin's symbols never satisfy another's.
     let lib = unsafe { Library::open(Some(&canonical), RTLD_NOW | RTLD_LOCAL) }
-        .map_err(|e| OpenError::Path(format!("cannot load library {path:?}: {e}")))?;
+        .map_err(|e| OpenError::Path(format!("cannot load library {path:?}: {}", why(&e))))?;
     check_version(path, &lib)?;
     let go_handlers = go_handlers(&lib);
     // SAFETY: the ABI defines this symbol's type (that of the version one).
@@ -145,13 +145,24 @@ pub(crate) fn resolved_against(path: &Path) -> String {
     }
 }
 
+/// A `libloading` error with the system's reason: its own text is only
+/// "dlopen failed" or "dlsym failed", and the reason (`undefined symbol:
+/// ...`, `file too short`) is its source.
+fn why(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(reason) => format!("{e}: {reason}"),
+        None => e.to_string(),
+    }
+}
+
 fn check_version(path: &str, lib: &Library) -> Result<(), OpenError> {
     // SAFETY: the ABI defines this symbol's type; a library exporting
     // something else under the name is lying about speaking the ABI.
     let version = unsafe { lib.get::<GwAbiVersionFn>(ABI_VERSION_SYMBOL) }.map_err(|e| {
         OpenError::Path(format!(
             "library {path:?} does not export {ABI_VERSION_SYMBOL:?}, so it is not a gateway plugin \
-             (build it with plugin_sdk::export_plugin! or GW_PLUGIN_EXPORT_ABI_VERSION()): {e}"
+             (build it with plugin_sdk::export_plugin! or GW_PLUGIN_EXPORT_ABI_VERSION()): {}",
+            why(&e)
         ))
     })?;
     // SAFETY: as above.
