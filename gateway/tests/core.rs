@@ -292,6 +292,13 @@ fn bad_definitions_are_named_and_the_good_ones_serve() {
     inactive["active"] = json!(false);
     write_api(d, "inactive", &inactive);
     std::fs::write(d.join("notes.txt"), b"not a definition").unwrap();
+    // `*.json` entries that are not files are named, not skipped in
+    // silence (and a FIFO is not read: that would wait forever).
+    std::fs::create_dir(d.join("adir.json")).unwrap();
+    std::os::unix::fs::symlink(d.join("nowhere"), d.join("dangling.json")).unwrap();
+    let fifo = std::ffi::CString::new(d.join("fifo.json").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
 
     let gw = start_gateway(d);
     let mut errors: Vec<(String, String, String)> = gw
@@ -310,7 +317,10 @@ fn bad_definitions_are_named_and_the_good_ones_serve() {
     assert_eq!(
         fields,
         [
+            ("adir.json", "-"),
             ("broken.json", "-"),
+            ("dangling.json", "-"),
+            ("fifo.json", "-"),
             ("https.json", "proxy.target_url"),
             ("keyed.json", "use_keyless"),
             ("nolisten.json", "proxy.listen_path"),
@@ -320,13 +330,16 @@ fn bad_definitions_are_named_and_the_good_ones_serve() {
         ],
         "{errors:#?}"
     );
+    assert!(errors[0].2.contains("is a directory"), "{}", errors[0].2);
     assert!(
-        errors[0].2.contains("line 2"),
+        errors[1].2.contains("line 2"),
         "JSON errors give the position: {}",
-        errors[0].2
+        errors[1].2
     );
-    assert!(errors[1].2.contains("only http://"), "{}", errors[1].2);
-    assert!(errors[5].2.contains("\"python\""), "{}", errors[5].2);
+    assert!(errors[2].2.contains("No such file"), "{}", errors[2].2);
+    assert!(errors[3].2.contains("not a regular file"), "{}", errors[3].2);
+    assert!(errors[4].2.contains("only http://"), "{}", errors[4].2);
+    assert!(errors[8].2.contains("\"python\""), "{}", errors[8].2);
 
     assert_eq!(get(gw.addr, "/good/ok").status, 200);
     assert_eq!(rec.last().uri, "/ok");

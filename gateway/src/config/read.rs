@@ -10,6 +10,24 @@ use serde_json::Value;
 use super::validate::validate;
 use super::{lint, virtuals, ApiDefinition, LoadError, Loaded};
 
+/// Whether `file` (a `*.json` entry of the directory, symbolic links
+/// followed) is a regular file to read. Anything else is an error the
+/// user sees, never skipped in silence: a directory, a link to nothing,
+/// and a FIFO, socket or device (reading a FIFO would wait for a writer
+/// forever).
+fn readable(file: &Path) -> std::io::Result<()> {
+    let meta = std::fs::metadata(file)?;
+    if meta.is_dir() {
+        return Err(std::io::Error::other("it is a directory, not a definition file"));
+    }
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "it is not a regular file (a FIFO, socket or device)",
+        ));
+    }
+    Ok(())
+}
+
 /// Reads and validates every `*.json` in `dir` (not recursive), in name order.
 ///
 /// Fails only when the directory itself cannot be read; each bad file is an
@@ -17,14 +35,15 @@ use super::{lint, virtuals, ApiDefinition, LoadError, Loaded};
 pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     files.sort();
     let mut loaded = Loaded::default();
     let mut seen_paths = HashSet::new();
     let mut seen_ids = HashSet::new();
     for file in files {
-        let (def, findings) = match std::fs::read(&file)
+        let (def, findings) = match readable(&file)
+            .and_then(|()| std::fs::read(&file))
             .map_err(|e| LoadError::new(&file, "-", format!("cannot read: {e}")))
             .and_then(|bytes| parse_checked(&file, &bytes))
         {
