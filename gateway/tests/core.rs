@@ -353,6 +353,43 @@ fn bad_definitions_are_named_and_the_good_ones_serve() {
     gw.stop();
 }
 
+/// A listen path no request can match is refused naming the field, where
+/// it used to load and never serve: requests are routed with their escapes
+/// decoded (`/%74est/x` went to the `/` API), and a request path is ASCII
+/// without `?`, `#` or control characters.
+#[test]
+fn listen_paths_no_request_can_match_are_refused() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, t) = (dir.path(), target(up));
+    let cases = [
+        ("escaped", "/%74est/", "% escape"),
+        ("query", "/q?x=1/", "? or #"),
+        ("fragment", "/f#x/", "? or #"),
+        ("tab", "/tab\tx/", "control character"),
+        ("accent", "/caf\u{e9}/", "outside ASCII"),
+    ];
+    for (name, listen, _) in cases {
+        write_api(d, name, &api_json(name, listen, &t, true, Value::Null));
+    }
+    write_api(d, "all", &api_json("all", "/", &t, false, Value::Null));
+    let gw = start_gateway(d);
+    assert_eq!(gw.load_errors.len(), cases.len(), "{:?}", gw.load_errors);
+    for (name, _, why) in cases {
+        let e = gw
+            .load_errors
+            .iter()
+            .find(|e| e.file.ends_with(format!("{name}.json")))
+            .unwrap_or_else(|| panic!("{name} was not refused: {:?}", gw.load_errors));
+        assert_eq!(e.field, "proxy.listen_path");
+        assert!(e.message.contains("can never match a request"), "{e}");
+        assert!(e.message.contains(why), "{e}");
+    }
+    assert_eq!(get(gw.addr, "/test/x").status, 200);
+    assert_eq!(rec.last().uri, "/test/x");
+    gw.stop();
+}
+
 #[test]
 fn with_no_definitions_the_gateway_still_answers_health_checks() {
     let dir = tempfile::tempdir().unwrap();

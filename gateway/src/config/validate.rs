@@ -86,6 +86,28 @@ fn listen_path(file: &Path, raw: &str) -> Result<String, LoadError> {
             format!("{raw:?} contains a space"),
         ));
     }
+    // What no request path can match: routing sees a path with its
+    // escapes decoded (as Tyk's router does), and a request path is ASCII
+    // without `?`, `#` or control characters. Such a listen path used to
+    // load and never serve (`/%74est/` requests went to a `/` API).
+    let never = if raw.contains('%') {
+        Some("has a % escape, and requests are matched with their escapes decoded (write the character itself)")
+    } else if raw.contains(['?', '#']) {
+        Some("has a ? or #, which end a request's path")
+    } else if raw.chars().any(|c| c.is_control()) {
+        Some("has a control character")
+    } else if !raw.is_ascii() {
+        Some("has a character outside ASCII, which a request path carries only escaped")
+    } else {
+        None
+    };
+    if let Some(why) = never {
+        return Err(LoadError::new(
+            file,
+            field,
+            format!("{raw:?} can never match a request: it {why}"),
+        ));
+    }
     let listen_path = normalize_listen_path(raw);
     if listen_path != raw {
         tracing::info!(
