@@ -247,6 +247,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_null_leaves_a_field_as_absent_as_go_reads_it() {
+        let json = br#"{"api_id": "n", "name": null, "use_keyless": true, "active": true,
+            "proxy": {"listen_path": "/n/", "target_url": "http://h:1",
+                      "strip_listen_path": null, "preserve_host_header": null},
+            "custom_middleware": null,
+            "config_data": {"kept": null, "list": [null]}}"#;
+        let def = parse_definition(Path::new("n.json"), json).unwrap();
+        let spec = validate(Path::new("n.json"), def).unwrap();
+        assert_eq!(spec.listen_path, "/n/");
+        assert!(!spec.strip_listen_path, "null is the zero value");
+        assert!(spec.pre.is_empty());
+        // config_data reaches scripts as written, nulls and all.
+        assert_eq!(
+            spec.config_data,
+            serde_json::json!({"kept": null, "list": [null]})
+        );
+    }
+
+    #[test]
     fn targets_parse_into_host_port_and_base() {
         let t = Target::parse("http://localhost:8222").unwrap();
         assert_eq!(

@@ -135,6 +135,8 @@ fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Find
         }
     }
     let findings = lint::check(file, &value);
+    let mut value = value;
+    drop_nulls(&mut value);
     // serde_path_to_error names the field a type error is in
     // (`proxy.strip_listen_path: invalid type: string "yes", expected a boolean`).
     let def = serde_path_to_error::deserialize(value).map_err(|e| {
@@ -143,4 +145,23 @@ fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Find
         LoadError::new(file, field, e.into_inner().to_string())
     })?;
     Ok((def, findings))
+}
+
+/// Removes the members whose value is `null`, as Go's `json.Unmarshal`
+/// (so Tyk) reads them: a `null` leaves a field as it was, its zero value
+/// (`"strip_listen_path": null` was refused as the wrong type). Not inside
+/// `config_data`, which scripts see as it was written.
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(members) => {
+            members.retain(|_, v| !v.is_null());
+            for (key, v) in members.iter_mut() {
+                if key != "config_data" {
+                    drop_nulls(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
 }
