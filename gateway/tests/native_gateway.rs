@@ -295,7 +295,7 @@ fn each_broken_library_fails_only_its_api_naming_file_and_symbol() {
     // Not a library: the system's reason is named, not only "dlopen failed".
     let not_elf = dir.path().join("notes.so");
     std::fs::write(&not_elf, "these are notes, not a shared library\n".repeat(4)).unwrap();
-    let cases: [(&str, &Path, &str, &str, &str); 6] = [
+    let cases: [(&str, &Path, &str, &str, &str); 7] = [
         (
             "missing",
             &missing,
@@ -330,6 +330,13 @@ fn each_broken_library_fails_only_its_api_naming_file_and_symbol() {
             "AddHeader",
             "pre[0].path",
             "is a directory",
+        ),
+        (
+            "abisym",
+            &p.add_header,
+            "gw_plugin_abi_version",
+            "pre[0].name",
+            "the plugin ABI's own symbols",
         ),
         (
             "notelf",

@@ -203,6 +203,15 @@ pub(crate) fn symbol(lib: Lib, path: &str, name: &str) -> Result<GwPluginFn, Ope
             "symbol {name:?} contains a NUL byte"
         )));
     }
+    // The ABI's own symbols have other types: called as a middleware, one
+    // would be called with an argument it does not take (and its answer
+    // read as a status). Taken as middleware before.
+    if name.starts_with("gw_plugin_") || name.starts_with("gw_go_") {
+        return Err(OpenError::Symbol(format!(
+            "{name:?} in library {path:?} is one of the plugin ABI's own symbols, not a \
+             middleware"
+        )));
+    }
     let wanted = match &lib.go_handlers {
         Some(handlers) if !handlers.iter().any(|h| h == name) => {
             return Err(OpenError::Symbol(format!(
