@@ -315,3 +315,20 @@ fn a_start_that_exceeds_the_memory_limit_fails_the_load() {
     assert_eq!(e.field, "custom_middleware.pre[0].path");
     assert!(e.message.contains("probe.wasm"), "{e}");
 }
+
+#[test]
+fn a_module_flooding_headers_gets_a_fault_naming_the_bound() {
+    let module = fixture("header_flood.wat");
+    let spec = spec_of(&wasm_api("f", "/f/", "127.0.0.1:9", &[(&module, "Flood")]));
+    let w = Worker::new(&spec, WasmLimits::default());
+    for mode in ["add", "pairs", "local"] {
+        let err = w
+            .run(&mut request(Method::GET, "/f/", &[("x-flood", mode)], ""))
+            .expect_err(mode);
+        assert!(
+            err.message().contains("more than 1000 header values"),
+            "{mode}: {err}"
+        );
+        assert!(err.message().contains("header_flood.wat"), "{mode}: {err}");
+    }
+}

@@ -25,7 +25,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use wasmtime::{Caller, Global, Linker, Memory, StoreLimits, TypedFunc, Val, ValType};
 
 use super::abi;
-use super::request::ReqParts;
+use super::request::{ReqParts, TooManyHeaders, MAX_HEADERS};
 use crate::middleware::MwResponse;
 
 /// What a module may learn about where it runs, fixed at load.
@@ -197,14 +197,15 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             name,
             move |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32, vp: u32, vl: u32| {
                 if map != abi::MAP_HTTP_REQUEST_HEADERS {
-                    return unimplemented(name);
+                    return Ok(unimplemented(name));
                 }
                 let Some((mem, st)) = split(&mut c) else {
-                    return abi::INVALID_MEMORY_ACCESS;
+                    return Ok(abi::INVALID_MEMORY_ACCESS);
                 };
+                // Past the header bound the call traps (`TooManyHeaders`).
                 match (slice(mem, kp, kl), slice(mem, vp, vl)) {
-                    (Some(k), Some(v)) => st.req.set(k, v, add),
-                    _ => abi::INVALID_MEMORY_ACCESS,
+                    (Some(k), Some(v)) => Ok(st.req.set(k, v, add)?),
+                    _ => Ok(abi::INVALID_MEMORY_ACCESS),
                 }
             },
         )?;
@@ -235,15 +236,17 @@ fn define_header_removal(linker: &mut Linker<HostState>) -> wasmtime::Result<()>
         "proxy_set_header_map_pairs",
         |mut c: Ctx<'_>, map: u32, p: u32, l: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
-                return unimplemented("proxy_set_header_map_pairs (not request headers)");
+                return Ok(unimplemented(
+                    "proxy_set_header_map_pairs (not request headers)",
+                ));
             }
             let Some((mem, st)) = split(&mut c) else {
-                return abi::INVALID_MEMORY_ACCESS;
+                return Ok(abi::INVALID_MEMORY_ACCESS);
             };
             match slice(mem, p, l).map(abi::deserialize_map) {
-                Some(Some(pairs)) => st.req.replace_all(&pairs),
-                Some(None) => abi::BAD_ARGUMENT,
-                None => abi::INVALID_MEMORY_ACCESS,
+                Some(Some(pairs)) => Ok(st.req.replace_all(&pairs)?),
+                Some(None) => Ok(abi::BAD_ARGUMENT),
+                None => Ok(abi::INVALID_MEMORY_ACCESS),
             }
         },
     )?;
@@ -308,7 +311,7 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             let (Some(body), Some(headers)) = (slice(mem, bp, bl), slice(mem, hp, hl)) else {
                 return Ok(abi::INVALID_MEMORY_ACCESS);
             };
-            let Some(resp) = local_response(status, body, headers) else {
+            let Some(resp) = local_response(status, body, headers)? else {
                 return Ok(abi::BAD_ARGUMENT);
             };
             st.response = Some(resp);
@@ -338,24 +341,37 @@ fn sync_body_to_send(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
 
 /// Builds the answer `proxy_send_local_response` asks for; `None` for a
 /// status outside 200..=999 (a 1xx is not an answer:
-/// [`crate::middleware::final_status`]) or a header that is not valid HTTP.
-fn local_response(status: u32, body: &[u8], headers: &[u8]) -> Option<MwResponse> {
-    let status = StatusCode::from_u16(u16::try_from(status).ok()?).ok()?;
-    if status.is_informational() {
-        return None;
+/// [`crate::middleware::final_status`]) or a header that is not valid HTTP;
+/// [`TooManyHeaders`] past [`MAX_HEADERS`] (the call traps, as for the
+/// request's headers).
+fn local_response(
+    status: u32,
+    body: &[u8],
+    headers: &[u8],
+) -> Result<Option<MwResponse>, TooManyHeaders> {
+    let parsed = || {
+        let status = StatusCode::from_u16(u16::try_from(status).ok()?).ok()?;
+        (!status.is_informational()).then_some(())?;
+        Some((status, abi::deserialize_map(headers)?))
+    };
+    let Some((status, pairs)) = parsed() else {
+        return Ok(None);
+    };
+    if pairs.len() > MAX_HEADERS {
+        return Err(TooManyHeaders);
     }
-    let mut map = HeaderMap::new();
-    for (k, v) in abi::deserialize_map(headers)? {
-        map.append(
-            HeaderName::from_bytes(k).ok()?,
-            HeaderValue::from_bytes(v).ok()?,
-        );
+    let mut map = HeaderMap::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k), HeaderValue::from_bytes(v)) else {
+            return Ok(None);
+        };
+        map.try_append(k, v).map_err(|_| TooManyHeaders)?;
     }
-    Some(MwResponse {
+    Ok(Some(MwResponse {
         status,
         headers: map,
         body: Bytes::copy_from_slice(body),
-    })
+    }))
 }
 
 fn define_misc(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
