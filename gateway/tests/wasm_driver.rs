@@ -314,6 +314,7 @@ fn a_start_that_exceeds_the_memory_limit_fails_the_load() {
     let e = gateway::wasm::load(&spec, &tiny).err().expect("refused");
     assert_eq!(e.field, "custom_middleware.pre[0].path");
     assert!(e.message.contains("probe.wasm"), "{e}");
+    assert!(e.message.contains("--wasm-memory"), "{e}");
 }
 
 #[test]
@@ -331,4 +332,40 @@ fn a_module_flooding_headers_gets_a_fault_naming_the_bound() {
         );
         assert!(err.message().contains("header_flood.wat"), "{mode}: {err}");
     }
+}
+
+/// `--wasm-memory` bounded each memory by itself and tables not at all: four
+/// memories of 3 MiB passed an 8 MiB limit, and a table of 20 million
+/// elements took 160 MB. Now both are charged to one budget.
+#[test]
+fn memories_and_tables_share_the_instances_memory_limit() {
+    let limits = WasmLimits {
+        timeout: Duration::from_secs(1),
+        memory: 8 << 20,
+    };
+    let module = fixture("memories_and_tables.wat");
+    let spec = spec_of(&wasm_api("m", "/m/", "127.0.0.1:9", &[(&module, "M")]));
+    let w = Worker::new(&spec, limits);
+    for mode in ["memories", "table"] {
+        let err = w
+            .run(&mut request(Method::GET, "/m/", &[("x-grow", mode)], ""))
+            .expect_err(mode);
+        assert!(err.message().contains("--wasm-memory"), "{mode}: {err}");
+        assert!(
+            err.message().contains("memories_and_tables.wat"),
+            "{mode}: {err}"
+        );
+        assert!(
+            w.run(&mut request(Method::GET, "/m/", &[], "")).is_ok(),
+            "after {mode}"
+        );
+    }
+}
+
+#[test]
+fn a_module_with_more_memories_than_an_instance_may_have_fails_the_load() {
+    let e = load_error(&fixture("nine_memories.wat"));
+    assert_eq!(e.field, "custom_middleware.pre[0].path", "{e}");
+    assert!(e.message.contains("nine_memories.wat"), "{e}");
+    assert!(e.message.contains("9 memories"), "{e}");
 }

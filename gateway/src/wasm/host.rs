@@ -22,9 +22,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use wasmtime::{Caller, Global, Linker, Memory, StoreLimits, TypedFunc, Val, ValType};
+use wasmtime::{Caller, Global, Linker, Memory, TypedFunc, Val, ValType};
 
 use super::abi;
+use super::limits::InstanceLimits;
 use super::request::{ReqParts, TooManyHeaders, MAX_HEADERS};
 use crate::middleware::MwResponse;
 
@@ -56,8 +57,9 @@ pub struct HostState {
     /// body phase (see [`sync_body_to_send`]).
     pub body_to_send: Option<Global>,
     pub plugin: Arc<PluginInfo>,
-    /// The per-instance memory limit (see `module.rs`).
-    pub limits: StoreLimits,
+    /// The per-instance memory limit, memories and tables together (see
+    /// `limits.rs`).
+    pub limits: InstanceLimits,
 }
 
 impl HostState {
@@ -72,13 +74,7 @@ impl HostState {
             malloc: None,
             body_to_send: None,
             plugin,
-            limits: wasmtime::StoreLimitsBuilder::new()
-                .memory_size(memory)
-                // A module that tries to grow past the limit is stopped
-                // there (a trap: that request gets 500), not left to
-                // handle a failed `memory.grow` it probably ignores.
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: InstanceLimits::new(memory),
         }
     }
 

@@ -15,6 +15,7 @@ use wasmtime::{Config, Engine, ExternType, InstancePre, Linker, Module, OptLevel
 
 use super::abi;
 use super::host::{self, HostState};
+use super::limits;
 
 /// How often the epoch advances. A call's deadline is counted in these
 /// ticks, so a runaway module is stopped within one tick after its
@@ -90,6 +91,7 @@ pub fn compile(path: &Path) -> Result<(InstancePre<HostState>, Module), String> 
     let module = Module::new(&shared.engine, &bytes)
         .map_err(|e| format!("{shown} does not compile as WebAssembly: {e:#}"))?;
     check_exports(&module).map_err(|m| format!("{shown} {m}"))?;
+    check_resources(&module).map_err(|m| format!("{shown} {m}"))?;
     check_imports(&module, &shared.defined).map_err(|m| format!("{shown} {m}"))?;
     let present = REQUEST_EXPORTS
         .map(|(name, _)| matches!(module.get_export(name), Some(ExternType::Func(_))));
@@ -210,6 +212,25 @@ fn check_exports(module: &Module) -> Result<(), String> {
             "exports neither malloc nor proxy_on_memory_allocate: the host cannot return data"
                 .into(),
         );
+    }
+    Ok(())
+}
+
+/// Refuses a module with more memories or tables than an instance may
+/// have ([`limits::MAX_MEMORIES`], [`limits::MAX_TABLES`]), before
+/// instantiation would fail less plainly.
+fn check_resources(module: &Module) -> Result<(), String> {
+    let needs = module.resources_required();
+    for (n, max, what) in [
+        (needs.num_memories, limits::MAX_MEMORIES, "memories"),
+        (needs.num_tables, limits::MAX_TABLES, "tables"),
+    ] {
+        if n as usize > max {
+            return Err(format!(
+                "defines {n} {what}; an instance may have at most {max} \
+                 (they share its --wasm-memory budget)"
+            ));
+        }
     }
     Ok(())
 }
