@@ -291,6 +291,14 @@ fn modules_that_cannot_run_fail_the_load_naming_the_file_and_why() {
         ("wasi_import.wat", "wasi_snapshot_preview1.fd_write"),
         ("no_context_create.wat", "proxy_on_context_create"),
         ("start_trap.wat", "proxy_on_vm_start"),
+        (
+            "headers_global.wat",
+            "exports proxy_on_request_headers as a global; the host uses it as a function",
+        ),
+        (
+            "memory_function.wat",
+            "exports memory as a function; the host uses it as a linear memory",
+        ),
         ("does_not_exist.wasm", "cannot read"),
     ] {
         let e = load_error(&fixture(file));

@@ -190,8 +190,39 @@ fn lifecycle_text([headers, body, done, delete]: [bool; 4]) -> String {
     wat
 }
 
-/// The exports without which the host cannot drive the module at all.
+/// The exports the host calls when present. Exported as anything but a
+/// function they would be taken as absent (a headers phase never called),
+/// so they are refused.
+const FUNCTION_EXPORTS: [&str; 10] = [
+    "proxy_on_context_create",
+    "proxy_on_request_headers",
+    "proxy_on_request_body",
+    "proxy_on_done",
+    "proxy_on_delete",
+    "proxy_on_vm_start",
+    "proxy_on_configure",
+    "_initialize",
+    "malloc",
+    "proxy_on_memory_allocate",
+];
+
+/// The exports without which the host cannot drive the module at all, and
+/// those the host uses exported as the wrong kind of item.
 fn check_exports(module: &Module) -> Result<(), String> {
+    for export in module.exports() {
+        let (name, ty) = (export.name(), export.ty());
+        let must = match (&ty, name) {
+            (ExternType::Memory(_), "memory") => continue,
+            (_, "memory") => "a linear memory",
+            (ExternType::Func(_), _) => continue,
+            (_, name) if FUNCTION_EXPORTS.contains(&name) => "a function",
+            _ => continue,
+        };
+        return Err(format!(
+            "exports {name} as {}; the host uses it as {must}, so it must be one",
+            kind_of(&ty)
+        ));
+    }
     let has = |name: &str| module.get_export(name).is_some();
     if !abi::ABI_MARKERS.iter().any(|m| has(m)) {
         return Err(format!(
@@ -255,4 +286,15 @@ fn check_imports(module: &Module, defined: &HashSet<String>) -> Result<(), Strin
         ));
     }
     Ok(())
+}
+
+/// An item's kind with its article, for messages.
+fn kind_of(ty: &ExternType) -> &'static str {
+    match ty {
+        ExternType::Func(_) => "a function",
+        ExternType::Memory(_) => "a linear memory",
+        ExternType::Global(_) => "a global",
+        ExternType::Table(_) => "a table",
+        _ => "a tag",
+    }
 }
