@@ -25,10 +25,18 @@
 //! tables together (a table element counted as the pointer it costs) may
 //! not grow past the memory limit (64 MiB by default): the growing call
 //! traps and the request gets 500; a module that needs more to start fails
-//! its load. A module may define at most 8 memories and 8 tables. After any trap the instance is replaced by a
-//! fresh one at once (module globals and memory reset, as a JS context is
-//! rebuilt after a timeout), so the next request works. Recursion is bounded
-//! by wasmtime's stack limit (a trap too).
+//! its load. A module may define at most 8 memories and 8 tables. After
+//! any trap the instance is replaced by a fresh one at once (module globals
+//! and memory reset, as a JS context is rebuilt after a timeout), so the
+//! next request works. Recursion is bounded by wasmtime's stack limit (a
+//! trap too).
+//!
+//! That replacement runs the start lifecycle on the worker thread under the
+//! same timeout, so one request can hold a worker for two timeouts. A start
+//! that fails on a worker (the replacement, or the worker's first instance)
+//! is logged and not tried again for a while (1 s, doubling to 60 s): the
+//! entry answers 500 at once meanwhile (`driver.rs`), so a module that hangs
+//! while starting does not cost a timeout per request.
 //!
 //! # Layout
 //!
