@@ -494,3 +494,20 @@ fn a_start_that_fails_on_a_worker_is_retried_later_and_requests_fail_fast_meanwh
     }
     panic!("the load never finished before the window opened");
 }
+
+/// An action the ABI does not have was reported as "the module paused the
+/// request", sending a plugin author after asynchronous calls.
+#[test]
+fn an_action_the_abi_does_not_have_is_reported_as_invalid() {
+    let module = fixture("bad_action.wat");
+    let spec = spec_of(&wasm_api("a", "/a/", "127.0.0.1:9", &[(&module, "A")]));
+    let w = Worker::new(&spec, WasmLimits::default());
+    for (headers, value) in [(&[][..], "7"), (&[("x-negative", "1")][..], "-1")] {
+        let err = w
+            .run(&mut request(Method::GET, "/a/", headers, ""))
+            .expect_err(value);
+        let said = format!("returned {value}, which is not an action of the ABI");
+        assert!(err.message().contains(&said), "{value}: {err}");
+        assert!(err.message().contains("bad_action.wat"), "{value}: {err}");
+    }
+}

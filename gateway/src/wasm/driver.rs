@@ -36,6 +36,7 @@ pub fn load(spec: &ApiSpec, limits: &WasmLimits) -> Result<Arc<dyn ChainFactory>
                 plugin: Arc::new(PluginInfo {
                     name: e.name.clone(),
                     api_id: spec.api_id.clone(),
+                    file: e.path.clone().into(),
                     config: config.clone(),
                 }),
                 file: e.path.clone().into(),

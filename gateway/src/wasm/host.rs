@@ -36,6 +36,8 @@ pub struct PluginInfo {
     pub name: String,
     /// The API's `api_id`, for logs.
     pub api_id: String,
+    /// The module's file as the definition names it, for logs.
+    pub file: std::path::PathBuf,
     /// The API's `config_data` as the configuration buffers hand it out:
     /// a JSON string's text, any other value as JSON, `None` when absent.
     pub config: Option<Vec<u8>>,
@@ -83,6 +85,7 @@ impl HostState {
         let plugin = PluginInfo {
             name: String::new(),
             api_id: String::new(),
+            file: Default::default(),
             config: None,
         };
         HostState::new(Arc::new(plugin), 0)
@@ -155,6 +158,7 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32, rp: u32, rl: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
                 return Ok(unimplemented(
+                    &c.data().plugin,
                     "proxy_get_header_map_value (not request headers)",
                 ));
             }
@@ -177,6 +181,7 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Ctx<'_>, map: u32, rp: u32, rl: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
                 return Ok(unimplemented(
+                    &c.data().plugin,
                     "proxy_get_header_map_pairs (not request headers)",
                 ));
             }
@@ -193,7 +198,7 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             name,
             move |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32, vp: u32, vl: u32| {
                 if map != abi::MAP_HTTP_REQUEST_HEADERS {
-                    return Ok(unimplemented(name));
+                    return Ok(unimplemented(&c.data().plugin, name));
                 }
                 let Some((mem, st)) = split(&mut c) else {
                     return Ok(abi::INVALID_MEMORY_ACCESS);
@@ -216,7 +221,10 @@ fn define_header_removal(linker: &mut Linker<HostState>) -> wasmtime::Result<()>
         "proxy_remove_header_map_value",
         |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
-                return unimplemented("proxy_remove_header_map_value (not request headers)");
+                return unimplemented(
+                    &c.data().plugin,
+                    "proxy_remove_header_map_value (not request headers)",
+                );
             }
             let Some((mem, st)) = split(&mut c) else {
                 return abi::INVALID_MEMORY_ACCESS;
@@ -233,6 +241,7 @@ fn define_header_removal(linker: &mut Linker<HostState>) -> wasmtime::Result<()>
         |mut c: Ctx<'_>, map: u32, p: u32, l: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
                 return Ok(unimplemented(
+                    &c.data().plugin,
                     "proxy_set_header_map_pairs (not request headers)",
                 ));
             }
@@ -262,7 +271,12 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                         None => return Ok(abi::NOT_FOUND),
                     }
                 }
-                _ => return Ok(unimplemented("proxy_get_buffer_bytes (this buffer type)")),
+                _ => {
+                    return Ok(unimplemented(
+                        &c.data().plugin,
+                        "proxy_get_buffer_bytes (this buffer type)",
+                    ))
+                }
             };
             let from = (start as usize).min(whole.len());
             let to = from.saturating_add(max as usize).min(whole.len());
@@ -275,6 +289,7 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Ctx<'_>, kind: u32, start: u32, size: u32, p: u32, l: u32| {
             if kind != abi::BUFFER_HTTP_REQUEST_BODY {
                 return Ok(unimplemented(
+                    &c.data().plugin,
                     "proxy_set_buffer_bytes (not the request body)",
                 ));
             }
@@ -451,8 +466,12 @@ fn property(st: &HostState, path: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// `proxy_log` levels (trace..critical) onto tracing's, under target `wasm`.
+/// Control characters are escaped: a module's newline would otherwise start
+/// a line of its own making in the gateway's log, and an escape sequence
+/// could rewrite what a terminal shows.
 fn log(level: u32, plugin: &PluginInfo, msg: &str) {
     let (api, name) = (&plugin.api_id, &plugin.name);
+    let msg = printable(msg);
     match level {
         0 => tracing::trace!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
         1 => tracing::debug!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
@@ -460,6 +479,24 @@ fn log(level: u32, plugin: &PluginInfo, msg: &str) {
         3 => tracing::warn!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
         _ => tracing::error!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
     }
+}
+
+/// `msg` with every control character written as an escape (`\n`,
+/// `\u{1b}`); borrowed when there is none, as in almost every message.
+fn printable(msg: &str) -> std::borrow::Cow<'_, str> {
+    if !msg.chars().any(char::is_control) {
+        return msg.into();
+    }
+    msg.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// The most verbose ABI level tracing would print, so modules can skip
@@ -476,8 +513,10 @@ fn log_level() -> u32 {
     }
 }
 
-/// Returns `Unimplemented`, logging the first call of each function.
-fn unimplemented(what: &'static str) -> u32 {
+/// Returns `Unimplemented`, logging the first call of each function, with
+/// the API and the module that made it (later callers are not named: the
+/// log stays bounded whatever modules do).
+fn unimplemented(plugin: &PluginInfo, what: &'static str) -> u32 {
     static SEEN: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
     let first = SEEN
         .get_or_init(Default::default)
@@ -488,7 +527,12 @@ fn unimplemented(what: &'static str) -> u32 {
         tracing::warn!(
             target: "wasm",
             function = what,
-            "a module called a proxy-wasm function this host does not implement; it got Unimplemented (logged once)"
+            api_id = %plugin.api_id,
+            plugin = %plugin.name,
+            "wasm plugin {} ({}) called a proxy-wasm function this host does not implement; \
+             it got Unimplemented (logged once per function, for the first module that calls it)",
+            plugin.name,
+            plugin.file.display()
         );
     }
     abi::UNIMPLEMENTED
@@ -533,10 +577,81 @@ fn define_unimplemented(linker: &mut Linker<HostState>) -> wasmtime::Result<()> 
             _ => ValType::I32,
         });
         let ty = wasmtime::FuncType::new(linker.engine(), params, [ValType::I32]);
-        linker.func_new("env", name, ty, move |_, _, results: &mut [Val]| {
-            results[0] = Val::I32(unimplemented(name) as i32);
+        linker.func_new("env", name, ty, move |c, _, results: &mut [Val]| {
+            results[0] = Val::I32(unimplemented(&c.data().plugin, name) as i32);
             Ok(())
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{self, Write};
+
+    /// What tracing printed while `f` ran.
+    fn logged(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl Write for Buf {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || out.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::TRACE)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let text = buf.0.lock().unwrap().clone();
+        String::from_utf8(text).unwrap()
+    }
+
+    fn plugin() -> PluginInfo {
+        PluginInfo {
+            name: "Forger".into(),
+            api_id: "shop".into(),
+            file: "/plugins/forger.wat".into(),
+            config: None,
+        }
+    }
+
+    #[test]
+    fn a_modules_log_message_cannot_forge_a_log_line() {
+        let out = logged(|| {
+            log(
+                2,
+                &plugin(),
+                "hello\n2026-01-01T00:00:00Z ERROR gateway: FORGED\r\x1b[31mred",
+            )
+        });
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(
+            out.contains(r"hello\n2026-01-01T00:00:00Z ERROR gateway: FORGED\r\u{1b}[31mred"),
+            "{out}"
+        );
+        assert!(!out.contains('\x1b'), "{out}");
+        assert_eq!(printable("plain ünïcode"), "plain ünïcode");
+    }
+
+    #[test]
+    fn the_unimplemented_warning_names_the_api_and_the_module() {
+        let out = logged(|| {
+            assert_eq!(
+                unimplemented(&plugin(), "proxy_test_only_function"),
+                abi::UNIMPLEMENTED
+            )
+        });
+        assert!(out.contains("shop"), "{out}");
+        assert!(out.contains("Forger (/plugins/forger.wat)"), "{out}");
+        assert!(out.contains("proxy_test_only_function"), "{out}");
+    }
 }

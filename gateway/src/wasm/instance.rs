@@ -262,9 +262,13 @@ impl Instance {
             Err(e) => Err(Fault(describe(&e, timeout))),
             Ok(_) if response.is_some() => Ok(Flow::Respond(Box::new(response.expect("checked")))),
             Ok(abi::ACTION_CONTINUE) => Ok(Flow::Continue),
-            Ok(_) => Err(Fault(
+            Ok(abi::ACTION_PAUSE) => Err(Fault(
                 "the module paused the request without answering it (asynchronous calls are not supported)".into(),
             )),
+            Ok(n) => Err(Fault(format!(
+                "the module returned {}, which is not an action of the ABI (0 continue, 1 pause)",
+                n as i32
+            ))),
         }
     }
 
