@@ -53,7 +53,7 @@ struct Args {
     /// Longest a WebAssembly middleware call may run before the request gets 500
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     wasm_timeout: Duration,
-    /// Most linear memory one WebAssembly instance may grow to (KiB, MiB, GiB)
+    /// Most memory one WebAssembly instance may grow to, its linear memories and tables together (KiB, MiB, GiB)
     #[arg(long, default_value = "64MiB", value_parser = gateway::wasm::parse_memory_size)]
     wasm_memory: usize,
     /// Longest to wait for the upstream's response head before answering 504

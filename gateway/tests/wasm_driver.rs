@@ -7,6 +7,7 @@
 
 mod wasm_common;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use gateway::middleware::{Flow, MwRequest};
@@ -291,6 +292,14 @@ fn modules_that_cannot_run_fail_the_load_naming_the_file_and_why() {
         ("wasi_import.wat", "wasi_snapshot_preview1.fd_write"),
         ("no_context_create.wat", "proxy_on_context_create"),
         ("start_trap.wat", "proxy_on_vm_start"),
+        (
+            "headers_global.wat",
+            "exports proxy_on_request_headers as a global; the host uses it as a function",
+        ),
+        (
+            "memory_function.wat",
+            "exports memory as a function; the host uses it as a linear memory",
+        ),
         ("does_not_exist.wasm", "cannot read"),
     ] {
         let e = load_error(&fixture(file));
@@ -314,4 +323,191 @@ fn a_start_that_exceeds_the_memory_limit_fails_the_load() {
     let e = gateway::wasm::load(&spec, &tiny).err().expect("refused");
     assert_eq!(e.field, "custom_middleware.pre[0].path");
     assert!(e.message.contains("probe.wasm"), "{e}");
+    assert!(e.message.contains("--wasm-memory"), "{e}");
+}
+
+#[test]
+fn a_module_flooding_headers_gets_a_fault_naming_the_bound() {
+    let module = fixture("header_flood.wat");
+    let spec = spec_of(&wasm_api("f", "/f/", "127.0.0.1:9", &[(&module, "Flood")]));
+    let w = Worker::new(&spec, WasmLimits::default());
+    for mode in ["add", "pairs", "local"] {
+        let err = w
+            .run(&mut request(Method::GET, "/f/", &[("x-flood", mode)], ""))
+            .expect_err(mode);
+        assert!(
+            err.message().contains("more than 1000 header values"),
+            "{mode}: {err}"
+        );
+        assert!(err.message().contains("header_flood.wat"), "{mode}: {err}");
+    }
+}
+
+/// `--wasm-memory` bounded each memory by itself and tables not at all: four
+/// memories of 3 MiB passed an 8 MiB limit, and a table of 20 million
+/// elements took 160 MB. Now both are charged to one budget.
+#[test]
+fn memories_and_tables_share_the_instances_memory_limit() {
+    let limits = WasmLimits {
+        timeout: Duration::from_secs(1),
+        memory: 8 << 20,
+    };
+    let module = fixture("memories_and_tables.wat");
+    let spec = spec_of(&wasm_api("m", "/m/", "127.0.0.1:9", &[(&module, "M")]));
+    let w = Worker::new(&spec, limits);
+    for mode in ["memories", "table"] {
+        let err = w
+            .run(&mut request(Method::GET, "/m/", &[("x-grow", mode)], ""))
+            .expect_err(mode);
+        assert!(err.message().contains("--wasm-memory"), "{mode}: {err}");
+        assert!(
+            err.message().contains("memories_and_tables.wat"),
+            "{mode}: {err}"
+        );
+        assert!(
+            w.run(&mut request(Method::GET, "/m/", &[], "")).is_ok(),
+            "after {mode}"
+        );
+    }
+}
+
+#[test]
+fn a_module_with_more_memories_than_an_instance_may_have_fails_the_load() {
+    let e = load_error(&fixture("nine_memories.wat"));
+    assert_eq!(e.field, "custom_middleware.pre[0].path", "{e}");
+    assert!(e.message.contains("nine_memories.wat"), "{e}");
+    assert!(e.message.contains("9 memories"), "{e}");
+}
+
+/// A module whose `proxy_on_vm_start` loops forever (so every start in that
+/// window costs a wasm timeout) while the wall clock is in `[from, until)`,
+/// nanoseconds since the epoch; `x-fault` makes a request trap.
+fn module_that_cannot_start_between(dir: &std::path::Path, from: u128, until: u128) -> PathBuf {
+    let wat = format!(
+        r#"(module
+  (import "env" "proxy_get_current_time_nanoseconds" (func $now (param i32) (result i32)))
+  (import "env" "proxy_get_header_map_value"
+    (func $get (param i32 i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "x-fault")
+  (global $bump (mut i32) (i32.const 1024))
+  (func (export "malloc") (param $n i32) (result i32)
+    (global.get $bump)
+    (global.set $bump (i32.add (global.get $bump) (local.get $n))))
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_vm_start") (param i32 i32) (result i32)
+    (drop (call $now (i32.const 8)))
+    (if (i32.and (i64.ge_u (i64.load (i32.const 8)) (i64.const {from}))
+                 (i64.lt_u (i64.load (i32.const 8)) (i64.const {until})))
+      (then (loop $forever (br $forever))))
+    (i32.const 1))
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+    (if (i32.eqz (call $get (i32.const 0) (i32.const 16) (i32.const 7) (i32.const 64) (i32.const 68)))
+      (then unreachable))
+    (i32.const 0)))"#
+    );
+    let path = dir.join("cannot_start.wat");
+    std::fs::write(&path, wat).unwrap();
+    path
+}
+
+fn nanos_now() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn sleep_until(nanos: u128) {
+    let now = nanos_now();
+    if nanos > now {
+        std::thread::sleep(Duration::from_nanos((nanos - now) as u64));
+    }
+}
+
+/// A start that fails on a worker (F4: a worker's first instance; F3: the
+/// instance replacing one that faulted) is logged and retried later, not on
+/// every request: meanwhile requests fail fast with a message saying why;
+/// once the module can start again, the entry serves again. Before, a
+/// failed first start failed the API on that worker until a restart, and a
+/// failed restart was retried (a wasm timeout each) by every request.
+#[test]
+fn a_start_that_fails_on_a_worker_is_retried_later_and_requests_fail_fast_meanwhile() {
+    use gateway::middleware::MwErrorKind;
+    let limits = WasmLimits {
+        timeout: Duration::from_millis(100),
+        memory: 16 << 20,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ok = || request(Method::GET, "/s/", &[], "");
+    // The load must start the module before the window opens; a load
+    // slower than the margin (a very loaded machine) tries a wider one.
+    for margin_ms in [1_500u128, 6_000, 20_000] {
+        let from = nanos_now() + margin_ms * 1_000_000;
+        let until = from + 3_000_000_000;
+        let module = module_that_cannot_start_between(dir.path(), from, until);
+        let spec = spec_of(&wasm_api("s", "/s/", "127.0.0.1:9", &[(&module, "S")]));
+        let Ok(factory) = gateway::wasm::load(&spec, &limits) else {
+            continue;
+        };
+        let ready = Worker::from_factory(&spec, &*factory);
+        if nanos_now() >= from {
+            continue;
+        }
+        sleep_until(from);
+
+        // F4: this worker's first start fails; the chain is still built.
+        let late = Worker::from_factory(&spec, &*factory);
+        let err = late.run(&mut ok()).expect_err("no instance yet");
+        assert_eq!(err.kind(), MwErrorKind::NotLoaded, "{err}");
+        assert!(
+            err.message().contains("is not running on this worker"),
+            "{err}"
+        );
+        assert!(err.message().contains("proxy_on_vm_start"), "{err}");
+        assert!(err.message().contains("cannot_start.wat"), "{err}");
+
+        // F3: a fault, and the restart after it fails.
+        let err = ready
+            .run(&mut request(Method::GET, "/s/", &[("x-fault", "1")], ""))
+            .expect_err("traps");
+        assert_eq!(err.kind(), MwErrorKind::PluginFault, "{err}");
+        let err = ready.run(&mut ok()).expect_err("restart failed");
+        assert!(
+            err.message().contains("is not running on this worker"),
+            "{err}"
+        );
+        assert!(err.message().contains("wasm timeout"), "{err}");
+
+        // Both serve again once the module starts (a hang guard, not a
+        // timing: retries back off up to a minute).
+        sleep_until(until);
+        for w in [&ready, &late] {
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            while w.run(&mut ok()).is_err() {
+                assert!(std::time::Instant::now() < deadline, "never restarted");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        return;
+    }
+    panic!("the load never finished before the window opened");
+}
+
+/// An action the ABI does not have was reported as "the module paused the
+/// request", sending a plugin author after asynchronous calls.
+#[test]
+fn an_action_the_abi_does_not_have_is_reported_as_invalid() {
+    let module = fixture("bad_action.wat");
+    let spec = spec_of(&wasm_api("a", "/a/", "127.0.0.1:9", &[(&module, "A")]));
+    let w = Worker::new(&spec, WasmLimits::default());
+    for (headers, value) in [(&[][..], "7"), (&[("x-negative", "1")][..], "-1")] {
+        let err = w
+            .run(&mut request(Method::GET, "/a/", headers, ""))
+            .expect_err(value);
+        let said = format!("returned {value}, which is not an action of the ABI");
+        assert!(err.message().contains(&said), "{value}: {err}");
+        assert!(err.message().contains("bad_action.wat"), "{value}: {err}");
+    }
 }

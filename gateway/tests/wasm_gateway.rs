@@ -156,3 +156,43 @@ fn a_broken_module_fails_its_api_at_load_naming_the_file_and_the_others_serve() 
     assert_eq!(got.json()["headers"]["X-Custom-Wasm"], "hello-from-wasm");
     gw.stop();
 }
+
+/// Failures counted for `api_id`, as `(kind, count)`.
+fn error_counts(gw: &common::TestGateway, api_id: &str) -> Vec<(String, u64)> {
+    gw.stats
+        .error_counts()
+        .into_iter()
+        .filter(|e| e.api_id == api_id)
+        .map(|e| (e.kind, e.count))
+        .collect()
+}
+
+/// A module that keeps adding headers reached `http::HeaderMap`'s maximum,
+/// whose `append` panics: the worker's task died, the client got an empty
+/// reply and nothing was counted. Past the host's bound the call traps now.
+#[test]
+fn a_module_flooding_headers_fails_its_request_as_a_plugin_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let module = fixture("header_flood.wat");
+    write_api(
+        dir.path(),
+        "flood",
+        &wasm_api("flood", "/flood/", &up.to_string(), &[(&module, "Flood")]),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for mode in ["add", "pairs", "local"] {
+        let got = send(gw.addr, "GET", "/flood/x", &[("x-flood", mode)], b"");
+        assert_eq!(got.status, 500, "{mode}: {}", got.text());
+        assert_eq!(got.json(), json!({"error": TYK_500}), "{mode}");
+        let got = get(gw.addr, "/flood/x");
+        assert_eq!(got.status, 200, "after {mode}: {}", got.text());
+    }
+    assert_eq!(rec.count(), 3, "a flooded request was proxied");
+    assert_eq!(
+        error_counts(&gw, "flood"),
+        [("plugin_fault".to_string(), 3)]
+    );
+    gw.stop();
+}

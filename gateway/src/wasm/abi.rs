@@ -25,6 +25,9 @@ pub const BUFFER_PLUGIN_CONFIGURATION: u32 = 7;
 
 /// `proxy_action_t::Continue`, as returned by `proxy_on_request_headers`.
 pub const ACTION_CONTINUE: u32 = 0;
+/// `proxy_action_t::Pause`: wait for an event (an HTTP call's answer, a
+/// timer) this host never delivers.
+pub const ACTION_PAUSE: u32 = 1;
 
 /// The exports that mark a module as speaking this ABI. 0.1.0 differs in
 /// several signatures and is refused.

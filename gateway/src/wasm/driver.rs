@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -35,6 +36,7 @@ pub fn load(spec: &ApiSpec, limits: &WasmLimits) -> Result<Arc<dyn ChainFactory>
                 plugin: Arc::new(PluginInfo {
                     name: e.name.clone(),
                     api_id: spec.api_id.clone(),
+                    file: e.path.clone().into(),
                     config: config.clone(),
                 }),
                 file: e.path.clone().into(),
@@ -60,15 +62,16 @@ struct WasmFactory {
 }
 
 impl ChainFactory for WasmFactory {
+    /// Never fails: an entry whose instance does not start on this worker
+    /// (it started at load, so the cause is passing: a `proxy_on_vm_start`
+    /// slowed past the timeout by load) answers 500 until a retry succeeds,
+    /// instead of failing its API on this worker until the gateway restarts.
     fn instantiate(&self) -> Result<Chain, MwError> {
         let mut chain = Chain::default();
         for (hook, template) in &self.entries {
-            let instance = template
-                .start()
-                .map_err(|e| MwError::not_loaded(start_message(e)))?;
             let mw: Box<dyn Middleware> = Box::new(WasmMiddleware {
                 template: template.clone(),
-                instance: RefCell::new(Some(instance)),
+                state: RefCell::new(start(template, Duration::ZERO)),
             });
             // Only pre and post entries are loaded (response entries fail
             // the API closed at load: the lint refuses them for wasm).
@@ -81,46 +84,115 @@ impl ChainFactory for WasmFactory {
     }
 }
 
-fn start_message(e: StartError) -> String {
-    match e {
-        StartError::Config(m) | StartError::Module(m) => m,
-    }
+/// How long an entry whose start failed answers 500 before the next try,
+/// at first; each failure in a row doubles it up to [`RETRY_MAX`]. A start
+/// runs on the worker thread under `--wasm-timeout`, so a module that hangs
+/// while starting would stall every request on the worker if each request
+/// tried again; backing off bounds that to one timeout per interval, while
+/// a start that failed once (a timeout under load) is tried again soon.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// One entry's instance on one worker.
+enum State {
+    Ready(Instance),
+    /// The last start failed (`why`): requests fail fast until `retry_at`.
+    Down {
+        why: String,
+        retry_at: Instant,
+        backoff: Duration,
+    },
 }
 
 /// One entry on one worker: its instance, replaced after a fault.
 struct WasmMiddleware {
     template: Arc<Template>,
-    /// `None` only when restarting after a fault failed; the next call
-    /// tries again. Borrowed for the length of one synchronous call.
-    instance: RefCell<Option<Instance>>,
+    /// Borrowed for the length of one synchronous call.
+    state: RefCell<State>,
+}
+
+/// Starts a new instance of `t`. On failure the entry is down for
+/// `backoff` doubled (at least [`RETRY_FIRST`]), which is logged once per
+/// attempt, naming the API and the file.
+fn start(t: &Template, backoff: Duration) -> State {
+    let retrying = backoff > Duration::ZERO;
+    match t.start() {
+        Ok(instance) => {
+            if retrying {
+                tracing::info!(
+                    target: "wasm",
+                    api_id = %t.plugin.api_id,
+                    "wasm plugin {} ({}) started again on this worker",
+                    t.plugin.name,
+                    t.file.display()
+                );
+            }
+            State::Ready(instance)
+        }
+        Err(e) => {
+            let backoff = (backoff * 2).clamp(RETRY_FIRST, RETRY_MAX);
+            let why = start_message(e);
+            tracing::error!(
+                target: "wasm",
+                api_id = %t.plugin.api_id,
+                "wasm plugin {} ({}) did not start on this worker, so its requests \
+                 there are answered 500 until a try in {backoff:?} succeeds: {why}",
+                t.plugin.name,
+                t.file.display()
+            );
+            State::Down {
+                why,
+                retry_at: Instant::now() + backoff,
+                backoff,
+            }
+        }
+    }
 }
 
 impl WasmMiddleware {
     fn call_sync(&self, req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
-        let name = &self.template.plugin.name;
-        let mut slot = self.instance.borrow_mut();
-        let instance = match &mut *slot {
-            Some(instance) => instance,
-            empty => empty.insert(self.template.start().map_err(|e| {
-                MwError::not_loaded(format!(
-                    "wasm plugin {name}: restarting failed: {}",
-                    start_message(e)
-                ))
-            })?),
+        let t = &self.template;
+        let mut state = self.state.borrow_mut();
+        if let State::Down {
+            retry_at, backoff, ..
+        } = &*state
+        {
+            if Instant::now() >= *retry_at {
+                *state = start(t, *backoff);
+            }
+        }
+        let instance = match &mut *state {
+            State::Ready(instance) => instance,
+            State::Down { why, retry_at, .. } => {
+                let wait = retry_at.saturating_duration_since(Instant::now());
+                return Err(MwError::not_loaded(format!(
+                    "wasm plugin {} ({}) is not running on this worker: its last start \
+                     failed: {why}; next try in {wait:?}",
+                    t.plugin.name,
+                    t.file.display()
+                )));
+            }
         };
         match instance.call(req) {
             Ok(flow) => Ok(flow),
             Err(fault) => {
                 // The module stopped mid-call: its state is unknown. Start a
                 // fresh instance now, so the next request finds one ready.
-                *slot = self.template.start().ok();
+                *state = start(t, Duration::ZERO);
                 Err(MwError::plugin_fault(format!(
-                    "wasm plugin {name} ({}): {}",
-                    self.template.file.display(),
+                    "wasm plugin {} ({}): {}",
+                    t.plugin.name,
+                    t.file.display(),
                     fault.0
                 )))
             }
         }
+    }
+}
+
+fn start_message(e: StartError) -> String {
+    match e {
+        StartError::Config(m) | StartError::Module(m) => m,
     }
 }
 

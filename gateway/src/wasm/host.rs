@@ -22,10 +22,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use wasmtime::{Caller, Global, Linker, Memory, StoreLimits, TypedFunc, Val, ValType};
+use wasmtime::{Caller, Global, Linker, Memory, TypedFunc, Val, ValType};
 
 use super::abi;
-use super::request::ReqParts;
+use super::limits::InstanceLimits;
+use super::request::{ReqParts, TooManyHeaders, MAX_HEADERS};
 use crate::middleware::MwResponse;
 
 /// What a module may learn about where it runs, fixed at load.
@@ -35,6 +36,8 @@ pub struct PluginInfo {
     pub name: String,
     /// The API's `api_id`, for logs.
     pub api_id: String,
+    /// The module's file as the definition names it, for logs.
+    pub file: std::path::PathBuf,
     /// The API's `config_data` as the configuration buffers hand it out:
     /// a JSON string's text, any other value as JSON, `None` when absent.
     pub config: Option<Vec<u8>>,
@@ -56,8 +59,9 @@ pub struct HostState {
     /// body phase (see [`sync_body_to_send`]).
     pub body_to_send: Option<Global>,
     pub plugin: Arc<PluginInfo>,
-    /// The per-instance memory limit (see `module.rs`).
-    pub limits: StoreLimits,
+    /// The per-instance memory limit, memories and tables together (see
+    /// `limits.rs`).
+    pub limits: InstanceLimits,
 }
 
 impl HostState {
@@ -72,13 +76,7 @@ impl HostState {
             malloc: None,
             body_to_send: None,
             plugin,
-            limits: wasmtime::StoreLimitsBuilder::new()
-                .memory_size(memory)
-                // A module that tries to grow past the limit is stopped
-                // there (a trap: that request gets 500), not left to
-                // handle a failed `memory.grow` it probably ignores.
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: InstanceLimits::new(memory),
         }
     }
 
@@ -87,6 +85,7 @@ impl HostState {
         let plugin = PluginInfo {
             name: String::new(),
             api_id: String::new(),
+            file: Default::default(),
             config: None,
         };
         HostState::new(Arc::new(plugin), 0)
@@ -159,6 +158,7 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32, rp: u32, rl: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
                 return Ok(unimplemented(
+                    &c.data().plugin,
                     "proxy_get_header_map_value (not request headers)",
                 ));
             }
@@ -181,6 +181,7 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Ctx<'_>, map: u32, rp: u32, rl: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
                 return Ok(unimplemented(
+                    &c.data().plugin,
                     "proxy_get_header_map_pairs (not request headers)",
                 ));
             }
@@ -197,14 +198,15 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             name,
             move |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32, vp: u32, vl: u32| {
                 if map != abi::MAP_HTTP_REQUEST_HEADERS {
-                    return unimplemented(name);
+                    return Ok(unimplemented(&c.data().plugin, name));
                 }
                 let Some((mem, st)) = split(&mut c) else {
-                    return abi::INVALID_MEMORY_ACCESS;
+                    return Ok(abi::INVALID_MEMORY_ACCESS);
                 };
+                // Past the header bound the call traps (`TooManyHeaders`).
                 match (slice(mem, kp, kl), slice(mem, vp, vl)) {
-                    (Some(k), Some(v)) => st.req.set(k, v, add),
-                    _ => abi::INVALID_MEMORY_ACCESS,
+                    (Some(k), Some(v)) => Ok(st.req.set(k, v, add)?),
+                    _ => Ok(abi::INVALID_MEMORY_ACCESS),
                 }
             },
         )?;
@@ -219,7 +221,10 @@ fn define_header_removal(linker: &mut Linker<HostState>) -> wasmtime::Result<()>
         "proxy_remove_header_map_value",
         |mut c: Ctx<'_>, map: u32, kp: u32, kl: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
-                return unimplemented("proxy_remove_header_map_value (not request headers)");
+                return unimplemented(
+                    &c.data().plugin,
+                    "proxy_remove_header_map_value (not request headers)",
+                );
             }
             let Some((mem, st)) = split(&mut c) else {
                 return abi::INVALID_MEMORY_ACCESS;
@@ -235,15 +240,18 @@ fn define_header_removal(linker: &mut Linker<HostState>) -> wasmtime::Result<()>
         "proxy_set_header_map_pairs",
         |mut c: Ctx<'_>, map: u32, p: u32, l: u32| {
             if map != abi::MAP_HTTP_REQUEST_HEADERS {
-                return unimplemented("proxy_set_header_map_pairs (not request headers)");
+                return Ok(unimplemented(
+                    &c.data().plugin,
+                    "proxy_set_header_map_pairs (not request headers)",
+                ));
             }
             let Some((mem, st)) = split(&mut c) else {
-                return abi::INVALID_MEMORY_ACCESS;
+                return Ok(abi::INVALID_MEMORY_ACCESS);
             };
             match slice(mem, p, l).map(abi::deserialize_map) {
-                Some(Some(pairs)) => st.req.replace_all(&pairs),
-                Some(None) => abi::BAD_ARGUMENT,
-                None => abi::INVALID_MEMORY_ACCESS,
+                Some(Some(pairs)) => Ok(st.req.replace_all(&pairs)?),
+                Some(None) => Ok(abi::BAD_ARGUMENT),
+                None => Ok(abi::INVALID_MEMORY_ACCESS),
             }
         },
     )?;
@@ -263,7 +271,12 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                         None => return Ok(abi::NOT_FOUND),
                     }
                 }
-                _ => return Ok(unimplemented("proxy_get_buffer_bytes (this buffer type)")),
+                _ => {
+                    return Ok(unimplemented(
+                        &c.data().plugin,
+                        "proxy_get_buffer_bytes (this buffer type)",
+                    ))
+                }
             };
             let from = (start as usize).min(whole.len());
             let to = from.saturating_add(max as usize).min(whole.len());
@@ -276,6 +289,7 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Ctx<'_>, kind: u32, start: u32, size: u32, p: u32, l: u32| {
             if kind != abi::BUFFER_HTTP_REQUEST_BODY {
                 return Ok(unimplemented(
+                    &c.data().plugin,
                     "proxy_set_buffer_bytes (not the request body)",
                 ));
             }
@@ -308,7 +322,7 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             let (Some(body), Some(headers)) = (slice(mem, bp, bl), slice(mem, hp, hl)) else {
                 return Ok(abi::INVALID_MEMORY_ACCESS);
             };
-            let Some(resp) = local_response(status, body, headers) else {
+            let Some(resp) = local_response(status, body, headers)? else {
                 return Ok(abi::BAD_ARGUMENT);
             };
             st.response = Some(resp);
@@ -338,24 +352,37 @@ fn sync_body_to_send(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
 
 /// Builds the answer `proxy_send_local_response` asks for; `None` for a
 /// status outside 200..=999 (a 1xx is not an answer:
-/// [`crate::middleware::final_status`]) or a header that is not valid HTTP.
-fn local_response(status: u32, body: &[u8], headers: &[u8]) -> Option<MwResponse> {
-    let status = StatusCode::from_u16(u16::try_from(status).ok()?).ok()?;
-    if status.is_informational() {
-        return None;
+/// [`crate::middleware::final_status`]) or a header that is not valid HTTP;
+/// [`TooManyHeaders`] past [`MAX_HEADERS`] (the call traps, as for the
+/// request's headers).
+fn local_response(
+    status: u32,
+    body: &[u8],
+    headers: &[u8],
+) -> Result<Option<MwResponse>, TooManyHeaders> {
+    let parsed = || {
+        let status = StatusCode::from_u16(u16::try_from(status).ok()?).ok()?;
+        (!status.is_informational()).then_some(())?;
+        Some((status, abi::deserialize_map(headers)?))
+    };
+    let Some((status, pairs)) = parsed() else {
+        return Ok(None);
+    };
+    if pairs.len() > MAX_HEADERS {
+        return Err(TooManyHeaders);
     }
-    let mut map = HeaderMap::new();
-    for (k, v) in abi::deserialize_map(headers)? {
-        map.append(
-            HeaderName::from_bytes(k).ok()?,
-            HeaderValue::from_bytes(v).ok()?,
-        );
+    let mut map = HeaderMap::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k), HeaderValue::from_bytes(v)) else {
+            return Ok(None);
+        };
+        map.try_append(k, v).map_err(|_| TooManyHeaders)?;
     }
-    Some(MwResponse {
+    Ok(Some(MwResponse {
         status,
         headers: map,
         body: Bytes::copy_from_slice(body),
-    })
+    }))
 }
 
 fn define_misc(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -439,8 +466,12 @@ fn property(st: &HostState, path: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// `proxy_log` levels (trace..critical) onto tracing's, under target `wasm`.
+/// Control characters are escaped: a module's newline would otherwise start
+/// a line of its own making in the gateway's log, and an escape sequence
+/// could rewrite what a terminal shows.
 fn log(level: u32, plugin: &PluginInfo, msg: &str) {
     let (api, name) = (&plugin.api_id, &plugin.name);
+    let msg = printable(msg);
     match level {
         0 => tracing::trace!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
         1 => tracing::debug!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
@@ -448,6 +479,24 @@ fn log(level: u32, plugin: &PluginInfo, msg: &str) {
         3 => tracing::warn!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
         _ => tracing::error!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
     }
+}
+
+/// `msg` with every control character written as an escape (`\n`,
+/// `\u{1b}`); borrowed when there is none, as in almost every message.
+fn printable(msg: &str) -> std::borrow::Cow<'_, str> {
+    if !msg.chars().any(char::is_control) {
+        return msg.into();
+    }
+    msg.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// The most verbose ABI level tracing would print, so modules can skip
@@ -464,8 +513,10 @@ fn log_level() -> u32 {
     }
 }
 
-/// Returns `Unimplemented`, logging the first call of each function.
-fn unimplemented(what: &'static str) -> u32 {
+/// Returns `Unimplemented`, logging the first call of each function, with
+/// the API and the module that made it (later callers are not named: the
+/// log stays bounded whatever modules do).
+fn unimplemented(plugin: &PluginInfo, what: &'static str) -> u32 {
     static SEEN: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
     let first = SEEN
         .get_or_init(Default::default)
@@ -476,7 +527,12 @@ fn unimplemented(what: &'static str) -> u32 {
         tracing::warn!(
             target: "wasm",
             function = what,
-            "a module called a proxy-wasm function this host does not implement; it got Unimplemented (logged once)"
+            api_id = %plugin.api_id,
+            plugin = %plugin.name,
+            "wasm plugin {} ({}) called a proxy-wasm function this host does not implement; \
+             it got Unimplemented (logged once per function, for the first module that calls it)",
+            plugin.name,
+            plugin.file.display()
         );
     }
     abi::UNIMPLEMENTED
@@ -521,10 +577,81 @@ fn define_unimplemented(linker: &mut Linker<HostState>) -> wasmtime::Result<()> 
             _ => ValType::I32,
         });
         let ty = wasmtime::FuncType::new(linker.engine(), params, [ValType::I32]);
-        linker.func_new("env", name, ty, move |_, _, results: &mut [Val]| {
-            results[0] = Val::I32(unimplemented(name) as i32);
+        linker.func_new("env", name, ty, move |c, _, results: &mut [Val]| {
+            results[0] = Val::I32(unimplemented(&c.data().plugin, name) as i32);
             Ok(())
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{self, Write};
+
+    /// What tracing printed while `f` ran.
+    fn logged(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl Write for Buf {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || out.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::TRACE)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let text = buf.0.lock().unwrap().clone();
+        String::from_utf8(text).unwrap()
+    }
+
+    fn plugin() -> PluginInfo {
+        PluginInfo {
+            name: "Forger".into(),
+            api_id: "shop".into(),
+            file: "/plugins/forger.wat".into(),
+            config: None,
+        }
+    }
+
+    #[test]
+    fn a_modules_log_message_cannot_forge_a_log_line() {
+        let out = logged(|| {
+            log(
+                2,
+                &plugin(),
+                "hello\n2026-01-01T00:00:00Z ERROR gateway: FORGED\r\x1b[31mred",
+            )
+        });
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(
+            out.contains(r"hello\n2026-01-01T00:00:00Z ERROR gateway: FORGED\r\u{1b}[31mred"),
+            "{out}"
+        );
+        assert!(!out.contains('\x1b'), "{out}");
+        assert_eq!(printable("plain ünïcode"), "plain ünïcode");
+    }
+
+    #[test]
+    fn the_unimplemented_warning_names_the_api_and_the_module() {
+        let out = logged(|| {
+            assert_eq!(
+                unimplemented(&plugin(), "proxy_test_only_function"),
+                abi::UNIMPLEMENTED
+            )
+        });
+        assert!(out.contains("shop"), "{out}");
+        assert!(out.contains("Forger (/plugins/forger.wat)"), "{out}");
+        assert!(out.contains("proxy_test_only_function"), "{out}");
+    }
 }

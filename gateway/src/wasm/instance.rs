@@ -120,8 +120,15 @@ impl Template {
             .or_else(|| optional(&instance, &mut store, "proxy_on_memory_allocate").transpose())
             .transpose()
             .map_err(|e| fail("malloc", e))?;
-        let memory = instance.get_memory(&mut store, "memory");
-        (store.data_mut().malloc, store.data_mut().memory) = (malloc, memory);
+        // Checked at compile (`module::check_exports`); never taken as
+        // absent, which would fail every host call with a bad pointer.
+        let memory = instance.get_memory(&mut store, "memory").ok_or_else(|| {
+            StartError::Module(format!(
+                "{}: exports no linear memory named memory",
+                self.file.display()
+            ))
+        })?;
+        (store.data_mut().malloc, store.data_mut().memory) = (malloc, Some(memory));
 
         // The start lifecycle.
         if let Some(init) = optional::<(), ()>(&instance, &mut store, "_initialize")
@@ -255,9 +262,13 @@ impl Instance {
             Err(e) => Err(Fault(describe(&e, timeout))),
             Ok(_) if response.is_some() => Ok(Flow::Respond(Box::new(response.expect("checked")))),
             Ok(abi::ACTION_CONTINUE) => Ok(Flow::Continue),
-            Ok(_) => Err(Fault(
+            Ok(abi::ACTION_PAUSE) => Err(Fault(
                 "the module paused the request without answering it (asynchronous calls are not supported)".into(),
             )),
+            Ok(n) => Err(Fault(format!(
+                "the module returned {}, which is not an action of the ABI (0 continue, 1 pause)",
+                n as i32
+            ))),
         }
     }
 

@@ -21,18 +21,29 @@
 //! interruption no later than the timeout plus one tick (10 ms): the
 //! request gets 500, and that worker serves nothing else meanwhile (unlike
 //! the JS host, a wasm call does not yield; wasm calls take microseconds,
-//! hence the shorter default, 1 s). An instance's linear memory may not
-//! grow past the memory limit (64 MiB by default): the growing call traps
-//! and the request gets 500. After any trap the instance is replaced by a
-//! fresh one at once (module globals and memory reset, as a JS context is
-//! rebuilt after a timeout), so the next request works. Recursion is bounded
-//! by wasmtime's stack limit (a trap too).
+//! hence the shorter default, 1 s). An instance's linear memories and
+//! tables together (a table element counted as the pointer it costs) may
+//! not grow past the memory limit (64 MiB by default): the growing call
+//! traps and the request gets 500; a module that needs more to start fails
+//! its load. A module may define at most 8 memories and 8 tables. After
+//! any trap the instance is replaced by a fresh one at once (module globals
+//! and memory reset, as a JS context is rebuilt after a timeout), so the
+//! next request works. Recursion is bounded by wasmtime's stack limit (a
+//! trap too).
+//!
+//! That replacement runs the start lifecycle on the worker thread under the
+//! same timeout, so one request can hold a worker for two timeouts. A start
+//! that fails on a worker (the replacement, or the worker's first instance)
+//! is logged and not tried again for a while (1 s, doubling to 60 s): the
+//! entry answers 500 at once meanwhile (`driver.rs`), so a module that hangs
+//! while starting does not cost a timeout per request.
 //!
 //! # Layout
 //!
 //! - [`abi`]: the ABI's status codes, enum values and map format.
 //! - `module`: the engine, compilation, export and import checks.
 //! - `host`: the host functions a module imports.
+//! - `limits`: the memory budget of one instance (`--wasm-memory`).
 //! - `request`: the header map with pseudo-headers over the request.
 //! - `intern`: header names and values a module repeats, parsed once.
 //! - `instance`: one instance on one worker; the lifecycle calls.
@@ -55,6 +66,8 @@ mod host;
 #[cfg(feature = "wasm")]
 mod instance;
 #[cfg(feature = "wasm")]
+mod limits;
+#[cfg(feature = "wasm")]
 mod module;
 #[cfg(feature = "wasm")]
 mod request;
@@ -69,7 +82,8 @@ pub use driver::load;
 pub struct WasmLimits {
     /// Longest one middleware call may run.
     pub timeout: Duration,
-    /// Most linear memory one instance may have, in bytes.
+    /// Most memory one instance may have, in bytes: its linear memories
+    /// and its tables (a pointer per element) together.
     pub memory: usize,
 }
 

@@ -15,6 +15,7 @@ use wasmtime::{Config, Engine, ExternType, InstancePre, Linker, Module, OptLevel
 
 use super::abi;
 use super::host::{self, HostState};
+use super::limits;
 
 /// How often the epoch advances. A call's deadline is counted in these
 /// ticks, so a runaway module is stopped within one tick after its
@@ -90,6 +91,7 @@ pub fn compile(path: &Path) -> Result<(InstancePre<HostState>, Module), String> 
     let module = Module::new(&shared.engine, &bytes)
         .map_err(|e| format!("{shown} does not compile as WebAssembly: {e:#}"))?;
     check_exports(&module).map_err(|m| format!("{shown} {m}"))?;
+    check_resources(&module).map_err(|m| format!("{shown} {m}"))?;
     check_imports(&module, &shared.defined).map_err(|m| format!("{shown} {m}"))?;
     let present = REQUEST_EXPORTS
         .map(|(name, _)| matches!(module.get_export(name), Some(ExternType::Func(_))));
@@ -188,8 +190,39 @@ fn lifecycle_text([headers, body, done, delete]: [bool; 4]) -> String {
     wat
 }
 
-/// The exports without which the host cannot drive the module at all.
+/// The exports the host calls when present. Exported as anything but a
+/// function they would be taken as absent (a headers phase never called),
+/// so they are refused.
+const FUNCTION_EXPORTS: [&str; 10] = [
+    "proxy_on_context_create",
+    "proxy_on_request_headers",
+    "proxy_on_request_body",
+    "proxy_on_done",
+    "proxy_on_delete",
+    "proxy_on_vm_start",
+    "proxy_on_configure",
+    "_initialize",
+    "malloc",
+    "proxy_on_memory_allocate",
+];
+
+/// The exports without which the host cannot drive the module at all, and
+/// those the host uses exported as the wrong kind of item.
 fn check_exports(module: &Module) -> Result<(), String> {
+    for export in module.exports() {
+        let (name, ty) = (export.name(), export.ty());
+        let must = match (&ty, name) {
+            (ExternType::Memory(_), "memory") => continue,
+            (_, "memory") => "a linear memory",
+            (ExternType::Func(_), _) => continue,
+            (_, name) if FUNCTION_EXPORTS.contains(&name) => "a function",
+            _ => continue,
+        };
+        return Err(format!(
+            "exports {name} as {}; the host uses it as {must}, so it must be one",
+            kind_of(&ty)
+        ));
+    }
     let has = |name: &str| module.get_export(name).is_some();
     if !abi::ABI_MARKERS.iter().any(|m| has(m)) {
         return Err(format!(
@@ -214,6 +247,25 @@ fn check_exports(module: &Module) -> Result<(), String> {
     Ok(())
 }
 
+/// Refuses a module with more memories or tables than an instance may
+/// have ([`limits::MAX_MEMORIES`], [`limits::MAX_TABLES`]), before
+/// instantiation would fail less plainly.
+fn check_resources(module: &Module) -> Result<(), String> {
+    let needs = module.resources_required();
+    for (n, max, what) in [
+        (needs.num_memories, limits::MAX_MEMORIES, "memories"),
+        (needs.num_tables, limits::MAX_TABLES, "tables"),
+    ] {
+        if n as usize > max {
+            return Err(format!(
+                "defines {n} {what}; an instance may have at most {max} \
+                 (they share its --wasm-memory budget)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Names the first import this host does not provide, in words a plugin
 /// author can act on (the linker's own error says the same, less plainly).
 fn check_imports(module: &Module, defined: &HashSet<String>) -> Result<(), String> {
@@ -234,4 +286,15 @@ fn check_imports(module: &Module, defined: &HashSet<String>) -> Result<(), Strin
         ));
     }
     Ok(())
+}
+
+/// An item's kind with its article, for messages.
+fn kind_of(ty: &ExternType) -> &'static str {
+    match ty {
+        ExternType::Func(_) => "a function",
+        ExternType::Memory(_) => "a linear memory",
+        ExternType::Global(_) => "a global",
+        ExternType::Table(_) => "a table",
+        _ => "a tag",
+    }
 }

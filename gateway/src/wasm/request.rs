@@ -13,6 +13,31 @@ use super::abi;
 use crate::intern::HeaderCache;
 use crate::middleware::ReqMut;
 
+/// The most header values a module may leave in a request or a local
+/// response. Clients may send at most 100 (`wire/head.rs`); ten times that
+/// leaves room for any plugin. Without a bound a module could reach
+/// `http::HeaderMap`'s own maximum (32,768), where `append` panics and takes
+/// the worker's task with it.
+pub const MAX_HEADERS: usize = 1000;
+
+/// A module tried to keep more than [`MAX_HEADERS`] header values: the call
+/// traps (the request fails closed with 500, as a plugin fault), since a
+/// module that ignored an error status would send a request missing the
+/// headers it meant to add.
+#[derive(Debug)]
+pub struct TooManyHeaders;
+
+impl std::fmt::Display for TooManyHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the module set more than {MAX_HEADERS} header values, the most this host keeps"
+        )
+    }
+}
+
+impl std::error::Error for TooManyHeaders {}
+
 /// The parts of a request a module can read and change. Moved into the
 /// store for the length of one call (see [`ReqParts::take_from`]), so host
 /// functions own what they edit: no pointer into the caller's stack.
@@ -110,29 +135,36 @@ impl ReqParts {
     }
 
     /// Sets `name` to `value`, replacing every previous value (`add` false)
-    /// or appending one more (`add` true). Returns an ABI status.
-    pub fn set(&mut self, name: &[u8], value: &[u8], add: bool) -> u32 {
+    /// or appending one more (`add` true). Returns an ABI status, or
+    /// [`TooManyHeaders`] when the value would be one past [`MAX_HEADERS`].
+    pub fn set(&mut self, name: &[u8], value: &[u8], add: bool) -> Result<u32, TooManyHeaders> {
         match name {
             b":method" => match Method::from_bytes(value) {
                 Ok(m) => self.method = m,
-                Err(_) => return abi::BAD_ARGUMENT,
+                Err(_) => return Ok(abi::BAD_ARGUMENT),
             },
-            b":path" => return self.set_path(value),
+            b":path" => return Ok(self.set_path(value)),
             b":authority" => return self.set(b"host", value, false),
             // Only plain http:// is proxied; a module cannot change that.
-            b":scheme" => return abi::BAD_ARGUMENT,
+            b":scheme" => return Ok(abi::BAD_ARGUMENT),
             _ => {
                 let (Ok(name), Ok(value)) = (self.cache.name(name), self.cache.value(value)) else {
-                    return abi::BAD_ARGUMENT;
+                    return Ok(abi::BAD_ARGUMENT);
                 };
-                if add {
-                    self.headers.append(name, value);
-                } else {
-                    self.headers.insert(name, value);
+                let grows = add || !self.headers.contains_key(&name);
+                if grows && self.headers.len() >= MAX_HEADERS {
+                    return Err(TooManyHeaders);
                 }
+                // `try_`: never the panic, whatever the bound.
+                let stored = if add {
+                    self.headers.try_append(name, value).map(drop)
+                } else {
+                    self.headers.try_insert(name, value).map(drop)
+                };
+                stored.map_err(|_| TooManyHeaders)?;
             }
         }
-        abi::OK
+        Ok(abi::OK)
     }
 
     fn set_path(&mut self, value: &[u8]) -> u32 {
@@ -164,26 +196,28 @@ impl ReqParts {
     }
 
     /// Replaces the whole map with `pairs` (pseudo-headers set their parts).
-    pub fn replace_all(&mut self, pairs: &[(&[u8], &[u8])]) -> u32 {
+    /// Nothing changes unless every pair is accepted.
+    pub fn replace_all(&mut self, pairs: &[(&[u8], &[u8])]) -> Result<u32, TooManyHeaders> {
         let mut fresh = ReqParts {
             method: self.method.clone(),
             path: self.path.clone(),
             query: self.query.clone(),
-            headers: HeaderMap::with_capacity(pairs.len()),
+            // Past the bound `set` refuses the pair: no larger map is needed.
+            headers: HeaderMap::with_capacity(pairs.len().min(MAX_HEADERS)),
             body: Bytes::new(),
             cache: mem::take(&mut self.cache),
         };
         let status = pairs
             .iter()
             .map(|(k, v)| fresh.set(k, v, true))
-            .find(|&s| s != abi::OK);
+            .find(|s| !matches!(s, Ok(abi::OK)));
         self.cache = mem::take(&mut fresh.cache);
         if let Some(status) = status {
             return status;
         }
         (self.method, self.path, self.query, self.headers) =
             (fresh.method, fresh.path, fresh.query, fresh.headers);
-        abi::OK
+        Ok(abi::OK)
     }
 
     /// Replaces `size` bytes of the body at `start` with `data` (Envoy's
@@ -227,15 +261,18 @@ mod tests {
         assert_eq!(p.get(b":path").unwrap(), b"/p?q=1");
         assert_eq!(p.get(b":authority").unwrap(), b"example.com");
         assert_eq!(p.get(b"x-a").unwrap(), b"1,2");
-        assert_eq!(p.set(b":path", b"/new", false), abi::OK);
+        assert_eq!(p.set(b":path", b"/new", false).unwrap(), abi::OK);
         assert_eq!((p.path.as_str(), p.query.as_deref()), ("/new", None));
-        assert_eq!(p.set(b":path", b"no-slash", false), abi::BAD_ARGUMENT);
-        assert_eq!(p.set(b":method", b"PUT", false), abi::OK);
+        assert_eq!(
+            p.set(b":path", b"no-slash", false).unwrap(),
+            abi::BAD_ARGUMENT
+        );
+        assert_eq!(p.set(b":method", b"PUT", false).unwrap(), abi::OK);
         assert_eq!(p.method, Method::PUT);
-        assert_eq!(p.set(b":authority", b"other", false), abi::OK);
+        assert_eq!(p.set(b":authority", b"other", false).unwrap(), abi::OK);
         assert_eq!(p.headers[HOST], "other");
         assert_eq!(p.remove(b":path"), abi::BAD_ARGUMENT);
-        assert_eq!(p.set(b"bad name", b"v", false), abi::BAD_ARGUMENT);
+        assert_eq!(p.set(b"bad name", b"v", false).unwrap(), abi::BAD_ARGUMENT);
         assert_eq!(p.count(), 3 + 1 + 3);
     }
 
@@ -254,7 +291,7 @@ mod tests {
     fn replacing_the_map_keeps_pseudo_headers_as_request_parts() {
         let mut p = parts();
         let pairs: Vec<(&[u8], &[u8])> = vec![(b":path", b"/x"), (b"x-b", b"3")];
-        assert_eq!(p.replace_all(&pairs), abi::OK);
+        assert_eq!(p.replace_all(&pairs).unwrap(), abi::OK);
         assert_eq!(p.path, "/x");
         assert!(p.headers.get(HOST).is_none());
         assert_eq!(p.headers["x-b"], "3");
