@@ -287,6 +287,13 @@ fn durations_ab_flags_and_the_status_line() {
     };
     assert!(failed(&[]) > 0);
     assert_eq!(failed(&["-l"]), 0);
+    // And, as ab's, the report does not pretend there is one length.
+    let out = loadgen(&["-n", "4", "-l", "-k", &varying.url("/")]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("Document Length:        Variable\n"),
+        "{text}"
+    );
 }
 
 #[test]
