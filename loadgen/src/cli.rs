@@ -137,7 +137,12 @@ impl CliError {
     }
 }
 
-/// `30`, `0.5` (seconds, as ab) or a humantime duration (`1s`, `90s`, `2m`).
+/// The longest `-t` or `-s`: a year. Longer ones are typos (`-t 1e19`), and
+/// past a few hundred years a deadline no longer fits a clock reading.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `30`, `0.5` (seconds, as ab) or a humantime duration (`1s`, `90s`, `2m`),
+/// more than zero and at most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = match s.parse::<f64>() {
         Ok(secs) => Duration::try_from_secs_f64(secs)
@@ -147,6 +152,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     };
     if d.is_zero() {
         return Err(format!("{s:?} must be more than zero"));
+    }
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{s:?} is longer than a year ({} s), the most loadgen takes",
+            MAX_DURATION.as_secs()
+        ));
     }
     Ok(d)
 }
@@ -174,7 +185,24 @@ pub fn parse_url(url: &str) -> Result<(String, u16, String), CliError> {
         .to_string();
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let path = if path.is_empty() { "/" } else { path };
-    Ok((host, uri.port_u16().unwrap_or(80), path.to_string()))
+    // `port_u16` is `None` for a port that does not fit (`:70000`) and for
+    // an empty one (`h:/`) alike: read the authority's port text instead,
+    // so that only a URL without one means 80.
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let port_text = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or("", |(_, rest)| rest),
+        None => host_port.find(':').map_or("", |i| &host_port[i..]),
+    };
+    let port = match port_text.strip_prefix(':') {
+        None => 80,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| bad(&format!("port {p:?} is not a number from 1 to 65535")))?,
+    };
+    Ok((host, port, path.to_string()))
 }
 
 /// Checks a `-H 'Name: value'` argument.
@@ -298,5 +326,39 @@ impl Args {
             cpu_pids: self.cpu_pids.clone(),
             verbosity: self.verbosity,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_port_is_taken_whole_or_refused() {
+        let port = |url: &str| parse_url(url).map(|(_, p, _)| p).map_err(|e| e.to_string());
+        assert_eq!(port("http://h/"), Ok(80));
+        assert_eq!(port("http://h:8080/x"), Ok(8080));
+        assert_eq!(port("http://[::1]/"), Ok(80));
+        assert_eq!(port("http://[::1]:65535/"), Ok(65535));
+        for bad in [
+            "http://h:70000/",
+            "http://h:/",
+            "http://h:0/",
+            "http://[::1]:/",
+        ] {
+            let err = port(bad).unwrap_err();
+            assert!(err.starts_with(&format!("invalid URL {bad:?}")), "{err}");
+        }
+        let (host, _, _) = parse_url("http://[::1]:8080/").ok().unwrap();
+        assert_eq!(host, "::1");
+    }
+
+    #[test]
+    fn durations_longer_than_a_year_are_refused() {
+        assert_eq!(parse_duration("31536000"), Ok(MAX_DURATION));
+        for long in ["1e19", "31536001", "400years"] {
+            let err = parse_duration(long).unwrap_err();
+            assert!(err.contains("longer than a year"), "{long}: {err}");
+        }
     }
 }

@@ -151,10 +151,18 @@ impl RequestSpec {
         };
         let mut out = format!("{} {} HTTP/1.0\r\n", self.method, target.path);
         if !has("host") {
-            if target.port == 80 {
-                out.push_str(&format!("Host: {}\r\n", target.host));
+            // An IPv6 literal goes in brackets, as in the URL (RFC 9110
+            // 7.2, and what ab sends): in `::1:8080` no server can tell
+            // where the address ends and the port begins.
+            let host = if target.host.contains(':') {
+                format!("[{}]", target.host)
             } else {
-                out.push_str(&format!("Host: {}:{}\r\n", target.host, target.port));
+                target.host.clone()
+            };
+            if target.port == 80 {
+                out.push_str(&format!("Host: {host}\r\n"));
+            } else {
+                out.push_str(&format!("Host: {host}:{}\r\n", target.port));
             }
         }
         if keepalive && !has("connection") {
@@ -219,6 +227,17 @@ mod tests {
             text.contains("Host: example\r\nConnection: Keep-Alive\r\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_ipv6_host_is_bracketed_in_the_host_header() {
+        let mut t = target(8080);
+        t.host = "::1".into();
+        let text = String::from_utf8(RequestSpec::get().encode(&t, false).to_vec()).unwrap();
+        assert!(text.contains("\r\nHost: [::1]:8080\r\n"), "{text}");
+        t.port = 80;
+        let text = String::from_utf8(RequestSpec::get().encode(&t, false).to_vec()).unwrap();
+        assert!(text.contains("\r\nHost: [::1]\r\n"), "{text}");
     }
 
     #[test]

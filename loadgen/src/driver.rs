@@ -100,7 +100,9 @@ impl Shared {
             failed: AtomicU64::new(0),
             start,
             max: cfg.mode.max_requests(),
-            deadline: cfg.mode.time_limit().map(|d| start + d),
+            // A limit past what an `Instant` can hold (`-t 1e19`) is no
+            // deadline at all: the run lasts as long as it can anyway.
+            deadline: cfg.mode.time_limit().and_then(|d| start.checked_add(d)),
             interval_ns: cfg.rate.map(|r| 1e9 / r),
             ever_connected: AtomicBool::new(false),
             fatal: Mutex::new(None),
@@ -312,7 +314,16 @@ fn worker_thread(shared: Arc<Shared>, cfg: Arc<RunConfig>, conns: usize) -> Reco
             .collect();
         let all = async {
             for t in tasks {
-                let _ = t.await;
+                // `client` contains the exchange's panics (see `caught`); a
+                // panic anywhere else in it must not pass for a clean run.
+                if let Err(e) = t.await {
+                    if e.is_panic() {
+                        shared.fail(format!(
+                            "a connection task panicked (a loadgen bug): {}",
+                            panic_message(e.into_panic().as_ref())
+                        ));
+                    }
+                }
             }
         };
         // On stop, in-flight requests are dropped with the LocalSet below.
@@ -339,6 +350,78 @@ async fn wait_until(at: Instant) {
     }
 }
 
+/// A future whose panic is returned as an error instead of unwinding
+/// through the runtime, which would end the connection's task and, with it,
+/// the request's count: a bug in reading one response (a hostile server
+/// found some) must cost that request, counted as an exception, not the run.
+struct Caught<'a, F>(std::pin::Pin<&'a mut F>);
+
+impl<F: Future> Future for Caught<'_, F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let fut = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(p) => p.map(Ok),
+            Err(payload) => std::task::Poll::Ready(Err(panic_message(payload.as_ref()))),
+        }
+    }
+}
+
+/// Runs `fut`, turning a panic inside it into [`Failure::Exception`]. The
+/// future must not be polled again after a panic: it is dropped here.
+async fn caught<T>(fut: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
+    let mut fut = std::pin::pin!(fut);
+    match Caught(fut.as_mut()).await {
+        Ok(r) => r,
+        Err(msg) => Err(Failure::Exception(format!(
+            "loadgen panicked reading the response (a bug): {msg}"
+        ))),
+    }
+}
+
+/// The text of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// The error for a connect that failed because loadgen ran out of file
+/// descriptors: that is the open-files limit, not the target.
+fn fd_limit_message(cfg: &RunConfig, e: &std::io::Error) -> Option<String> {
+    if !matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+        return None;
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given.
+    let limit = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        format!("{} (hard limit {})", lim.rlim_cur, lim.rlim_max)
+    } else {
+        "unknown".into()
+    };
+    let whose = if e.raw_os_error() == Some(libc::ENFILE) {
+        "the system's open-files table is full"
+    } else {
+        "loadgen reached its open-files limit"
+    };
+    Some(format!(
+        "cannot open a connection to {}: {e}: {whose}; -c {} needs one descriptor per connection \
+         and the limit (ulimit -n) is {limit}: raise it (e.g. ulimit -n {}) or lower -c",
+        cfg.target.addr,
+        cfg.concurrency,
+        cfg.concurrency + 64
+    ))
+}
+
 /// One connection's loop: take a ticket, wait for its time, exchange, record.
 async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Recorder>>) {
     let mut conn = Conn::default();
@@ -347,7 +430,8 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
             wait_until(at).await;
         }
         let want_server = shared.first.get().is_none();
-        let outcome = tokio::time::timeout(cfg.timeout, conn.exchange(&cfg, want_server)).await;
+        let outcome =
+            tokio::time::timeout(cfg.timeout, caught(conn.exchange(&cfg, want_server))).await;
         let mut failed = true;
         match outcome {
             Err(_) => {
@@ -355,6 +439,12 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
                 let f = Failure::Exception(format!("timeout after {:?}", cfg.timeout));
                 crate::verbose::failure(cfg.verbosity, &f);
                 rec.borrow_mut().failure(&f);
+            }
+            // Running out of descriptors is never the target's fault, and
+            // every connection after it would fail the same way.
+            Ok(Err(Failure::Connect(e))) if fd_limit_message(&cfg, &e).is_some() => {
+                shared.fail(fd_limit_message(&cfg, &e).unwrap_or_default());
+                return;
             }
             Ok(Err(Failure::Connect(e))) if !shared.ever_connected.load(Ordering::Relaxed) => {
                 shared.fail(format!("cannot connect to {}: {e}", cfg.target.addr));
@@ -385,5 +475,51 @@ async fn client(shared: Arc<Shared>, cfg: Arc<RunConfig>, rec: Rc<RefCell<Record
             shared.failed.fetch_add(1, Ordering::Relaxed);
         }
         shared.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_inside_an_exchange_is_an_exception_not_a_lost_task() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // Polled once pending, then panics: as a response reader would.
+        let mut polls = 0;
+        let exchange = std::future::poll_fn(|cx| {
+            polls += 1;
+            if polls == 1 {
+                cx.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            let v: Vec<u8> = Vec::new();
+            let at = v.len() + 1;
+            std::task::Poll::Ready(Ok::<u8, Failure>(v[at]))
+        });
+        match rt.block_on(caught(exchange)) {
+            Err(Failure::Exception(m)) => {
+                assert!(
+                    m.contains("panicked") && m.contains("index out of bounds"),
+                    "{m}"
+                )
+            }
+            other => panic!(
+                "not an exception: {:?}",
+                other.map_err(|e| format!("{e:?}"))
+            ),
+        }
+        // An exchange that does not panic is passed through as it ends.
+        assert!(matches!(
+            rt.block_on(caught(async { Ok::<u8, Failure>(7) })),
+            Ok(7)
+        ));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(matches!(
+            rt.block_on(caught(async { Err::<u8, _>(Failure::Connect(refused)) })),
+            Err(Failure::Connect(_))
+        ));
     }
 }

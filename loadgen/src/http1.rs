@@ -111,18 +111,15 @@ impl Conn {
                 }
             };
             self.body.clear();
-            match read_response(
-                &mut Wire {
-                    stream: &mut stream,
-                    reads: 0,
-                },
-                &mut self.buf,
-                &mut self.body,
-                cfg,
-                want_server,
-            )
-            .await
-            {
+            let mut wire = Wire {
+                stream: &mut stream,
+                reads: 0,
+                received: false,
+            };
+            let result =
+                read_response(&mut wire, &mut self.buf, &mut self.body, cfg, want_server).await;
+            let received = wire.received;
+            match result {
                 Ok((first_byte, resp)) => {
                     if cfg.keepalive && resp.keep_alive {
                         self.stream = Some(stream);
@@ -149,10 +146,10 @@ impl Conn {
                         "connection closed inside the response head".into(),
                     ))
                 }
-                Err(ReadError::Io(e)) if reused && self.buf.is_empty() => {
-                    let _ = e;
-                    continue;
-                }
+                // Not one byte of the answer came: the server closed the
+                // idle connection as the request arrived. (`buf` is no
+                // witness: bodies are read through it and it is emptied.)
+                Err(ReadError::Io(_)) if reused && !received => continue,
                 Err(ReadError::Io(e)) => return Err(Failure::Receive(format!("read: {e}"))),
                 Err(ReadError::Malformed(m)) => return Err(Failure::Exception(m)),
             }
@@ -173,6 +170,8 @@ enum ReadError {
 struct Wire<'a> {
     stream: &'a mut TcpStream,
     reads: u32,
+    /// Some byte of the response has arrived.
+    received: bool,
 }
 
 impl Wire<'_> {
@@ -191,7 +190,9 @@ impl Wire<'_> {
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(16 * 1024);
         }
-        self.stream.read_buf(buf).await
+        let n = self.stream.read_buf(buf).await?;
+        self.received |= n > 0;
+        Ok(n)
     }
 }
 
@@ -207,38 +208,64 @@ async fn read_response(
     let keep = cfg.expect.needs_body().then_some(body);
     let no_body = cfg.head || resp.status == 204 || resp.status == 304 || resp.status < 200;
     let mut wire_bytes = buf.len() as u64;
+    // Bytes read past the end of this response.
+    let mut extra = (buf.len() - head_len) as u64;
     match framing {
         _ if no_body => {}
         Framing::Length(len) => {
             let (have, read) = read_plain(wire, buf, head_len, Some(len), keep).await?;
             resp.truncated = have < len;
             resp.body_len = have.min(len);
+            extra = have.saturating_sub(len);
             wire_bytes += read;
         }
         Framing::Close => {
             resp.keep_alive = false;
             let (have, read) = read_plain(wire, buf, head_len, None, keep).await?;
             resp.body_len = have;
+            extra = 0;
             wire_bytes += read;
         }
         Framing::Chunked => {
-            let (len, read) = read_chunked(wire, buf, head_len, keep).await?;
-            resp.truncated = len == u64::MAX;
-            resp.body_len = if resp.truncated { 0 } else { len };
-            wire_bytes += read;
+            let chunked = read_chunked(wire, buf, head_len, keep).await?;
+            resp.truncated = chunked.len.is_none();
+            resp.body_len = chunked.len.unwrap_or(0);
+            extra = chunked.extra as u64;
+            wire_bytes += chunked.read;
         }
     }
     resp.wire_bytes = wire_bytes;
     if resp.truncated {
         resp.keep_alive = false;
     }
+    // Only a connection that carries another request is hurt by more bytes
+    // than the response framed: they would be read as (the start of) the
+    // next response, or dropped unseen with the buffer. Either way the
+    // framing is wrong, and this response is where it shows.
+    if extra > 0 && cfg.keepalive && resp.keep_alive {
+        return Err(ReadError::Malformed(format!(
+            "response longer than its framing: {extra} more bytes after its end"
+        )));
+    }
     resp.ab_keep_alive &= cfg.keepalive && !resp.truncated;
     Ok((first_byte, resp))
 }
 
-/// Phase one: reads until the head parses. Returns the instant of the first
-/// byte, the head's length in `buf`, the body's framing, and the response
-/// with what the head says (status, reuse, `Server`).
+/// Most header lines a response head may have. hyper's client allows 100;
+/// ab has no count, only its head size, so this is set above what real
+/// servers send rather than at hyper's number. httparse needs one slot per
+/// header, on the stack while a head is parsed (32 bytes each).
+const MAX_HEADERS: usize = 256;
+
+/// Phase one: reads until the final head parses. Returns the instant of the
+/// first byte, the length in `buf` of the heads (interim `1xx` heads
+/// included), the body's framing, and the response with what the final head
+/// says (status, reuse, `Server`).
+///
+/// Interim responses (`100 Continue`, `103 Early Hints`) are skipped, as RFC
+/// 9112 asks: the final response follows them on the same connection. `101
+/// Switching Protocols` is final: after it the connection no longer speaks
+/// HTTP/1. Interim heads count towards the 64 KiB bound of the head.
 async fn read_head(
     wire: &mut Wire<'_>,
     buf: &mut Vec<u8>,
@@ -248,7 +275,51 @@ async fn read_head(
     buf.clear();
     let mut first_byte = None;
     let mut resp = Response::default();
+    // Where the head being parsed starts: past the interim heads.
+    let mut start = 0;
     loop {
+        if buf.len() > start {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut parsed = httparse::Response::new(&mut headers);
+            match parsed.parse(&buf[start..]) {
+                Ok(httparse::Status::Complete(len))
+                    if parsed
+                        .code
+                        .is_some_and(|c| (100..200).contains(&c) && c != 101) =>
+                {
+                    start += len;
+                    continue;
+                }
+                Ok(httparse::Status::Complete(len)) => {
+                    let framing = head_info(&parsed, &mut resp, want_server)?;
+                    if cfg.verbosity >= crate::verbose::HEADS {
+                        resp.head = Some(String::from_utf8_lossy(&buf[..start + len]).into_owned());
+                    }
+                    let first_byte = first_byte.unwrap_or_else(Instant::now);
+                    return Ok((first_byte, start + len, framing, resp));
+                }
+                // httparse stops at its slot count before the head ends: the
+                // head may still turn out too large, which is the message
+                // that says what is wrong.
+                Err(httparse::Error::TooManyHeaders) => {
+                    match buf[start..].windows(4).position(|w| w == b"\r\n\r\n") {
+                        Some(end) if start + end + 4 <= MAX_HEAD => {
+                            return Err(ReadError::Malformed(format!(
+                                "response head has more than {MAX_HEADERS} header lines"
+                            )))
+                        }
+                        Some(_) => return Err(head_too_large()),
+                        None if buf.len() > MAX_HEAD => return Err(head_too_large()),
+                        None => {}
+                    }
+                }
+                Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+                    return Err(head_too_large())
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(e) => return Err(ReadError::Malformed(format!("malformed response: {e}"))),
+            }
+        }
         let n = wire.fill(buf).await.map_err(ReadError::Io)?;
         if n == 0 {
             return Err(if buf.is_empty() {
@@ -257,31 +328,19 @@ async fn read_head(
                 ReadError::Closed
             });
         }
-        let first_byte = *first_byte.get_or_insert_with(Instant::now);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Response::new(&mut headers);
-        match parsed.parse(buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let framing = head_info(&parsed, &mut resp, want_server)?;
-                if cfg.verbosity >= crate::verbose::HEADS {
-                    resp.head = Some(String::from_utf8_lossy(&buf[..len]).into_owned());
-                }
-                return Ok((first_byte, len, framing, resp));
-            }
-            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-                return Err(ReadError::Malformed("response head over 64 KiB".into()))
-            }
-            Ok(httparse::Status::Partial) => {}
-            Err(e) => return Err(ReadError::Malformed(format!("malformed response: {e}"))),
-        }
+        first_byte.get_or_insert_with(Instant::now);
     }
+}
+
+fn head_too_large() -> ReadError {
+    ReadError::Malformed("response head over 64 KiB".into())
 }
 
 /// Phase two for an unchunked body that starts at `buf[head_len..]`: reads
 /// until `limit` bytes (a `Content-Length`) or, without one, until the
-/// server closes. Returns the body bytes seen and the bytes read from the
-/// socket beyond what `buf` held on entry; fewer than `limit` means the
-/// connection closed early.
+/// server closes. Returns the body bytes seen (more than `limit` when the
+/// server sent more) and the bytes read from the socket beyond what `buf`
+/// held on entry; fewer than `limit` means the connection closed early.
 async fn read_plain(
     wire: &mut Wire<'_>,
     buf: &mut Vec<u8>,
@@ -326,12 +385,21 @@ fn head_info(
     resp.status = parsed.code.unwrap_or(0);
     let http11 = parsed.version == Some(1);
     let (mut close, mut keepalive, mut framing) = (false, false, Framing::Close);
+    let mut length = None;
     for h in parsed.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             let len = std::str::from_utf8(h.value)
                 .ok()
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .ok_or_else(|| ReadError::Malformed("invalid Content-Length header".into()))?;
+            // RFC 9112 6.3: differing lengths leave the body's end unknown
+            // (the last one winning is how responses get smuggled).
+            if length.is_some_and(|l| l != len) {
+                return Err(ReadError::Malformed(
+                    "two different Content-Length headers".into(),
+                ));
+            }
+            length = Some(len);
             if !matches!(framing, Framing::Chunked) {
                 framing = Framing::Length(len);
             }
@@ -349,7 +417,8 @@ fn head_info(
             resp.server = Some(String::from_utf8_lossy(h.value).into_owned());
         }
     }
-    resp.keep_alive = if http11 { !close } else { keepalive && !close };
+    // After `101 Switching Protocols` the connection is no longer HTTP/1.
+    resp.keep_alive = resp.status != 101 && if http11 { !close } else { keepalive && !close };
     resp.ab_keep_alive |= keepalive;
     Ok(framing)
 }
@@ -360,66 +429,133 @@ fn contains_token(value: &[u8], token: &str) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
-/// Decodes a chunked body that starts at `buf[pos..]`. Returns the body
-/// length (`u64::MAX` when the connection closed mid-body) and the bytes read
-/// from the socket beyond what `buf` held on entry.
+/// Most bytes a chunk-size line may take, extensions included: a size
+/// line is a few bytes, and extensions are rare and short.
+const MAX_CHUNK_LINE: usize = 4096;
+
+/// What [`read_chunked`] found.
+struct Chunked {
+    /// The body's length, `None` when the connection closed mid-body.
+    len: Option<u64>,
+    /// Bytes read from the socket beyond what `buf` held on entry.
+    read: u64,
+    /// Bytes left in `buf` after the body's end.
+    extra: usize,
+}
+
+/// Where a chunked body's decoding is, between reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ChunkState {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk's data, this many bytes to go.
+    Data(u64),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+    /// In the trailer section, after the last (zero) chunk; this many
+    /// bytes of it seen.
+    Trailer(usize),
+    /// The body has ended.
+    Done,
+}
+
+/// One step of the decoding: the next state, the bytes of `rest` it used,
+/// and whether they were chunk data. `None` when `rest` is too short to tell.
+fn chunk_step(
+    state: ChunkState,
+    rest: &[u8],
+) -> Result<Option<(ChunkState, usize, bool)>, ReadError> {
+    let bad = |m: &str| Err(ReadError::Malformed(m.to_string()));
+    Ok(Some(match state {
+        ChunkState::Size => match httparse::parse_chunk_size(rest) {
+            // httparse takes an empty size as 0; RFC 9112 wants a digit.
+            Ok(httparse::Status::Complete(_)) if !rest[0].is_ascii_hexdigit() => {
+                return bad("invalid chunk size line")
+            }
+            Ok(httparse::Status::Complete((used, _))) if used > MAX_CHUNK_LINE => {
+                return bad("chunk size line over 4 KiB")
+            }
+            Ok(httparse::Status::Complete((used, 0))) => (ChunkState::Trailer(0), used, false),
+            Ok(httparse::Status::Complete((used, n))) => (ChunkState::Data(n), used, false),
+            Ok(httparse::Status::Partial) if rest.len() > MAX_CHUNK_LINE => {
+                return bad("chunk size line over 4 KiB")
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) => return bad("invalid chunk size line"),
+        },
+        ChunkState::Data(_) if rest.is_empty() => return Ok(None),
+        ChunkState::Data(left) => {
+            // Compared, never added: `left` may be near u64::MAX.
+            let take = left.min(rest.len() as u64);
+            let next = match left - take {
+                0 => ChunkState::DataEnd,
+                more => ChunkState::Data(more),
+            };
+            (next, take as usize, true)
+        }
+        ChunkState::DataEnd => match rest {
+            [b'\r', b'\n', ..] => (ChunkState::Size, 2, false),
+            [] | [b'\r'] => return Ok(None),
+            _ => return bad("chunk data not followed by CRLF"),
+        },
+        ChunkState::Trailer(seen) => match rest.windows(2).position(|w| w == b"\r\n") {
+            Some(0) => (ChunkState::Done, 2, false),
+            Some(i) if seen + i + 2 <= MAX_HEAD => {
+                (ChunkState::Trailer(seen + i + 2), i + 2, false)
+            }
+            None if seen + rest.len() <= MAX_HEAD => return Ok(None),
+            _ => return bad("trailer section over 64 KiB"),
+        },
+        ChunkState::Done => return Ok(None),
+    }))
+}
+
+/// Decodes a chunked body that starts at `buf[pos..]`.
+///
+/// Memory stays bounded whatever the body's size: decoded bytes are dropped
+/// from `buf` before each read (only an unfinished size line or trailer
+/// line is kept), a size line is at most 4 KiB, the trailer section 64 KiB
+/// (the head's bound). A chunk size is only ever compared with the bytes at
+/// hand, never added to an index, so a size near `u64::MAX` is simply a
+/// chunk that does not end: the read waits for bytes (and `-s`) like any
+/// other. The framing is checked as RFC 9112 7.1 writes it: a size line is
+/// hex digits (then optional extensions), and chunk data ends with CRLF.
 async fn read_chunked(
     wire: &mut Wire<'_>,
     buf: &mut Vec<u8>,
     mut pos: usize,
     mut body: Option<&mut Vec<u8>>,
-) -> Result<(u64, u64), ReadError> {
-    let entry = buf.len();
-    let mut len = 0u64;
-    // Reads until `buf[pos..]` holds `need` bytes, or reports a truncation.
-    async fn need(wire: &mut Wire<'_>, buf: &mut Vec<u8>, upto: usize) -> Result<bool, ReadError> {
-        while buf.len() < upto {
-            if wire.fill(buf).await.map_err(ReadError::Io)? == 0 {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
+) -> Result<Chunked, ReadError> {
+    let (mut len, mut read, mut state) = (0u64, 0u64, ChunkState::Size);
     loop {
-        let line_end = loop {
-            if let Some(i) = buf[pos..].windows(2).position(|w| w == b"\r\n") {
-                break pos + i;
-            }
-            if !need(wire, buf, buf.len() + 1).await? {
-                return Ok((u64::MAX, (buf.len() - entry) as u64));
-            }
-        };
-        let line = std::str::from_utf8(&buf[pos..line_end]).unwrap_or("");
-        let hex = line.split(';').next().unwrap_or("").trim();
-        let size = u64::from_str_radix(hex, 16)
-            .map_err(|_| ReadError::Malformed(format!("invalid chunk size {hex:?}")))?;
-        pos = line_end + 2;
-        if size == 0 {
-            // Trailer section: header lines until an empty line.
-            loop {
-                if !need(wire, buf, pos + 2).await? {
-                    return Ok((u64::MAX, (buf.len() - entry) as u64));
+        while let Some((next, used, data)) = chunk_step(state, &buf[pos..])? {
+            if data {
+                if let Some(b) = body.as_deref_mut() {
+                    b.extend_from_slice(&buf[pos..pos + used]);
                 }
-                match buf[pos..].windows(2).position(|w| w == b"\r\n") {
-                    Some(0) => return Ok((len, (buf.len() - entry) as u64)),
-                    Some(i) => pos += i + 2,
-                    None => {
-                        if !need(wire, buf, buf.len() + 1).await? {
-                            return Ok((u64::MAX, (buf.len() - entry) as u64));
-                        }
-                    }
-                }
+                len += used as u64;
+            }
+            pos += used;
+            state = next;
+            if state == ChunkState::Done {
+                return Ok(Chunked {
+                    len: Some(len),
+                    read,
+                    extra: buf.len() - pos,
+                });
             }
         }
-        let end = pos + size as usize;
-        if !need(wire, buf, end + 2).await? {
-            return Ok((u64::MAX, (buf.len() - entry) as u64));
+        buf.drain(..pos);
+        pos = 0;
+        let n = wire.fill(buf).await.map_err(ReadError::Io)?;
+        if n == 0 {
+            return Ok(Chunked {
+                len: None,
+                read,
+                extra: 0,
+            });
         }
-        if let Some(b) = body.as_deref_mut() {
-            b.extend_from_slice(&buf[pos..end]);
-        }
-        len += size;
-        pos = end + 2;
+        read += n as u64;
     }
 }
 

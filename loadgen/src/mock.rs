@@ -101,6 +101,9 @@ pub async fn serve_with(
                 // keep serving the others.
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
+                    if out_of_resources(&e) {
+                        accept_backoff().await;
+                    }
                     continue;
                 }
             },
@@ -114,6 +117,36 @@ pub async fn serve_with(
         });
     }
 }
+
+/// How long to pause accepting after running out of descriptors or memory.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Whether an accept failed for want of a resource (`EMFILE`, `ENFILE`,
+/// `ENOBUFS`, `ENOMEM`): then the connection stays queued and the next
+/// accept fails at once, again and again.
+fn out_of_resources(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// Pauses the accept loop after [`out_of_resources`]. Without it the loop
+/// spun a core, and on a current-thread runtime it also starved this
+/// thread's connections, whose closing is what frees a descriptor. The
+/// pause blocks the thread (mock-upstream's runtimes have no timer: see
+/// `serve_one`), then yields so that those connections run before the next
+/// accept. It only happens while the process is out of descriptors.
+async fn accept_backoff() {
+    std::thread::sleep(ACCEPT_BACKOFF);
+    tokio::task::yield_now().await;
+}
+
+/// Most request body bytes `--echo body` holds and echoes (1 MiB): a
+/// larger body is read and dropped, and answered `413`. Unbounded, one
+/// 300 MB upload made the mock hold ~700 MB (the body, then its escaped
+/// copy in the JSON).
+pub const MAX_ECHO_BODY: usize = 1024 * 1024;
 
 /// The whole echo for a request: the seed's JSON, with the extra fields
 /// `echo` asks for (`query` is the raw query string, `body` the request body).

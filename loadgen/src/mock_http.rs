@@ -19,7 +19,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::mock::{echo_body, Echo};
+use crate::mock::{echo_body, Echo, MAX_ECHO_BODY};
 
 /// Request heads larger than this are refused (hyper's default limit is
 /// about the same, 8 KiB..400 KiB; Go's is 1 MiB): the mock's clients send
@@ -49,6 +49,20 @@ enum Framing {
 
 /// A request the mock cannot read: answered `400` and the connection closed.
 struct BadRequest(&'static str);
+
+/// How a request body's reading ended.
+enum BodyEnd {
+    /// Read whole (and kept, when asked for).
+    Whole,
+    /// Read whole, but it was larger than [`MAX_ECHO_BODY`]: not kept.
+    TooLarge,
+    /// The client closed before its end.
+    Closed,
+}
+
+/// Buffers that grew past this for one request are given back after it,
+/// so a connection that once carried a large body does not hold its size.
+const KEEP_CAPACITY: usize = 64 * 1024;
 
 /// Serves one connection until the client closes it (or asks to).
 pub async fn serve_conn(mut stream: TcpStream, echo: Echo) -> io::Result<()> {
@@ -85,11 +99,22 @@ pub async fn serve_conn(mut stream: TcpStream, echo: Echo) -> io::Result<()> {
         }
         body.clear();
         let keep = echo.body.then_some(&mut body);
-        match read_body(&mut stream, &mut buf, &head.body, keep).await? {
-            Ok(true) => {}
+        let too_large = match read_body(&mut stream, &mut buf, &head.body, keep).await? {
+            Ok(BodyEnd::Whole) => false,
+            Ok(BodyEnd::TooLarge) => true,
             // The client closed mid-body: nobody is left to answer.
-            Ok(false) => return Ok(()),
+            Ok(BodyEnd::Closed) => return Ok(()),
             Err(BadRequest(why)) => return refuse(&mut stream, why).await,
+        };
+        if too_large {
+            body = Vec::new();
+            out.clear();
+            write_too_large(&mut out, head.http10, head.keep_alive);
+            stream.write_all(&out).await?;
+            if !head.keep_alive {
+                return Ok(());
+            }
+            continue;
         }
         // Phase 3: the answer, head and body in one write.
         let json = answer_body(&head, echo, &body);
@@ -108,7 +133,37 @@ pub async fn serve_conn(mut stream: TcpStream, echo: Echo) -> io::Result<()> {
         if !head.keep_alive {
             return Ok(());
         }
+        if body.capacity() > KEEP_CAPACITY {
+            body = Vec::new();
+        }
+        if out.capacity() > KEEP_CAPACITY {
+            out = Vec::with_capacity(1024);
+        }
     }
+}
+
+/// The answer to a body over [`MAX_ECHO_BODY`] with `--echo body`.
+fn write_too_large(out: &mut Vec<u8>, http10: bool, keep_alive: bool) {
+    use std::io::Write as _;
+    let why = b"request body over 1 MiB, the most --echo body holds\n";
+    out.extend_from_slice(if http10 {
+        b"HTTP/1.0 413 Content Too Large\r\n"
+    } else {
+        b"HTTP/1.1 413 Content Too Large\r\n"
+    });
+    // Writing into a Vec cannot fail.
+    let _ = write!(
+        out,
+        "Content-Type: text/plain\r\nContent-Length: {}\r\n",
+        why.len()
+    );
+    match (http10, keep_alive) {
+        (true, true) => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+        (false, false) => out.extend_from_slice(b"Connection: close\r\n"),
+        _ => {}
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(why);
 }
 
 /// Answers a request that cannot be read with `400` naming why, and closes.
@@ -235,17 +290,29 @@ fn has_token(value: &[u8], token: &[u8]) -> bool {
 }
 
 /// Reads the body that `framing` announces, from `buf` and then the
-/// socket, leaving in `buf` only what follows it. `Ok(Ok(false))` when the
-/// client closed before the body ended.
+/// socket, leaving in `buf` only what follows it. What is read is added to
+/// `keep` up to [`MAX_ECHO_BODY`] bytes; a longer body is still read to its
+/// end (so the connection can go on), but not kept: `TooLarge`.
 async fn read_body(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
     framing: &Framing,
     mut keep: Option<&mut Vec<u8>>,
-) -> io::Result<Result<bool, BadRequest>> {
-    match framing {
-        Framing::None => Ok(Ok(true)),
+) -> io::Result<Result<BodyEnd, BadRequest>> {
+    let mut too_large = false;
+    let mut over = |keep: &mut Option<&mut Vec<u8>>| {
+        if keep.as_deref().is_some_and(|k| k.len() > MAX_ECHO_BODY) {
+            *keep = None;
+            too_large = true;
+        }
+    };
+    let end = match framing {
+        Framing::None => BodyEnd::Whole,
         Framing::Length(n) => {
+            if *n > MAX_ECHO_BODY as u64 && keep.is_some() {
+                keep = None;
+                too_large = true;
+            }
             let mut left = *n;
             loop {
                 let take = left.min(buf.len() as u64) as usize;
@@ -255,27 +322,33 @@ async fn read_body(
                 buf.drain(..take);
                 left -= take as u64;
                 if left == 0 {
-                    return Ok(Ok(true));
+                    break BodyEnd::Whole;
                 }
                 if fill(stream, buf).await? == 0 {
-                    return Ok(Ok(false));
+                    break BodyEnd::Closed;
                 }
             }
         }
         Framing::Chunked => {
             let mut state = Chunked::Size;
             loop {
-                match state.advance(buf, keep.as_deref_mut()) {
-                    Ok(true) => return Ok(Ok(true)),
+                let done = state.advance(buf, keep.as_deref_mut());
+                over(&mut keep);
+                match done {
+                    Ok(true) => break BodyEnd::Whole,
                     Ok(false) => {}
                     Err(e) => return Ok(Err(e)),
                 }
                 if fill(stream, buf).await? == 0 {
-                    return Ok(Ok(false));
+                    break BodyEnd::Closed;
                 }
             }
         }
-    }
+    };
+    Ok(Ok(match end {
+        BodyEnd::Whole if too_large => BodyEnd::TooLarge,
+        end => end,
+    }))
 }
 
 /// Where a chunked body's decoding is, between reads.

@@ -169,8 +169,17 @@ fn json_to_stdout_replaces_the_text_report() {
 fn bad_input_is_one_clear_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.txt");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["not a url"], "invalid URL"),
+        // A port that does not fit, or none after the colon, was port 80.
+        (
+            &["http://127.0.0.1:70000/"],
+            "port \"70000\" is not a number from 1 to 65535",
+        ),
+        (&["http://127.0.0.1:/"], "port \"\" is not a number"),
+        (&["http://[::1]:65536/"], "invalid URL"),
+        // -t 1e19 overflowed the deadline's clock reading: a panic.
+        (&["-t", "1e19", "http://127.0.0.1:1/"], "longer than a year"),
         (&["https://127.0.0.1/"], "unsupported scheme \"https\""),
         (
             &["-n", "5", "-c", "10", "http://127.0.0.1:1/"],
@@ -278,6 +287,13 @@ fn durations_ab_flags_and_the_status_line() {
     };
     assert!(failed(&[]) > 0);
     assert_eq!(failed(&["-l"]), 0);
+    // And, as ab's, the report does not pretend there is one length.
+    let out = loadgen(&["-n", "4", "-l", "-k", &varying.url("/")]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("Document Length:        Variable\n"),
+        "{text}"
+    );
 }
 
 #[test]

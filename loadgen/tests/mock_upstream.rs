@@ -182,3 +182,139 @@ fn echo_query_body_shows_what_the_seeds_server_hides() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The status codes of the responses in `raw`, in order.
+fn statuses(raw: &str) -> Vec<&str> {
+    raw.match_indices("HTTP/1.1 ")
+        .map(|(i, _)| &raw[i + 9..i + 12])
+        .collect()
+}
+
+#[test]
+fn echo_body_holds_at_most_1_mib_and_answers_413_beyond() {
+    const MIB: usize = 1024 * 1024;
+    let (mut child, addr) = start(&["--listen", "127.0.0.1:0", "--echo", "body"], &[]);
+    // One byte over, then a small body on the same connection: the large
+    // one is read to its end (so the next request is found) but not held.
+    let over = "x".repeat(MIB + 1);
+    let resp = get(
+        &addr,
+        &format!(
+            "POST /big HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n{over}\
+             POST /small HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            over.len()
+        ),
+    );
+    assert_eq!(
+        statuses(&resp),
+        ["413", "200"],
+        "{}",
+        &resp[..resp.len().min(400)]
+    );
+    assert!(resp.contains("request body over 1 MiB"), "{resp}");
+    assert!(resp.contains("\"body\":\"hello\""), "{resp}");
+    // Chunked, 2 MiB in 64 KiB chunks.
+    let chunk = format!("10000\r\n{}\r\n", "y".repeat(0x10000));
+    let resp = get(
+        &addr,
+        &format!(
+            "POST /chunked HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\
+             Connection: close\r\n\r\n{}0\r\n\r\n",
+            chunk.repeat(32)
+        ),
+    );
+    assert_eq!(statuses(&resp), ["413"], "{}", &resp[..resp.len().min(400)]);
+    // Exactly 1 MiB is echoed.
+    let resp = get(
+        &addr,
+        &format!(
+            "POST /max HTTP/1.1\r\nHost: h\r\nContent-Length: {MIB}\r\nConnection: close\r\n\r\n{}",
+            "z".repeat(MIB)
+        ),
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(statuses(&resp), ["200"]);
+    assert!(resp.contains(&format!("\"body\":\"{}\"", "z".repeat(MIB))));
+}
+
+#[test]
+fn out_of_descriptors_it_pauses_accepting_instead_of_spinning() {
+    // mock-upstream with 24 descriptors, 40 connections waiting: accept
+    // fails with EMFILE while they stay queued. Before, the accept loop
+    // retried at once, forever: a core spun and every failure was logged
+    // (tens of thousands of lines a second); and the thread's own
+    // connections were starved, so none could close to free a descriptor.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("mock.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mock-upstream"));
+    common::dies_with_test(&mut cmd);
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 24,
+                rlim_max: 24,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .args(["--listen", "127.0.0.1:0", "--threads", "1"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    let held: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    // Let it fail for a while (the count is what is checked, not a time).
+    let failures = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .matches("accept failed")
+            .count()
+    };
+    for _ in 0..100 {
+        if failures() > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let seen = failures();
+    // Still serving: a connection it holds answers; once the others close,
+    // new ones are accepted again.
+    let mut answered = false;
+    // The first connections were accepted before the limit bit.
+    for mut s in held.into_iter().take(3) {
+        if !answered
+            && s.write_all(b"GET /held HTTP/1.1\r\nConnection: close\r\n\r\n")
+                .is_ok()
+        {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            let mut out = String::new();
+            answered = s.read_to_string(&mut out).is_ok() && out.starts_with("HTTP/1.1 200");
+        }
+    }
+    let after = get(&addr, "GET /after HTTP/1.0\r\n\r\n");
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(seen > 0, "accept never failed: the limit did not bite");
+    // At 10 ms a pause, a few dozen at most in ~0.3 s; spinning made
+    // thousands even on a loaded machine.
+    assert!(seen < 500, "{seen} accept failures logged");
+    assert!(answered, "no held connection was answered");
+    assert!(after.starts_with("HTTP/1.0 200"), "{after}");
+}

@@ -38,7 +38,8 @@ struct Args {
     #[arg(long)]
     threads: Option<usize>,
     /// Also echo these request parts: `query`, `body` or `query,body`
-    /// (default none: the seed's JSON, byte for byte)
+    /// (default none: the seed's JSON, byte for byte). A body over 1 MiB is
+    /// read but not echoed: it is answered 413 Content Too Large
     #[arg(long, value_name = "FIELDS", value_parser = loadgen::mock::Echo::parse, default_value = "none")]
     echo: loadgen::mock::Echo,
 }

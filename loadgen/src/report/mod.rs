@@ -132,6 +132,10 @@ pub struct Summary {
     pub document_path: String,
     /// Body length of the first response, bytes.
     pub document_length: u64,
+    /// `-l`: bodies may differ in length, so the text report says
+    /// "Variable" for the document length, as ab does.
+    #[serde(default)]
+    pub variable_length: bool,
     /// `-c`.
     pub concurrency: usize,
     /// `-k`.
@@ -257,6 +261,7 @@ impl Summary {
             server_port: cfg.target.port,
             document_path: cfg.target.path.clone(),
             document_length: res.doc_len,
+            variable_length: cfg.expect.variable_length,
             concurrency: cfg.concurrency,
             keepalive: cfg.keepalive,
             rate: cfg.rate,

@@ -37,11 +37,12 @@ fn server_and_document(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> 
     kv(out, "Server Port", s.server_port.to_string())?;
     writeln!(out)?;
     kv(out, "Document Path", s.document_path.clone())?;
-    kv(
-        out,
-        "Document Length",
-        format!("{} bytes", s.document_length),
-    )?;
+    let length = if s.variable_length {
+        "Variable".to_string()
+    } else {
+        format!("{} bytes", s.document_length)
+    };
+    kv(out, "Document Length", length)?;
     writeln!(out)?;
     kv(out, "Concurrency Level", s.concurrency.to_string())?;
     if let Some(r) = s.rate {
