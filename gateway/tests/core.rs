@@ -337,7 +337,11 @@ fn bad_definitions_are_named_and_the_good_ones_serve() {
         errors[1].2
     );
     assert!(errors[2].2.contains("No such file"), "{}", errors[2].2);
-    assert!(errors[3].2.contains("not a regular file"), "{}", errors[3].2);
+    assert!(
+        errors[3].2.contains("not a regular file"),
+        "{}",
+        errors[3].2
+    );
     assert!(errors[4].2.contains("only http://"), "{}", errors[4].2);
     assert!(errors[8].2.contains("\"python\""), "{}", errors[8].2);
 

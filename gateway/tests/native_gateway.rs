@@ -294,7 +294,11 @@ fn each_broken_library_fails_only_its_api_naming_file_and_symbol() {
     let a_dir = tempfile::tempdir().unwrap();
     // Not a library: the system's reason is named, not only "dlopen failed".
     let not_elf = dir.path().join("notes.so");
-    std::fs::write(&not_elf, "these are notes, not a shared library\n".repeat(4)).unwrap();
+    std::fs::write(
+        &not_elf,
+        "these are notes, not a shared library\n".repeat(4),
+    )
+    .unwrap();
     let cases: [(&str, &Path, &str, &str, &str); 7] = [
         (
             "missing",

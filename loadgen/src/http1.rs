@@ -279,9 +279,16 @@ async fn read_head(
     let mut start = 0;
     loop {
         if buf.len() > start {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut parsed = httparse::Response::new(&mut headers);
-            match parsed.parse(&buf[start..]) {
+            // Uninitialised: zeroing 256 slots (8 KiB) per response would
+            // cost more than parsing a short head.
+            let mut headers =
+                [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+            let mut parsed = httparse::Response::new(&mut []);
+            match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+                &mut parsed,
+                &buf[start..],
+                &mut headers,
+            ) {
                 Ok(httparse::Status::Complete(len))
                     if parsed
                         .code

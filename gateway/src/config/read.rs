@@ -18,7 +18,9 @@ use super::{lint, virtuals, ApiDefinition, LoadError, Loaded};
 fn readable(file: &Path) -> std::io::Result<()> {
     let meta = std::fs::metadata(file)?;
     if meta.is_dir() {
-        return Err(std::io::Error::other("it is a directory, not a definition file"));
+        return Err(std::io::Error::other(
+            "it is a directory, not a definition file",
+        ));
     }
     if !meta.is_file() {
         return Err(std::io::Error::other(

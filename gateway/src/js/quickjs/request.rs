@@ -755,13 +755,8 @@ unsafe fn header_object(ctx: *mut qjs::JSContext, headers: &HeaderMap) -> JSValu
                 qjs::JS_FreeValue(ctx, obj);
                 return qjs::JS_EXCEPTION;
             }
-            let defined = qjs::JS_DefinePropertyValue(
-                ctx,
-                obj,
-                atom,
-                values,
-                qjs::JS_PROP_C_W_E as i32,
-            );
+            let defined =
+                qjs::JS_DefinePropertyValue(ctx, obj, atom, values, qjs::JS_PROP_C_W_E as i32);
             qjs::JS_FreeAtom(ctx, atom);
             if defined < 0 {
                 qjs::JS_FreeValue(ctx, obj);
