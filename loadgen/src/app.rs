@@ -15,6 +15,10 @@ use crate::report::{self, Summary};
 pub fn main(args: Args) -> i32 {
     let quiet = args.quiet;
     let outputs = Outputs {
+        text: report::TextOptions {
+            no_percentiles: args.no_percentiles,
+            no_median_sd: args.no_median_sd,
+        },
         json: args.json.clone(),
         csv: args.percentiles_csv.clone(),
         hgrm: args.hgrm.clone(),
@@ -105,6 +109,8 @@ impl Outputs {
 }
 
 struct Outputs {
+    /// ab's display flags for the text report.
+    text: report::TextOptions,
     json: Option<String>,
     csv: Option<std::path::PathBuf>,
     hgrm: Option<std::path::PathBuf>,
@@ -133,7 +139,7 @@ fn write_outputs(
     let stdout = std::io::stdout();
     if !json_stdout {
         let mut out = stdout.lock();
-        report::write_text(&summary, &mut out).map_err(io("report"))?;
+        report::write_text_with(&summary, o.text, &mut out).map_err(io("report"))?;
         out.flush().map_err(io("report"))?;
     }
     if let Some(j) = &o.json {

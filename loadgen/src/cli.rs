@@ -95,6 +95,13 @@ pub struct Args {
     /// No progress bar.
     #[arg(short = 'q')]
     pub quiet: bool,
+    /// Do not print the percentile table (ab -d).
+    #[arg(short = 'd')]
+    pub no_percentiles: bool,
+    /// Print Connection Times as min, avg and max, without the median and
+    /// standard deviation (ab -S).
+    #[arg(short = 'S')]
+    pub no_median_sd: bool,
     /// How much troubleshooting to print, as ab's levels: 2 and above the
     /// request sent, warnings (non-2xx answers, failed requests); 3 and
     /// above every response code; 4 and above every response head.
@@ -103,6 +110,37 @@ pub struct Args {
     /// The URL to load: http://host[:port]/path.
     #[arg(value_name = "URL")]
     pub url: String,
+}
+
+/// What to say when `e` refused one of ab's options that loadgen does not
+/// have: an ab command line then fails naming the option and what to use
+/// instead, not with clap's "unexpected argument". `None` for any other
+/// error.
+pub fn ab_option_missing(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = arg
+        .strip_prefix('-')
+        .filter(|f| !f.starts_with('-'))?
+        .chars()
+        .next()?;
+    let what = match flag {
+        'b' => "sets the TCP buffer size",
+        'B' => "binds to a local address",
+        'E' | 'f' | 'Z' => "configures TLS, and loadgen speaks plain http://",
+        'g' => "writes gnuplot data; use -e (percentile CSV), --hgrm or --json",
+        'P' | 'X' => "goes through a proxy",
+        'w' | 'x' | 'y' | 'z' => "formats the report as HTML; use --json",
+        _ => return None,
+    };
+    Some(format!(
+        "-{flag} is an ab option loadgen does not have: it {what}"
+    ))
 }
 
 /// Why the command line cannot run: ab exits 2 on bad usage, 1 when the

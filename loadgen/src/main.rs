@@ -9,7 +9,16 @@ fn main() {
         args.remove(1);
         loadgen::bench::main(loadgen::bench::BenchArgs::parse_from(args))
     } else {
-        loadgen::app::main(loadgen::cli::Args::parse_from(args))
+        match loadgen::cli::Args::try_parse_from(args) {
+            Ok(args) => loadgen::app::main(args),
+            Err(e) => match loadgen::cli::ab_option_missing(&e) {
+                Some(why) => {
+                    eprintln!("loadgen: {why}");
+                    2
+                }
+                None => e.exit(),
+            },
+        }
     };
     std::process::exit(code);
 }

@@ -156,6 +156,34 @@ fn json_csv_and_hgrm_outputs_follow_their_schemas() {
     assert!(max_line.trim_end().ends_with("20]"), "{max_line}");
 }
 
+/// ab's display flags: `-d` leaves the percentile table out, `-S` prints
+/// Connection Times as min, avg and max only.
+#[test]
+fn d_and_s_trim_the_report_as_ab_does() {
+    let srv = Server::start(HELLO);
+    let out = loadgen(&["-q", "-n", "5", "-d", "-S", &srv.url("/")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Complete requests:      5"), "{text}");
+    assert!(!text.contains("Percentage of the requests"), "{text}");
+    let times = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Connection Times (ms)"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Connection Times: {text}"));
+    assert_eq!(
+        times.split_whitespace().collect::<Vec<_>>(),
+        ["min", "avg", "max"]
+    );
+    let total = text.lines().find(|l| l.starts_with("Total:")).unwrap();
+    assert_eq!(total.split_whitespace().count(), 4, "{total}");
+    // Without them, both are there.
+    let out = loadgen(&["-q", "-n", "5", &srv.url("/")]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Percentage of the requests"), "{text}");
+    assert!(text.contains("[+/-sd]"), "{text}");
+}
+
 #[test]
 fn json_to_stdout_replaces_the_text_report() {
     let srv = Server::start(HELLO);
@@ -169,7 +197,7 @@ fn json_to_stdout_replaces_the_text_report() {
 fn bad_input_is_one_clear_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.txt");
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 13] = [
         (&["not a url"], "invalid URL"),
         // A port that does not fit, or none after the colon, was port 80.
         (
@@ -194,6 +222,16 @@ fn bad_input_is_one_clear_line_and_exit_2() {
             "malformed header -H \"NoColon\"",
         ),
         (&["-n", "abc", "http://127.0.0.1:1/"], "-n"),
+        // ab's options loadgen lacks are named as such, with what to use.
+        (
+            &["-X", "proxy:3128", "http://127.0.0.1:1/"],
+            "-X is an ab option loadgen does not have: it goes through a proxy",
+        ),
+        (
+            &["-kg", "out.tsv", "http://127.0.0.1:1/"],
+            "-g is an ab option loadgen does not have: it writes gnuplot data; use -e",
+        ),
+        (&["-w", "http://127.0.0.1:1/"], "HTML; use --json"),
     ];
     for (args, needle) in cases {
         let out = loadgen(args);

@@ -21,7 +21,7 @@ use crate::driver::RunResult;
 use crate::record::Hist;
 
 pub use files::{write_hgrm, write_percentiles_csv};
-pub use text::write_text;
+pub use text::{write_text, write_text_with, TextOptions};
 
 /// The schema identifier written in every JSON report.
 pub const SCHEMA: &str = "loadgen.report/1";

@@ -4,8 +4,26 @@ use std::io::Write;
 
 use super::{Percentile, PhaseStats, Summary};
 
+/// What of the text report to leave out, as ab's display flags do.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextOptions {
+    /// `-d`: no percentile table.
+    pub no_percentiles: bool,
+    /// `-S`: Connection Times as min, avg and max only.
+    pub no_median_sd: bool,
+}
+
 /// Writes `s` as ab does, after the "Benchmarking ..." preamble.
 pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
+    write_text_with(s, TextOptions::default(), out)
+}
+
+/// [`write_text`] with ab's display flags.
+pub fn write_text_with(
+    s: &Summary,
+    opts: TextOptions,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     if s.interrupted {
         writeln!(
             out,
@@ -16,7 +34,10 @@ pub fn write_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
     counts(s, out)?;
     rates(s, out)?;
     cpu(s, out)?;
-    connection_times(s, out)?;
+    connection_times(s, opts.no_median_sd, out)?;
+    if opts.no_percentiles {
+        return Ok(());
+    }
     percentile_tables(s, out)
 }
 
@@ -165,11 +186,30 @@ fn cpu(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Phase 5: ab's Connection Times table.
-fn connection_times(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
+/// Phase 5: ab's Connection Times table (`brief`: ab -S's min, avg, max).
+fn connection_times(s: &Summary, brief: bool, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out)?;
     let t = &s.connection_times_ms;
     writeln!(out, "Connection Times (ms)")?;
+    if brief {
+        writeln!(out, "              {:>9} {:>9} {:>9}", "min", "avg", "max")?;
+        for (name, p) in [
+            ("Connect", &t.connect),
+            ("Processing", &t.processing),
+            ("Waiting", &t.waiting),
+            ("Total", &t.total),
+        ] {
+            writeln!(
+                out,
+                "{:<14}{:9.3} {:9.3} {:9.3}",
+                format!("{name}:"),
+                p.min,
+                p.mean,
+                p.max
+            )?;
+        }
+        return Ok(());
+    }
     writeln!(
         out,
         "              {:>9} {:>9} {:>7} {:>9} {:>9}",
