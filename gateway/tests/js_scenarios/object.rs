@@ -41,7 +41,16 @@ pub fn headers_are_canonical_arrays_and_only_set_delete_apply(mode: Mode) {
             ("x-drop", "gone"),
         ],
     );
+    // Values past ASCII: UTF-8 is read as such, other bytes as U+FFFD.
+    for (name, value) in [
+        ("x-utf8", &b"caf\xc3\xa9"[..]),
+        ("x-bad-utf8", b"\xe9t\xe9"),
+    ] {
+        req.headers
+            .append(name, http::HeaderValue::from_bytes(value).unwrap());
+    }
     h.ok(&mut req);
+    assert_eq!(header(&req, "x-seen-text"), "4:233,3:65533");
     assert_eq!(header(&req, "x-seen-key"), "k1");
     assert_eq!(header(&req, "x-seen-multi"), r#"["one","two"]"#);
     assert_eq!(header(&req, "x-seen-method"), "GET /hdr/p?q=1 http");

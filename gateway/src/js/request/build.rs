@@ -21,7 +21,7 @@ use boa_engine::object::shape::Shape;
 use boa_engine::object::{NativeObject, ObjectInitializer};
 use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{
-    js_string, Context, JsData, JsNativeError, JsObject, JsResult, JsString, JsValue,
+    js_string, Context, JsData, JsNativeError, JsObject, JsResult, JsStr, JsString, JsValue,
     NativeFunction,
 };
 use http::{HeaderMap, Method};
@@ -427,16 +427,34 @@ pub(crate) fn lazy_set<T: LazyData>(
 /// the array of its values (the request's and the response's `Headers`).
 pub(crate) fn header_object(headers: &http::HeaderMap, ctx: &mut Context) -> JsResult<JsObject> {
     let object = plain(ctx);
+    // One buffer for every name's canonical form, and each string made
+    // from its bytes: a `String` per name and per value, then copied into
+    // a `JsString`, was two allocations where one does.
+    let mut key = String::new();
     for name in headers.keys() {
         let values = headers
             .get_all(name)
             .iter()
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-        let arr = string_array(values, ctx);
-        let key = gateway_wire::canonical_header_key(name.as_str());
-        object.create_data_property_or_throw(JsString::from(key), arr, ctx)?;
+            .map(|v| JsValue::from(header_text(v.as_bytes())));
+        let arr = JsArray::from_iter(values, ctx);
+        key.clear();
+        gateway_wire::header::push_canonical_header_key(&mut key, name.as_str());
+        // A header name is ASCII, so its bytes are its Latin-1 text.
+        let key = JsString::from(JsStr::latin1(key.as_bytes()));
+        object.create_data_property_or_throw(key, arr, ctx)?;
     }
     Ok(object)
+}
+
+/// A header value as a script sees it: its bytes when ASCII (Latin-1 text
+/// as they are), else decoded from UTF-8 with bad bytes replaced, as
+/// before.
+fn header_text(v: &[u8]) -> JsString {
+    if v.is_ascii() {
+        JsString::from(JsStr::latin1(v))
+    } else {
+        JsString::from(String::from_utf8_lossy(v).as_ref())
+    }
 }
 
 /// A new `{}`. Unlike `JsObject::with_object_proto` (and
