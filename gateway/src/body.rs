@@ -17,8 +17,9 @@
 //! [`reframe`] is the one rule for a request's framing headers once
 //! middleware has replaced its body: every driver and the proxy use it.
 //!
-//! [`Buffered`] bounds the request bodies a gateway holds whole at once
-//! (for middleware), across its workers.
+//! [`Buffered`] bounds the bodies a gateway holds whole at once (for
+//! middleware, request and response), across its workers; [`collect_held`]
+//! reads a body whole within it.
 
 use std::fmt;
 use std::future::Future;
@@ -536,6 +537,62 @@ impl Share {
             self.bytes = n;
         }
     }
+}
+
+/// Why [`collect_held`] stopped.
+#[derive(Debug)]
+pub enum HeldError<E> {
+    /// The body's own error.
+    Read(E),
+    /// The body is longer than the one-body bound.
+    TooLarge,
+    /// Holding it would pass `--max-buffered-bodies`.
+    Overloaded,
+}
+
+/// Reads `body` whole, up to `max` bytes, each frame taking its part of
+/// `buffered` as it arrives; returns the bytes and the share that holds
+/// them to the bound until dropped. A body that is over before it starts
+/// (most GETs) takes no share: the `Arc` every worker shares would be one
+/// more contended count per request. One frame is kept as it came; more
+/// are joined once, at the end.
+pub async fn collect_held<B: Body<Data = Bytes>>(
+    body: B,
+    max: usize,
+    buffered: &Arc<Buffered>,
+) -> Result<(Bytes, Option<Share>), HeldError<B::Error>> {
+    if body.is_end_stream() {
+        return Ok((Bytes::new(), None));
+    }
+    let mut share = Share::of(buffered);
+    let mut body = std::pin::pin!(body);
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut len = 0usize;
+    while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
+        let Ok(data) = frame.map_err(HeldError::Read)?.into_data() else {
+            continue;
+        };
+        len += data.len();
+        if len > max {
+            return Err(HeldError::TooLarge);
+        }
+        if !share.grow(data.len()) {
+            return Err(HeldError::Overloaded);
+        }
+        parts.push(data);
+    }
+    let whole = match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().expect("one part"),
+        _ => {
+            let mut whole = bytes::BytesMut::with_capacity(len);
+            for part in &parts {
+                whole.extend_from_slice(part);
+            }
+            whole.freeze()
+        }
+    };
+    Ok((whole, Some(share)))
 }
 
 impl Drop for Share {

@@ -386,6 +386,28 @@ pub fn text_response(
     resp
 }
 
+/// A message a script or plugin wrote, on one log line: control
+/// characters escaped as Rust writes them (`\n`, `\r`, `\t`, `\u{1b}`), so
+/// a message cannot start log lines of its own (`log("ok\nlevel=ERROR
+/// ...")`) or rewrite what a terminal shows; Tyk's logrus quotes such a
+/// message the same way. Borrowed when there is nothing to escape, as in
+/// almost every message. Both JS engines' `log` and the wasm host's
+/// `proxy_log` use it (JS `rawlog` stays raw, as Tyk's).
+pub(crate) fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
+    if !msg.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(msg);
+    }
+    let mut out = String::with_capacity(msg.len() + 8);
+    for c in msg.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

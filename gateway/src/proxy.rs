@@ -27,9 +27,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, Uri};
-use http_body_util::{BodyExt, Either, Full};
+use http_body_util::{Either, Full};
 
-use crate::body::{Buffered, ClientBodyError, ClientIn, RequestBody, Share};
+use crate::body::{
+    collect_held, Buffered, ClientBodyError, ClientIn, HeldError, RequestBody, Share,
+};
 use crate::config::{ApiSpec, Hook};
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
 use crate::middleware::{
@@ -633,48 +635,19 @@ async fn read_body(
     body: RequestBody,
     buffered: &Arc<Buffered>,
 ) -> Result<(Bytes, Option<Share>), ProxyError> {
-    // A request without a body (most GETs): nothing to collect, no buffer
-    // list to build and drop, and no share (its `Arc`, shared by every
-    // worker, would be one more contended count per request).
-    if http_body::Body::is_end_stream(&body) {
-        return Ok((Bytes::new(), None));
-    }
-    let mut share = Share::of(buffered);
-    let mut body = std::pin::pin!(body);
-    let mut parts: Vec<Bytes> = Vec::new();
-    let mut len = 0usize;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            let kind = match e {
-                ClientBodyError::Timeout(_) => Kind::RequestTimeout,
-                ClientBodyError::Read(_) => Kind::BadRequest,
-            };
-            ProxyError::with_cause(kind, Origin::Client, e)
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        len += data.len();
-        if len > MAX_BUFFERED_BODY {
-            return Err(ProxyError::new(Kind::BodyTooLarge, Origin::Client));
-        }
-        if !share.grow(data.len()) {
-            return Err(overloaded(buffered, "request"));
-        }
-        parts.push(data);
-    }
-    let whole = match parts.len() {
-        0 => Bytes::new(),
-        1 => parts.pop().expect("one part"),
-        _ => {
-            let mut whole = bytes::BytesMut::with_capacity(len);
-            for part in &parts {
-                whole.extend_from_slice(part);
+    collect_held(body, MAX_BUFFERED_BODY, buffered)
+        .await
+        .map_err(|e| match e {
+            HeldError::Read(e) => {
+                let kind = match e {
+                    ClientBodyError::Timeout(_) => Kind::RequestTimeout,
+                    ClientBodyError::Read(_) => Kind::BadRequest,
+                };
+                ProxyError::with_cause(kind, Origin::Client, e)
             }
-            whole.freeze()
-        }
-    };
-    Ok((whole, Some(share)))
+            HeldError::TooLarge => ProxyError::new(Kind::BodyTooLarge, Origin::Client),
+            HeldError::Overloaded => overloaded(buffered, "request"),
+        })
 }
 
 /// The 503 for a `which` ("request" or "response") body that would pass

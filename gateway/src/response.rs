@@ -17,12 +17,12 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::Response;
-use http_body_util::{BodyExt, Either, Full};
+use http_body_util::{Either, Full};
 
-use crate::body::{Buffered, Share};
+use crate::body::{collect_held, Buffered, HeldError, Share};
 use crate::config::Hook;
 use crate::error::{Kind, Origin, ProxyError};
 use crate::middleware::{ApiChain, MwRequest, MwResponse};
@@ -61,48 +61,21 @@ async fn collect(
     body: ClientBody,
     buffered: &Arc<Buffered>,
 ) -> Result<(Bytes, Option<Share>), ProxyError> {
-    if http_body::Body::is_end_stream(&body) {
-        return Ok((Bytes::new(), None));
-    }
     let failed = |cause: String| {
         ProxyError::with_cause(Kind::ResponseMiddlewareFailed, Origin::Upstream, cause)
     };
-    let mut share = Share::of(buffered);
-    let mut body = std::pin::pin!(body);
-    let mut whole = BytesMut::new();
-    let mut first: Option<Bytes> = None;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            failed(format!(
+    collect_held(body, MAX_BUFFERED_RESPONSE, buffered)
+        .await
+        .map_err(|e| match e {
+            HeldError::Read(e) => failed(format!(
                 "reading the upstream's response body for response middleware: {e}"
-            ))
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        let len = first.as_ref().map_or(0, Bytes::len) + whole.len() + data.len();
-        if len > MAX_BUFFERED_RESPONSE {
-            return Err(failed(format!(
+            )),
+            HeldError::TooLarge => failed(format!(
                 "the upstream's response body is larger than the {} MiB buffered for response middleware",
                 MAX_BUFFERED_RESPONSE >> 20
-            )));
-        }
-        if !share.grow(data.len()) {
-            return Err(crate::proxy::overloaded(buffered, "response"));
-        }
-        // One frame (the common small body) is kept as it came.
-        match first.take() {
-            None if whole.is_empty() => first = Some(data),
-            None => whole.extend_from_slice(&data),
-            Some(f) => {
-                whole.reserve(f.len() + data.len());
-                whole.extend_from_slice(&f);
-                whole.extend_from_slice(&data);
-            }
-        }
-    }
-    let body = first.unwrap_or_else(|| whole.freeze());
-    Ok((body, Some(share)))
+            )),
+            HeldError::Overloaded => crate::proxy::overloaded(buffered, "response"),
+        })
 }
 
 /// A forced response from `post` (Tyk's `forceResponse` with `isPre`

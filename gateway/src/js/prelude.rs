@@ -32,7 +32,7 @@ pub(crate) fn install(ctx: &mut Context, api_id: &str) -> JsResult<()> {
                 return Ok(JsValue::undefined());
             }
             let msg = arg_string(args, ctx)?;
-            let msg = one_line(&msg);
+            let msg = crate::error::one_line(&msg);
             // Not counted: the log's writer holds a process-wide lock, and
             // the allocator may stop a counted thread for good.
             crate::heap::uncounted(
@@ -77,26 +77,6 @@ pub(crate) fn install(ctx: &mut Context, api_id: &str) -> JsResult<()> {
 
 /// First argument as a Rust string, JS `String(x)` semantics (Go's
 /// `call.Argument(0).String()`).
-/// A script's `log` message on one line: control characters escaped as
-/// Rust writes them (`\n`, `\r`, `\t`, `\u{1b}`), so a message cannot
-/// start log lines of its own (`log("ok\nlevel=ERROR ...")`); Tyk's logrus
-/// quotes such a message the same way. `rawlog` stays raw, as Tyk's.
-/// Both engines' `log` use it.
-pub(crate) fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
-    if !msg.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(msg);
-    }
-    let mut out = String::with_capacity(msg.len() + 8);
-    for c in msg.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
 fn arg_string(args: &[JsValue], ctx: &mut Context) -> JsResult<String> {
     let v = args.first().cloned().unwrap_or_default();
     Ok(super::text::lossy(&v.to_string(ctx)?))

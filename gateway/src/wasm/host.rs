@@ -471,7 +471,7 @@ fn property(st: &HostState, path: &[u8]) -> Option<Vec<u8>> {
 /// could rewrite what a terminal shows.
 fn log(level: u32, plugin: &PluginInfo, msg: &str) {
     let (api, name) = (&plugin.api_id, &plugin.name);
-    let msg = printable(msg);
+    let msg = crate::error::one_line(msg);
     match level {
         0 => tracing::trace!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
         1 => tracing::debug!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
@@ -479,24 +479,6 @@ fn log(level: u32, plugin: &PluginInfo, msg: &str) {
         3 => tracing::warn!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
         _ => tracing::error!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
     }
-}
-
-/// `msg` with every control character written as an escape (`\n`,
-/// `\u{1b}`); borrowed when there is none, as in almost every message.
-fn printable(msg: &str) -> std::borrow::Cow<'_, str> {
-    if !msg.chars().any(char::is_control) {
-        return msg.into();
-    }
-    msg.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
 }
 
 /// The most verbose ABI level tracing would print, so modules can skip
@@ -639,7 +621,7 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains('\x1b'), "{out}");
-        assert_eq!(printable("plain ünïcode"), "plain ünïcode");
+        assert_eq!(crate::error::one_line("plain ünïcode"), "plain ünïcode");
     }
 
     #[test]

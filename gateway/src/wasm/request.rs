@@ -151,8 +151,9 @@ impl ReqParts {
                 let (Ok(name), Ok(value)) = (self.cache.name(name), self.cache.value(value)) else {
                     return Ok(abi::BAD_ARGUMENT);
                 };
-                let grows = add || !self.headers.contains_key(&name);
-                if grows && self.headers.len() >= MAX_HEADERS {
+                // Only a full map is looked up: a value that would grow it
+                // is refused (a replacement does not grow it).
+                if self.headers.len() >= MAX_HEADERS && (add || !self.headers.contains_key(&name)) {
                     return Err(TooManyHeaders);
                 }
                 // `try_`: never the panic, whatever the bound.

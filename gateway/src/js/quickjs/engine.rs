@@ -136,7 +136,7 @@ pub(crate) fn install_natives(ctx: &Ctx<'_>, api_id: &Rc<str>) -> rquickjs::Resu
         "log",
         Function::new(ctx.clone(), move |v: Opt<Value<'_>>| {
             let msg = arg_string(v)?;
-            let msg = crate::js::prelude::one_line(&msg);
+            let msg = crate::error::one_line(&msg);
             tracing::info!(target: "jsvm", api_id = %api, "{msg}");
             rquickjs::Result::Ok(())
         })?,
