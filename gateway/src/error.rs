@@ -257,13 +257,18 @@ impl ProxyError {
     }
 
     /// Logs the failure once, at a level by whose fault it was: the client's
-    /// at debug (it is the client's to see), others at warn, unless already
-    /// logged where it happened.
-    pub fn log(&self) {
+    /// at debug (it is the client's to see), others at warn (as many a
+    /// second as `gate` lets through), unless already logged where it
+    /// happened.
+    pub fn log(&self, gate: &crate::lograte::LogGate) {
         if self.origin == Origin::Client || self.reported {
             tracing::debug!("request answered {}: {self}", self.status().as_u16());
-        } else {
-            tracing::warn!("request answered {}: {self}", self.status().as_u16());
+        } else if let Some(left_out) = gate.admit() {
+            tracing::warn!(
+                "request answered {}: {self}{}",
+                self.status().as_u16(),
+                crate::lograte::LeftOut(left_out)
+            );
         }
     }
 }

@@ -90,9 +90,16 @@ pub fn refuse<B>(
 
 /// The answer to a request refused for the client's fault, logged once:
 /// the connection's last, as Go's server and nginx close after a request
-/// they refuse (a refused `Host` kept the connection open).
+/// they refuse (a refused `Host` kept the connection open). Any client can
+/// cause these lines, so they are bounded (`--log-rate`).
 fn refused<B>(req: &Request<B>, remote: SocketAddr, e: ProxyError) -> Response<ClientBody> {
-    tracing::info!(client = %remote, error = %e, "request refused (client error)");
+    static GATE: crate::lograte::LogGate = crate::lograte::LogGate::new();
+    if let Some(left_out) = GATE.admit() {
+        tracing::info!(
+            "request from {remote} refused (client error): {e}{}",
+            crate::lograte::LeftOut(left_out)
+        );
+    }
     let mut resp = full(e.response(ErrorFormat::of(req.headers())));
     resp.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -28,6 +28,7 @@
 //! - [`pool`]: the per-worker upstream connection pool, and the response body going back.
 //! - [`error`]: proxy errors and the one place they map to Tyk's answers.
 //! - [`stats`]: per-API, per-hook middleware call-time histograms.
+//! - [`lograte`]: the bound on log lines that failing requests cause.
 
 // Every public item says what it is for: the crate is read by people
 // carrying the work on, and its tests and benches use the public API.
@@ -47,6 +48,7 @@ pub mod hop;
 mod intern;
 pub mod js;
 mod loader;
+pub mod lograte;
 pub mod middleware;
 pub mod native;
 pub mod path;

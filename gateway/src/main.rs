@@ -89,6 +89,9 @@ struct Args {
     /// How long shutdown (SIGTERM, SIGINT) waits for in-flight requests before closing what is left
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
+    /// Most log lines a second from each source of per-request failures (one API's middleware on one worker, one worker's proxy failures, a refused client request, a stale-connection retry); the next line let through says how many were left out. 0: no bound
+    #[arg(long, default_value_t = gateway::lograte::DEFAULT_PER_SECOND)]
+    log_rate: u32,
     /// Secret for the /tyk/ control API (X-Tyk-Authorization); the API is off without one
     #[arg(long, env = "GATEWAY_SECRET", hide_env_values = true)]
     secret: Option<String>,
@@ -216,6 +219,7 @@ fn main() -> std::process::ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = Args::parse();
+    gateway::lograte::set_per_second(args.log_rate);
     let mut config = GatewayConfig {
         apis_dir: args.apis,
         jsvm_timeout: args.jsvm_timeout,

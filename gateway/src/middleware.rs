@@ -810,6 +810,8 @@ pub struct ApiChain {
     api_id: Arc<str>,
     /// Every failure of a runner below, by kind (`/tyk/stats` `errors`).
     errors: ErrorCounter,
+    /// Bounds the lines those failures log ([`crate::lograte`]).
+    log_gate: crate::lograte::LogGate,
     pre: Vec<(Box<dyn Middleware>, CallRecorder)>,
     post: Vec<(Box<dyn Middleware>, CallRecorder)>,
     response: Vec<(Box<dyn ResponseMiddleware>, CallRecorder)>,
@@ -853,6 +855,7 @@ impl ApiChain {
             in_place,
             api_id: spec.api_id.as_str().into(),
             errors: stats.errors(&spec.api_id),
+            log_gate: crate::lograte::LogGate::new(),
             pre: wrap(Hook::Pre, chain.pre),
             post: wrap(Hook::Post, chain.post),
             response,
@@ -988,15 +991,19 @@ impl ApiChain {
     }
 
     /// Counts and logs one failure: the one log line every driver's
-    /// failures share, naming the API, the entry and the kind.
+    /// failures share, naming the API, the entry and the kind. The lines
+    /// are bounded per API and worker (`--log-rate`); the counts are not.
     fn failed(&self, what: &str, name: &str, e: &MwError) {
         self.errors.count(e.kind());
-        tracing::error!(
-            "API {}: {what} {name} failed ({}): {}",
-            self.api_id,
-            e.kind(),
-            crate::error::ErrorChain(e)
-        );
+        if let Some(left_out) = self.log_gate.admit() {
+            tracing::error!(
+                "API {}: {what} {name} failed ({}): {}{}",
+                self.api_id,
+                e.kind(),
+                crate::error::ErrorChain(e),
+                crate::lograte::LeftOut(left_out)
+            );
+        }
     }
 
     /// Counts a failure that belongs to this API's middleware but happened

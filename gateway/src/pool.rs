@@ -501,7 +501,13 @@ impl Body for ResponseBody {
                     Stalled::Inner(e) => e,
                     Stalled::Idle => UpstreamReadTimeout(limit).into(),
                 };
-                tracing::warn!(error = %e, "upstream response body failed; the client's response is cut short");
+                static GATE: crate::lograte::LogGate = crate::lograte::LogGate::new();
+                if let Some(left_out) = GATE.admit() {
+                    tracing::warn!(
+                        "upstream response body failed; the client's response is cut short: {e}{}",
+                        crate::lograte::LeftOut(left_out)
+                    );
+                }
                 Poll::Ready(Some(Err(e)))
             }
             Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),

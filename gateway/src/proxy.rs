@@ -112,6 +112,8 @@ pub struct Proxy {
     pub hop: upstream::Hop,
     /// The last client address as an `X-Forwarded-For` value.
     pub forwarded_for: upstream::ForwardedFor,
+    /// Bounds the lines this worker's failed requests log.
+    pub log_gate: crate::lograte::LogGate,
 }
 
 impl Proxy {
@@ -151,7 +153,7 @@ impl Proxy {
         match result {
             Ok(resp) => resp,
             Err(e) => {
-                e.log();
+                e.log(&self.log_gate);
                 e.response(format).map(|b| Either::Right(Full::new(b)))
             }
         }

@@ -149,11 +149,15 @@ pub async fn virtual_endpoint(
     match chain.run_endpoint(index, req).await {
         Ok(answer) => run_chain(chain, req, answer, None).await.map(Some),
         Err(e) if spec.virtual_endpoints[index].proxy_on_error => {
-            tracing::info!(
-                "API {}: virtual endpoint {} failed; proxying the request (proxy_on_error): {e}",
-                spec.api_id,
-                spec.virtual_endpoints[index].function
-            );
+            static GATE: crate::lograte::LogGate = crate::lograte::LogGate::new();
+            if let Some(left_out) = GATE.admit() {
+                tracing::info!(
+                    "API {}: virtual endpoint {} failed; proxying the request (proxy_on_error): {e}{}",
+                    spec.api_id,
+                    spec.virtual_endpoints[index].function,
+                    crate::lograte::LeftOut(left_out)
+                );
+            }
             Ok(None)
         }
         Err(e) => Err(ProxyError::reported(

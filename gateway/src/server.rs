@@ -473,6 +473,7 @@ fn build_proxy(apis: &[LoadedApi], shared: &Shared) -> Proxy {
         buffered: shared.buffered.clone(),
         hop: shared.hop.clone(),
         forwarded_for: Default::default(),
+        log_gate: Default::default(),
     }
 }
 

@@ -287,7 +287,7 @@ async fn send_in_task(
         Err(h1up::Failure::Stale { cause, written })
             if reused && (!written || is_idempotent(&req.method)) =>
         {
-            tracing::info!(upstream = %pool.name(id), "{cause}; retrying once on a new connection");
+            retry_note(pool, id, cause);
             conn = connect_raw(pool, id, deadline).await?;
             conn.exchange(&req.head, &req.rest, &req.method, deadline)
                 .await
@@ -364,7 +364,7 @@ async fn send_streaming(
             let (Some(cause), Some(again)) = (cause, again) else {
                 return Err(upstream_error(pool, id, e.into_error()));
             };
-            tracing::info!(upstream = %pool.name(id), "{cause}; retrying once on a new connection");
+            retry_note(pool, id, cause);
             sender = pool
                 .connect(id)
                 .await
@@ -452,6 +452,20 @@ fn stale_cause(e: &hyper::Error) -> Option<&'static str> {
             Some("the upstream had closed a pooled keep-alive connection (broken pipe)")
         }
         _ => None,
+    }
+}
+
+/// Says that a stale pooled connection is retried. An upstream that closes
+/// every kept-alive connection unannounced makes one of these per request,
+/// so they are bounded (`--log-rate`).
+fn retry_note(pool: &Pool, id: UpstreamId, cause: &str) {
+    static GATE: crate::lograte::LogGate = crate::lograte::LogGate::new();
+    if let Some(left_out) = GATE.admit() {
+        tracing::info!(
+            "upstream {}: {cause}; retrying once on a new connection{}",
+            pool.name(id),
+            crate::lograte::LeftOut(left_out)
+        );
     }
 }
 

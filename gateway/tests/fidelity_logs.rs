@@ -26,18 +26,22 @@ fn spawn_binary(
     listen: &str,
     log: &Path,
 ) -> (std::process::Child, std::net::SocketAddr) {
+    spawn_binary_with(dir, listen, log, &["--threads", "2"])
+}
+
+/// [`spawn_binary`] with `args` (and no `--threads 2`).
+fn spawn_binary_with(
+    dir: &Path,
+    listen: &str,
+    log: &Path,
+    args: &[&str],
+) -> (std::process::Child, std::net::SocketAddr) {
     use std::io::BufRead;
     let mut child = common::dies_with_test(&mut std::process::Command::new(env!(
         "CARGO_BIN_EXE_gateway"
     )))
-    .args([
-        "--apis",
-        dir.to_str().unwrap(),
-        "--listen",
-        listen,
-        "--threads",
-        "2",
-    ])
+    .args(["--apis", dir.to_str().unwrap(), "--listen", listen])
+    .args(args)
     .env("RUST_LOG", "info")
     .stdout(std::process::Stdio::piped())
     .stderr(std::fs::File::create(log).unwrap())
@@ -240,4 +244,114 @@ fn a_plugin_that_floods_headers_fails_its_request_without_a_panic() {
         .filter(|l| l.contains("too many header fields"))
         .count();
     assert_eq!(reasons, 4, "{text}");
+}
+
+/// The number in a line's "N like line(s) left out" note; 0 without one.
+fn left_out(line: &str) -> u64 {
+    let Some(end) = line.find(" like line") else {
+        return 0;
+    };
+    let start = line[..end].rfind('(').expect("the note opens with (") + 1;
+    line[start..end].parse().unwrap()
+}
+
+/// A script that throws on every request, an upstream that is down and a
+/// client that sends bad requests fail every request: each source logs at most `--log-rate` lines a
+/// second, and the next line let through says how many were left out, so
+/// the lines still account for every failure (and `/tyk/stats` counts
+/// each). `--log-rate 0` logs them all.
+#[test]
+fn failure_lines_are_bounded_and_account_for_every_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (up, _rec) = recorder();
+    let throws = write_file(
+        d,
+        "throws.js",
+        "var mw = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         mw.NewProcessRequest(function (request) { var x = null; return x.boom; });\n",
+    );
+    let t = format!("http://{up}");
+    write_api(
+        d,
+        "js",
+        &api_json("js", "/js/", &t, true, js_mw("mw", &throws)),
+    );
+    let dead = common::dead_addr();
+    let down = format!("http://{dead}");
+    write_api(
+        d,
+        "down",
+        &api_json("down", "/down/", &down, true, Value::Null),
+    );
+    let log = d.join("gateway.log");
+    const N: u64 = 150;
+
+    let args = ["--threads", "1", "--log-rate", "3", "--secret", "s3cret"];
+    let (child, addr) = spawn_binary_with(d, "127.0.0.1:0", &log, &args);
+    // Any client can cause a line: a path with a bad escape is refused.
+    let bad = "GET /js/%zz HTTP/1.1\r\nHost: x\r\n\r\n";
+    let refused = |addr| assert!(raw(addr, bad).starts_with("HTTP/1.1 400"));
+    for _ in 0..N {
+        assert_eq!(get(addr, "/js/x").status, 500);
+        assert_ne!(get(addr, "/down/x").status, 200);
+        refused(addr);
+    }
+    // A later second's window: its first line tells the rest.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(get(addr, "/js/x").status, 500);
+    assert_ne!(get(addr, "/down/x").status, 200);
+    refused(addr);
+    let stats = send(
+        addr,
+        "GET",
+        "/tyk/stats",
+        &[("x-tyk-authorization", "s3cret")],
+        b"",
+    );
+    let stats: Value = serde_json::from_slice(&stats.body).unwrap();
+    stop_binary(child);
+    let counted = stats["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["api_id"] == "js")
+        .map(|e| e["count"].as_u64().unwrap());
+    assert_eq!(counted, Some(N + 1), "{stats}");
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let sources = [
+        ("script", "TypeError"),
+        ("upstream", "request answered"),
+        ("client", "refused (client error)"),
+    ];
+    for (what, mark) in sources {
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains(mark)).collect();
+        // At least the first second's 3 and the last request's line; far
+        // fewer than one a failure.
+        assert!(
+            lines.len() >= 4 && (lines.len() as u64) < N / 2,
+            "{what}: {} lines:\n{text}",
+            lines.len()
+        );
+        let told: u64 = lines.iter().map(|l| left_out(l)).sum();
+        assert_eq!(
+            lines.len() as u64 + told,
+            N + 1,
+            "{what}:\n{}",
+            lines.join("\n")
+        );
+        assert!(left_out(lines.last().unwrap()) > 0, "{what}: {lines:#?}");
+    }
+
+    // No bound: a line for every failure, and no note.
+    let (child, addr) = spawn_binary_with(d, "127.0.0.1:0", &log, &["--log-rate", "0"]);
+    for _ in 0..40 {
+        assert_eq!(get(addr, "/js/x").status, 500);
+    }
+    stop_binary(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("TypeError")).collect();
+    assert_eq!(lines.len(), 40, "{text}");
+    assert!(lines.iter().all(|l| left_out(l) == 0), "{lines:#?}");
 }

@@ -404,12 +404,18 @@ impl ApiVm {
 
 /// Why a context that answered is dropped: what it keeps is past
 /// `--jsvm-memory` (`memory.rs`).
+/// A script that keeps too much on every call would log on every call: the
+/// lines are bounded (`--log-rate`).
 fn retire_warning(name: &str, live: usize, limit: usize) {
-    tracing::warn!(
-        "{name}: the JS heap holds {} after this call, past --jsvm-memory ({}): the context is rebuilt (globals reset)",
-        memory::mib(live),
-        memory::mib(limit)
-    );
+    static GATE: crate::lograte::LogGate = crate::lograte::LogGate::new();
+    if let Some(left_out) = GATE.admit() {
+        tracing::warn!(
+            "{name}: the JS heap holds {} after this call, past --jsvm-memory ({}): the context is rebuilt (globals reset){}",
+            memory::mib(live),
+            memory::mib(limit),
+            crate::lograte::LeftOut(left_out)
+        );
+    }
 }
 
 /// The 500 message of a call stopped at its deadline.
