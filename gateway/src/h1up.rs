@@ -52,6 +52,10 @@ const MAX_HEADERS: usize = 100;
 /// answer is held to it on its own, as hyper's `max_header_size` does (the
 /// pool's client is given the same bound).
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
+/// At most this many interim (1xx) answers before the final one, as Go's
+/// client (so Tyk) allows: an upstream that sends them without end would
+/// hold the worker parsing until `--upstream-timeout`.
+pub(crate) const MAX_INTERIM: u8 = 5;
 /// The longest chunk-size line or trailer line.
 const MAX_LINE: usize = 4096;
 /// Bytes asked of the socket per read.
@@ -212,10 +216,11 @@ impl UpConn {
 
     async fn read_head(&mut self, head_request: bool) -> Result<Head, Failure> {
         let mut got_any = false;
+        let mut interim = 0;
         loop {
             if !self.buf.is_empty() {
                 got_any = true;
-                match parse_unfolding(&mut self.buf, head_request)? {
+                match parse_unfolding(&mut self.buf, head_request, &mut interim)? {
                     Some(head) => return Ok(head),
                     None if self.buf.len() > MAX_HEAD => return Err(head_too_long()),
                     None => {}
@@ -249,6 +254,13 @@ impl UpConn {
 }
 
 #[cold]
+fn too_many_interim() -> Failure {
+    Failure::Bad(format!(
+        "the upstream sent more than {MAX_INTERIM} interim (1xx) answers"
+    ))
+}
+
+#[cold]
 fn head_too_long() -> Failure {
     Failure::Bad(format!(
         "the response head is longer than {} KiB",
@@ -277,9 +289,14 @@ fn stale_write(e: io::Error, written: bool) -> Failure {
 }
 
 /// Parses one response head from the front of `buf`, skipping interim
-/// answers; `None` when more bytes are needed. The head's bytes are taken
-/// off `buf`; header values share them (one allocation for all).
-fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Failure> {
+/// answers (counted in `interim`, at most [`MAX_INTERIM`]); `None` when
+/// more bytes are needed. The head's bytes are taken off `buf`; header
+/// values share them (one allocation for all).
+fn parse_head(
+    buf: &mut BytesMut,
+    head_request: bool,
+    interim: &mut u8,
+) -> Result<Option<Head>, Failure> {
     loop {
         // Uninitialised: zeroing 100 fields per response cost more than
         // parsing them.
@@ -314,6 +331,10 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
             ));
         }
         if (100..200).contains(&code) {
+            if *interim >= MAX_INTERIM {
+                return Err(too_many_interim());
+            }
+            *interim += 1;
             buf.advance(len);
             continue;
         }
@@ -380,9 +401,13 @@ fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Fa
 /// looked at again ([`unfold_head`]), so the common head pays nothing
 /// (the check inside `parse_head` cost ~100 instructions a request: the
 /// compiler then left its header loop and `framing` out of line).
-fn parse_unfolding(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Failure> {
+fn parse_unfolding(
+    buf: &mut BytesMut,
+    head_request: bool,
+    interim: &mut u8,
+) -> Result<Option<Head>, Failure> {
     loop {
-        match parse_head(buf, head_request) {
+        match parse_head(buf, head_request, interim) {
             // Refused by the parser for a header name (a line that starts
             // with a space is none), so before `parse_head` took anything
             // off `buf`: the head is still there to look at again.
@@ -1010,7 +1035,7 @@ mod tests {
 
     fn head(bytes: &[u8], head_request: bool) -> Result<Option<Head>, Failure> {
         let mut buf = BytesMut::from(bytes);
-        parse_head(&mut buf, head_request)
+        parse_head(&mut buf, head_request, &mut 0)
     }
 
     #[test]
@@ -1077,7 +1102,7 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 200 OK\r\nX-A: 1\r\nx-b: two\r\nContent-Length: 3\r\n\r\nabcHTTP"[..],
         );
-        let h = parse_head(&mut buf, false).ok().flatten().unwrap();
+        let h = parse_head(&mut buf, false, &mut 0).ok().flatten().unwrap();
         assert_eq!(h.headers["x-a"], "1");
         assert_eq!(h.headers["x-b"], "two");
         assert_eq!(&buf[..], b"abcHTTP");
@@ -1102,7 +1127,7 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 200 OK\r\nX-A: 1\r\nX-Folded: one\r\n  two\r\n\tthree\r\nContent-Length: 2\r\n\r\nok"[..],
         );
-        let head = parse_unfolding(&mut buf, false).unwrap().unwrap();
+        let head = parse_unfolding(&mut buf, false, &mut 0).unwrap().unwrap();
         assert_eq!(head.headers["x-folded"], "one two three");
         assert_eq!(head.headers["x-a"], "1");
         assert_eq!(head.framing, Framing::Length(2));
@@ -1111,18 +1136,18 @@ mod tests {
         // head that arrives in two reads.
         let whole = &b"HTTP/1.1 103 Early\r\nLink: a\r\n b\r\n\r\nHTTP/1.1 200 OK\r\nX:1\r\n 2\r\nContent-Length: 0\r\n\r\n"[..];
         let mut buf = BytesMut::from(&whole[..50]);
-        assert!(parse_unfolding(&mut buf, false).unwrap().is_none());
+        assert!(parse_unfolding(&mut buf, false, &mut 0).unwrap().is_none());
         buf.extend_from_slice(&whole[50..]);
-        let head = parse_unfolding(&mut buf, false).unwrap().unwrap();
+        let head = parse_unfolding(&mut buf, false, &mut 0).unwrap().unwrap();
         assert_eq!(head.headers["x"], "1 2");
         assert!(buf.is_empty());
         // A line that is no header and no fold is still refused.
         let mut buf = BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: 1\r\nno colon\r\n\r\n"[..]);
-        assert!(parse_unfolding(&mut buf, false).is_err());
+        assert!(parse_unfolding(&mut buf, false, &mut 0).is_err());
         // A folded head refused for its framing is refused, once.
         let mut buf =
             BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: 1\r\n 2\r\nContent-Length: nope\r\n\r\n"[..]);
-        assert!(parse_unfolding(&mut buf, false).is_err());
+        assert!(parse_unfolding(&mut buf, false, &mut 0).is_err());
     }
 
     #[test]

@@ -339,8 +339,9 @@ fn exchange_error(pool: &Pool, id: UpstreamId, e: h1up::Failure) -> ProxyError {
 async fn send_streaming(
     pool: &Rc<Pool>,
     id: UpstreamId,
-    req: Request<UpstreamBody>,
+    mut req: Request<UpstreamBody>,
 ) -> Result<Response<ClientBody>, ProxyError> {
+    let interim = Interim::watch(&mut req);
     let checkout = pool
         .checkout(id)
         .await
@@ -356,12 +357,13 @@ async fn send_streaming(
     } else {
         None
     };
-    let resp = match sender.try_send_request(req).await {
+    let resp = match interim.race(sender.try_send_request(req)).await {
         Ok(resp) => resp,
-        Err(mut e) => {
+        Err(None) => return Err(too_many_interim(pool, id)),
+        Err(Some(mut e)) => {
             let cause = checkout.reused.then(|| stale_cause(e.error())).flatten();
             let again = cause.and_then(|_| e.take_message().or(replay));
-            let (Some(cause), Some(again)) = (cause, again) else {
+            let (Some(cause), Some(mut again)) = (cause, again) else {
                 return Err(upstream_error(pool, id, e.into_error()));
             };
             retry_note(pool, id, cause);
@@ -370,14 +372,71 @@ async fn send_streaming(
                 .await
                 .map_err(|e| connect_error(pool, id, e))?;
             guard = sender.abandon_guard();
-            sender
-                .send_request(again)
-                .await
-                .map_err(|e| upstream_error(pool, id, e))?
+            let interim = Interim::watch(&mut again);
+            match interim.race(sender.send_request(again)).await {
+                Ok(resp) => resp,
+                Err(None) => return Err(too_many_interim(pool, id)),
+                Err(Some(e)) => return Err(upstream_error(pool, id, e)),
+            }
         }
     };
     guard.keep();
     finish(pool, id, sender, resp)
+}
+
+/// Counts the interim (1xx) answers hyper's client skips for one request,
+/// and gives up the exchange past [`h1up::MAX_INTERIM`], as the in-task
+/// reader does (Go's client allows as many). hyper's own bound is per head:
+/// an upstream sending 1xx heads without end held the worker parsing them
+/// until `--upstream-timeout`.
+#[derive(Default)]
+struct Interim {
+    seen: std::sync::atomic::AtomicU8,
+    over: tokio::sync::Notify,
+}
+
+impl Interim {
+    /// A count of `req`'s interim answers.
+    fn watch<B>(req: &mut Request<B>) -> Arc<Interim> {
+        let watch = Arc::new(Interim::default());
+        let seen = watch.clone();
+        hyper::ext::on_informational(req, move |_| {
+            let before = seen.seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if before == h1up::MAX_INTERIM {
+                seen.over.notify_one();
+            }
+        });
+        watch
+    }
+
+    /// `exchange`'s result (its error as `Some`), or `Err(None)` once the
+    /// upstream has sent one interim answer too many, even when the final
+    /// one came in the same read. Dropping the exchange then closes the
+    /// connection (its abandon guard).
+    async fn race<T, E>(
+        &self,
+        exchange: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Option<E>> {
+        let r = tokio::select! {
+            biased;
+            r = exchange => r.map_err(Some),
+            () = self.over.notified() => return Err(None),
+        };
+        if self.seen.load(std::sync::atomic::Ordering::Relaxed) > h1up::MAX_INTERIM {
+            return Err(None);
+        }
+        r
+    }
+}
+
+#[cold]
+fn too_many_interim(pool: &Pool, id: UpstreamId) -> ProxyError {
+    let detail = format!(
+        "bad answer from upstream {}: it sent more than {} interim (1xx) answers",
+        pool.name(id),
+        h1up::MAX_INTERIM
+    );
+    ProxyError::with_cause(Kind::UpstreamFailed, Origin::Upstream, detail)
 }
 
 /// Checks the response head and wraps its body so the connection returns to

@@ -804,3 +804,61 @@ fn a_response_head_past_64_kib_is_refused_however_it_arrives() {
     assert!(stats.accepted.load(Ordering::SeqCst) >= 1);
     gw.stop();
 }
+
+/// Interim (1xx) answers are skipped up to five, as Go's client (so Tyk)
+/// skips them; past that the upstream's answer is refused (500), by both
+/// clients (ours for a GET, hyper's for a chunked upload), and an upstream
+/// that sends them without end no longer holds the worker parsing them
+/// until `--upstream-timeout` (30 s here; the client gives up after 20).
+#[test]
+fn more_than_five_interim_answers_are_refused_by_both_clients() {
+    let (up, stats) = raw_upstream(|mut s| {
+        while let Some(head) = read_request(&mut s) {
+            let count = head
+                .lines()
+                .find_map(|l| l.strip_prefix("X-Interim: "))
+                .map(|v| v.trim().to_string())
+                .unwrap();
+            let hint = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n";
+            // "endless": until the gateway closes (bounded: ~300 MB).
+            let n = count.parse().unwrap_or(5_000_000);
+            for _ in 0..n {
+                if s.write_all(hint).is_err() {
+                    return;
+                }
+            }
+            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/up/", up);
+    let gw = start_gateway_with(config(dir.path()));
+    for (count, ok) in [("5", true), ("6", false), ("endless", false)] {
+        for upload in [false, true] {
+            let request = if upload {
+                format!("POST /up/ HTTP/1.1\r\nHost: t\r\nX-Interim: {count}\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+            } else {
+                format!("GET /up/ HTTP/1.1\r\nHost: t\r\nX-Interim: {count}\r\n\r\n")
+            };
+            let mut s = TcpStream::connect(gw.addr).unwrap();
+            s.write_all(request.as_bytes()).unwrap();
+            let (status, body) = read_response(&mut s);
+            let case = format!("{count} interim answers, upload {upload}");
+            if ok {
+                assert_eq!((status, body.as_str()), (200, "ok"), "{case}");
+            } else {
+                assert_eq!(status, 500, "{case}: {body}");
+                assert!(body.contains(TYK_PROXY_ERROR), "{case}: {body}");
+            }
+        }
+    }
+    // Each refused exchange closed its connection (never reused): the
+    // first refused GET may have had the answered ones' connection, so at
+    // least four.
+    assert!(stats.accepted.load(Ordering::SeqCst) >= 4);
+    gw.stop();
+}
