@@ -66,6 +66,34 @@ impl ApiListing {
     }
 }
 
+/// Warnings for routed APIs whose requests the gateway's own endpoints
+/// answer first: a listen path under `/tyk` while the control API is on
+/// (`secret`), all of them; `/hello`, its `GET` and `HEAD` of `/hello`
+/// itself. Without a warning, such an API looked served and never was.
+pub fn shadowed(apis: &[ApiListing], secret: bool) -> Vec<LoadError> {
+    let field = "proxy.listen_path";
+    apis.iter()
+        .filter(|a| a.status != "internal")
+        .filter_map(|a| {
+            let file = std::path::Path::new(&a.file);
+            let lp = a.listen_path.as_str();
+            if secret && is_control_path(lp) {
+                let m = format!(
+                    "{lp} is under /tyk, the control API's (on: a secret is set), which answers                      every request there first: this API gets none"
+                );
+                Some(LoadError::new(file, field, m))
+            } else if lp.trim_end_matches('/') == "/hello" {
+                let m = format!(
+                    "{lp}: GET and HEAD of /hello are the gateway's health check, answered                      before routing: this API gets only its other requests"
+                );
+                Some(LoadError::new(file, field, m))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 fn problems(list: &[LoadError]) -> Vec<serde_json::Value> {
     list.iter()
         .map(|e| {

@@ -182,12 +182,17 @@ impl Gateway {
     pub fn with_listeners(listeners: Listeners, config: GatewayConfig) -> anyhow::Result<Gateway> {
         let resolver = Resolver::default();
         let load = loader::load(&config.apis_dir, &host_options(&config), &resolver)?;
+        let mut warnings = load.warnings;
+        for w in crate::control::shadowed(&load.listing, config.secret.is_some()) {
+            tracing::warn!("{w}");
+            warnings.push(w);
+        }
         let control = Arc::new(Control {
             secret: config.secret.clone(),
             stats: Stats::default(),
             apis: load.listing,
             load_errors: load.errors,
-            warnings: load.warnings,
+            warnings,
         });
         Ok(Gateway {
             config,

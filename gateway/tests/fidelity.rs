@@ -463,3 +463,85 @@ fn fields_tyk_acts_on_and_we_do_not_are_named_at_load() {
     assert_eq!(get(gw.addr, "/plain/x").status, 200);
     gw.stop();
 }
+
+/// An API whose requests the gateway's own endpoints answer first is named
+/// at load: a listen path under `/tyk` while the control API is on (every
+/// request), and `/hello` (its GET and HEAD of `/hello` itself). Without
+/// a secret, `/tyk/...` is an ordinary path and is served.
+#[test]
+fn listen_paths_the_gateways_own_endpoints_answer_are_named_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let t = format!("http://{up}");
+    write_api(
+        dir.path(),
+        "ctl",
+        &api_json("ctl", "/tyk/mine/", &t, true, Value::Null),
+    );
+    write_api(
+        dir.path(),
+        "hi",
+        &api_json("hi", "/hello/", &t, true, Value::Null),
+    );
+    write_api(
+        dir.path(),
+        "fine",
+        &api_json("fine", "/tykish/", &t, true, Value::Null),
+    );
+
+    let gw = start(dir.path());
+    let listing = tyk_apis(&gw);
+    let warnings: Vec<(String, String, String)> = listing["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            let s = |k: &str| w[k].as_str().unwrap().to_string();
+            (s("file"), s("field"), s("error"))
+        })
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    let about = |file: &str| {
+        warnings
+            .iter()
+            .find(|(f, field, _)| f.ends_with(file) && field == "proxy.listen_path")
+            .map(|(_, _, e)| e.clone())
+            .unwrap_or_else(|| panic!("no warning for {file}: {warnings:#?}"))
+    };
+    assert!(
+        about("ctl.json").contains("control API"),
+        "{}",
+        about("ctl.json")
+    );
+    assert!(
+        about("hi.json").contains("health check"),
+        "{}",
+        about("hi.json")
+    );
+    // What the warnings say is what happens.
+    assert_eq!(get(gw.addr, "/tyk/mine/x").status, 403);
+    assert_eq!(get(gw.addr, "/hello").json()["status"], "pass");
+    assert_eq!(get(gw.addr, "/hello/x").status, 200);
+    assert_eq!(get(gw.addr, "/tykish/x").status, 200);
+    assert_eq!(rec.count(), 2);
+    gw.stop();
+
+    // No secret: no control API, so /tyk/mine/ is served, and not named.
+    let gw = start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 1,
+        ..GatewayConfig::default()
+    });
+    let named: Vec<_> = gw
+        .load_warnings
+        .iter()
+        .map(|w| w.file.display().to_string())
+        .collect();
+    assert!(
+        named.len() == 1 && named[0].ends_with("hi.json"),
+        "{named:#?}"
+    );
+    assert_eq!(get(gw.addr, "/tyk/mine/x").status, 200);
+    assert_eq!(rec.count(), 3);
+    gw.stop();
+}

@@ -250,6 +250,7 @@ pub fn write_api(dir: &Path, name: &str, v: &Value) {
 pub struct TestGateway {
     pub addr: SocketAddr,
     pub load_errors: Vec<LoadError>,
+    pub load_warnings: Vec<LoadError>,
     pub stats: Stats,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
@@ -316,6 +317,7 @@ pub fn start_gateway_held(listeners: Listeners, config: GatewayConfig) -> TestGa
 fn start_gateway_on(gw: Gateway) -> TestGateway {
     let addr = gw.local_addr();
     let load_errors = gw.load_errors().to_vec();
+    let load_warnings = gw.load_warnings().to_vec();
     let stats = gw.stats();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
@@ -326,6 +328,7 @@ fn start_gateway_on(gw: Gateway) -> TestGateway {
     TestGateway {
         addr,
         load_errors,
+        load_warnings,
         stats,
         stop: Some(tx),
         thread: Some(thread),
