@@ -154,6 +154,10 @@ fn own_and_hyper_answer_every_request_with_the_same_bytes() {
         // HTTP/1.0 as ab sends it, and with keep-alive.
         b"GET /plain/hello/ HTTP/1.0\r\n\r\n",
         b"GET /plain/a HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /plain/b HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nGET /plain/c HTTP/1.0\r\n\r\n",
+        // A `close` wins over a `keep-alive` beside or after it (the own
+        // reader kept these alive; hyper and Go close).
+        b"GET /plain/a HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\nGET /plain/b HTTP/1.0\r\n\r\n",
+        b"GET /plain/a HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n\r\nGET /plain/b HTTP/1.0\r\n\r\n",
         b"GET /f/x HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /f/chunked HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
         // HTTP/1.1 keep-alive, HEAD, a 404, the close on request.
         b"GET /plain/a HTTP/1.1\r\nHost: a\r\n\r\nHEAD /plain/b HTTP/1.1\r\nHost: a\r\n\r\nGET /nope HTTP/1.1\r\nHost: a\r\nconnection: Close\r\n\r\n",
