@@ -616,6 +616,54 @@ fn a_bad_head_in_pieces_is_still_timed_out() {
     }
 }
 
+/// A head the own reader hands to hyper half-way (it grew past the own
+/// reader's 16 KiB, or a byte in it is one hyper must refuse) keeps the
+/// deadline it had: the header timeout counts from its start, not again
+/// from the hand-over. hyper's side started its own timer on the bytes it
+/// was given, so a slowloris head that crossed over had the header
+/// timeout twice. The client here keeps sending after the crossing; it
+/// must be cut at the first deadline (checked with a second of slack,
+/// where a second timer would give it two).
+#[test]
+fn a_slow_head_handed_to_hyper_keeps_its_header_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", mock());
+    let timeout = Duration::from_secs(2);
+    let gw = start_gateway_with(GatewayConfig {
+        client_http1: ClientHttp1::Own,
+        client_header_timeout: timeout,
+        ..config(dir.path())
+    });
+    let big = "a".repeat(17_000);
+    for (what, crossing) in [
+        ("past 16 KiB", big.as_str()),
+        ("a byte hyper refuses", "\x01"),
+    ] {
+        let start = std::time::Instant::now();
+        let mut s = TcpStream::connect(gw.addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\nX-Slow: ")
+            .unwrap();
+        std::thread::sleep(timeout - Duration::from_millis(100));
+        // Written after the own reader's deadline has passed: the
+        // connection may be closed already (the write then fails).
+        let crossed = s.write_all(crossing.as_bytes()).is_ok();
+        // More of the head, a byte at a time, for as long as it is taken.
+        let mut cut = !crossed;
+        while !cut && start.elapsed() < timeout * 3 {
+            std::thread::sleep(Duration::from_millis(50));
+            cut = s.write_all(b"b").is_err() || closed_by_peer(&mut s, Duration::from_millis(1));
+        }
+        let took = start.elapsed();
+        assert!(cut, "{what}: the head was never cut");
+        assert!(
+            took < timeout + Duration::from_secs(1),
+            "{what}: cut after {took:?}, the header timeout ({timeout:?}) given again at the hand-over"
+        );
+    }
+    gw.stop();
+}
+
 /// Mangled client requests, from a fixed seed, on both servers: each seed
 /// request (a GET with a query, a POST with a length, a chunked POST with
 /// trailers, an HTTP/1.0 keep-alive GET, two pipelined GETs, a PUT with
