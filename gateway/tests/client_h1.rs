@@ -709,6 +709,39 @@ fn a_chunked_body_on_a_get_or_head_reaches_the_upstream() {
     }
 }
 
+/// `OPTIONS *` (a question about the server, not a resource) is answered
+/// as Go's server, so Tyk, answers it: 200 with an empty body, on both
+/// servers, and not proxied (it was the router's 404, even with a
+/// catch-all API). Another method on `*` is not this question.
+#[test]
+fn options_star_is_answered_as_gos_server_answers_it() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/", up);
+    for kind in [ClientHttp1::Own, ClientHttp1::Hyper] {
+        let gw = gateway(kind, dir.path());
+        let got = exchange(
+            gw.addr,
+            b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\nGET /after HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        );
+        assert_eq!(statuses(&got), ["HTTP/1.1 200 OK"; 2], "{kind:?}: {got}");
+        assert!(
+            got.starts_with(
+                "HTTP/1.1 200 OK\r\ncontent-length: 0\r\ndate: X\r\n\r\nHTTP/1.1 200 OK"
+            ),
+            "{kind:?}: {got}"
+        );
+        let got = exchange(
+            gw.addr,
+            b"GET * HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        );
+        assert_ne!(statuses(&got), ["HTTP/1.1 200 OK"], "{kind:?}: {got}");
+        gw.stop();
+    }
+    let uris: Vec<String> = rec.requests().into_iter().map(|r| r.uri).collect();
+    assert_eq!(uris, ["/after"; 2]);
+}
+
 /// Mangled client requests, from a fixed seed, on both servers: each seed
 /// request (a GET with a query, a POST with a length, a chunked POST with
 /// trailers, an HTTP/1.0 keep-alive GET, two pipelined GETs, a PUT with
