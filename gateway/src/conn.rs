@@ -258,7 +258,7 @@ impl Server {
         if !shared.own {
             tokio::task::spawn_local(Box::pin(async move {
                 let _guard = guard;
-                serve_hyper(shared, shutdown, stream, Bytes::new(), remote).await
+                serve_hyper(shared, shutdown, stream, Bytes::new(), None, remote).await
             }));
             return;
         }
@@ -275,9 +275,14 @@ impl Server {
                 send_timeout: shared.send_timeout,
             };
             match crate::h1down::serve(stream, ctx).await {
-                Ok(End::HandOff { stream, read }) => {
+                Ok(End::HandOff {
+                    stream,
+                    read,
+                    head_deadline,
+                }) => {
                     // Boxed: rare, and hyper's connection is large.
-                    Box::pin(serve_hyper(shared, shutdown, stream, read, remote)).await
+                    let hyper = serve_hyper(shared, shutdown, stream, read, head_deadline, remote);
+                    Box::pin(hyper).await
                 }
                 Ok(End::Closed) => {}
                 Err(e) => {
@@ -313,12 +318,14 @@ impl Server {
 }
 
 /// Serves a connection with hyper's server connection, `read` (bytes the
-/// own reader already took from the stream) first.
+/// own reader already took from the stream) first, the head they start
+/// due by `head_deadline` when the own reader had set one.
 async fn serve_hyper(
     shared: Rc<Shared>,
     mut shutdown: watch::Receiver<bool>,
     stream: TcpStream,
     read: Bytes,
+    head_deadline: Option<tokio::time::Instant>,
     remote: SocketAddr,
 ) {
     let state = Rc::new(ConnState::default());
@@ -369,7 +376,7 @@ async fn serve_hyper(
         shared.header_timeout,
         shared.keepalive_timeout,
     )
-    .with_replay(read)
+    .with_replay(read, head_deadline)
     .with_send_timeout(shared.send_timeout);
     // Made here, not captured: a connection made outside and pinned
     // in here would take its room twice in the task's future.

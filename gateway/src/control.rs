@@ -1,6 +1,7 @@
 //! The gateway's own endpoints, answered before routing:
 //!
 //! - `GET /hello`: Tyk's health check, always on.
+//! - `OPTIONS *`: 200 with an empty body, as Go's server answers it.
 //! - `/tyk/...`: the control API, on only when a secret is configured; every
 //!   call must carry `X-Tyk-Authorization: <secret>`, as Tyk's does.
 //!   - `GET /tyk/stats`: middleware call times per API, hook and middleware,
@@ -114,6 +115,11 @@ impl Control {
     ) -> Option<Response<Bytes>> {
         if path == "/hello" && (method == Method::GET || method == Method::HEAD) {
             return Some(health());
+        }
+        // `OPTIONS *` asks about the server, not a resource: Go's server
+        // answers it itself (200, `Content-Length: 0`) before Tyk sees it.
+        if path == "*" && method == Method::OPTIONS {
+            return Some(Response::new(Bytes::new()));
         }
         let secret = self.secret.as_deref()?;
         if !is_control_path(path) {

@@ -100,6 +100,10 @@ pub enum End {
         /// hyper's side counts the connection as not started (at shutdown
         /// it is given the first request's grace, and answers it).
         read: Bytes,
+        /// When the head in `read` had to be whole, if a read waited for
+        /// it: hyper's side keeps that deadline rather than starting its
+        /// own (a slow head that crossed over got the header timeout twice).
+        head_deadline: Option<Instant>,
     },
 }
 
@@ -135,7 +139,8 @@ enum Step {
 /// Why waiting for a head ended without one.
 enum Waited {
     Closed,
-    HandOff,
+    /// With the head's deadline, if a read waited for it.
+    HandOff(Option<Instant>),
 }
 
 /// Serves `stream` until it closes or hyper has to take it over.
@@ -156,7 +161,9 @@ pub async fn serve(mut stream: TcpStream, ctx: Ctx<'_>) -> io::Result<End> {
         let (head, req) = match next_head(&mut stream, rbuf, &ctx, waits.as_mut(), served).await? {
             Ok(got) => got,
             Err(Waited::Closed) => return Ok(End::Closed),
-            Err(Waited::HandOff) => return Ok(hand_off(stream, std::mem::take(rbuf))),
+            Err(Waited::HandOff(head_deadline)) => {
+                return Ok(hand_off(stream, std::mem::take(rbuf), head_deadline))
+            }
         };
         served += 1;
         // In a box made once per connection: the request's future is
@@ -255,10 +262,11 @@ pub(crate) fn made_in_box<T>(make: impl FnOnce() -> T) -> Pin<Box<T>> {
 }
 
 /// The connection for hyper: what was read and not served goes first.
-fn hand_off(stream: TcpStream, rest: BytesMut) -> End {
+fn hand_off(stream: TcpStream, rest: BytesMut, head_deadline: Option<Instant>) -> End {
     End::HandOff {
         stream,
         read: rest.freeze(),
+        head_deadline,
     }
 }
 
@@ -337,8 +345,10 @@ async fn next_head(
         if !rbuf.is_empty() {
             match take_request(rbuf) {
                 Step::Whole(got) => return Ok(Ok(got)),
-                Step::Other => return Ok(Err(Waited::HandOff)),
-                Step::Partial if rbuf.len() >= MAX_OWN_HEAD => return Ok(Err(Waited::HandOff)),
+                Step::Other => return Ok(Err(Waited::HandOff(deadline))),
+                Step::Partial if rbuf.len() >= MAX_OWN_HEAD => {
+                    return Ok(Err(Waited::HandOff(deadline)))
+                }
                 Step::Partial => {}
             }
         }

@@ -278,6 +278,18 @@ impl Proxy {
             )
         })?;
         let added = self.prepare_headers(route, &mut parts.headers, remote);
+        // hyper's client sends no body at all for a GET or HEAD whose body
+        // has no length ("almost never have bodies"): a client's chunked
+        // body was dropped without a word. Go's client (so Tyk) sends it
+        // chunked; so does hyper when asked to.
+        if matches!(parts.method, http::Method::GET | http::Method::HEAD)
+            && http_body::Body::size_hint(&body).exact().is_none()
+        {
+            parts.headers.insert(
+                http::header::TRANSFER_ENCODING,
+                http::HeaderValue::from_static("chunked"),
+            );
+        }
         parts.uri = uri;
         parts.version = http::Version::HTTP_11;
         Ok((Request::from_parts(parts, Either::Left(body)), added))

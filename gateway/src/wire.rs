@@ -289,9 +289,13 @@ impl ClientIo {
         }
     }
 
-    /// Reads `prefix` before anything more from the stream.
-    pub fn with_replay(mut self, prefix: bytes::Bytes) -> ClientIo {
+    /// Reads `prefix` before anything more from the stream; a head it
+    /// starts must be whole by `head_deadline` when one is given (the own
+    /// reader's, which had been waiting for it: counted afresh here, a
+    /// head sent slowly past the hand-over had the header timeout twice).
+    pub fn with_replay(mut self, prefix: bytes::Bytes, head_deadline: Option<Instant>) -> ClientIo {
         self.replay = prefix;
+        self.head_deadline = head_deadline;
         self
     }
 

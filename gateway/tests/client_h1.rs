@@ -154,6 +154,10 @@ fn own_and_hyper_answer_every_request_with_the_same_bytes() {
         // HTTP/1.0 as ab sends it, and with keep-alive.
         b"GET /plain/hello/ HTTP/1.0\r\n\r\n",
         b"GET /plain/a HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /plain/b HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nGET /plain/c HTTP/1.0\r\n\r\n",
+        // A `close` wins over a `keep-alive` beside or after it (the own
+        // reader kept these alive; hyper and Go close).
+        b"GET /plain/a HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\nGET /plain/b HTTP/1.0\r\n\r\n",
+        b"GET /plain/a HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n\r\nGET /plain/b HTTP/1.0\r\n\r\n",
         b"GET /f/x HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /f/chunked HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
         // HTTP/1.1 keep-alive, HEAD, a 404, the close on request.
         b"GET /plain/a HTTP/1.1\r\nHost: a\r\n\r\nHEAD /plain/b HTTP/1.1\r\nHost: a\r\n\r\nGET /nope HTTP/1.1\r\nHost: a\r\nconnection: Close\r\n\r\n",
@@ -610,6 +614,132 @@ fn a_bad_head_in_pieces_is_still_timed_out() {
         }
         gw.stop();
     }
+}
+
+/// A head the own reader hands to hyper half-way (it grew past the own
+/// reader's 16 KiB, or a byte in it is one hyper must refuse) keeps the
+/// deadline it had: the header timeout counts from its start, not again
+/// from the hand-over. hyper's side started its own timer on the bytes it
+/// was given, so a slowloris head that crossed over had the header
+/// timeout twice. The client here keeps sending after the crossing; it
+/// must be cut at the first deadline (checked with half the timeout of
+/// slack, where a second timer would give it almost the timeout again).
+#[test]
+fn a_slow_head_handed_to_hyper_keeps_its_header_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", mock());
+    let timeout = Duration::from_secs(3);
+    let gw = start_gateway_with(GatewayConfig {
+        client_http1: ClientHttp1::Own,
+        client_header_timeout: timeout,
+        ..config(dir.path())
+    });
+    let big = "a".repeat(17_000);
+    for (what, crossing) in [
+        ("past 16 KiB", big.as_str()),
+        ("a byte hyper refuses", "\x01"),
+    ] {
+        let start = std::time::Instant::now();
+        let mut s = TcpStream::connect(gw.addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        s.write_all(b"GET /plain/ HTTP/1.1\r\nHost: a\r\nX-Slow: ")
+            .unwrap();
+        std::thread::sleep(timeout - Duration::from_millis(200));
+        // Written after the own reader's deadline has passed: the
+        // connection may be closed already (the write then fails).
+        let crossed = s.write_all(crossing.as_bytes()).is_ok();
+        // More of the head, a byte at a time, for as long as it is taken.
+        let mut cut = !crossed;
+        while !cut && start.elapsed() < timeout * 3 {
+            std::thread::sleep(Duration::from_millis(50));
+            cut = s.write_all(b"b").is_err() || closed_by_peer(&mut s, Duration::from_millis(1));
+        }
+        let took = start.elapsed();
+        assert!(cut, "{what}: the head was never cut");
+        assert!(
+            took < timeout + Duration::from_millis(1500),
+            "{what}: cut after {took:?}, the header timeout ({timeout:?}) given again at the hand-over"
+        );
+    }
+    gw.stop();
+}
+
+/// A chunked body on a GET or HEAD reaches the upstream, chunked, on a
+/// route whose body streams (no middleware), on both servers, as Go's
+/// client (so Tyk) sends it. hyper's client, which sends streamed bodies,
+/// sends none at all for a GET or HEAD without a length: the body was
+/// read from the client and dropped without a word. One with a length
+/// already went.
+#[test]
+fn a_chunked_body_on_a_get_or_head_reaches_the_upstream() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/plain/", up);
+    for kind in [ClientHttp1::Own, ClientHttp1::Hyper] {
+        let gw = gateway(kind, dir.path());
+        for method in ["GET", "HEAD", "DELETE"] {
+            for (framing, body) in [
+                (
+                    "Transfer-Encoding: chunked",
+                    "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+                ),
+                ("Content-Length: 5", "abcde"),
+            ] {
+                let before = rec.count();
+                let request = format!(
+                    "{method} /plain/b HTTP/1.1\r\nHost: a\r\n{framing}\r\nConnection: close\r\n\r\n{body}"
+                );
+                let got = exchange(gw.addr, request.as_bytes());
+                assert_eq!(
+                    statuses(&got),
+                    ["HTTP/1.1 200 OK"],
+                    "{kind:?} {method} {framing}: {got}"
+                );
+                assert_eq!(rec.count(), before + 1);
+                let seen = rec.last();
+                assert_eq!(seen.method.as_str(), method);
+                assert_eq!(
+                    &seen.body[..],
+                    b"abcde",
+                    "{kind:?} {method} {framing}: the body"
+                );
+            }
+        }
+        gw.stop();
+    }
+}
+
+/// `OPTIONS *` (a question about the server, not a resource) is answered
+/// as Go's server, so Tyk, answers it: 200 with an empty body, on both
+/// servers, and not proxied (it was the router's 404, even with a
+/// catch-all API). Another method on `*` is not this question.
+#[test]
+fn options_star_is_answered_as_gos_server_answers_it() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/", up);
+    for kind in [ClientHttp1::Own, ClientHttp1::Hyper] {
+        let gw = gateway(kind, dir.path());
+        let got = exchange(
+            gw.addr,
+            b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\nGET /after HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        );
+        assert_eq!(statuses(&got), ["HTTP/1.1 200 OK"; 2], "{kind:?}: {got}");
+        assert!(
+            got.starts_with(
+                "HTTP/1.1 200 OK\r\ncontent-length: 0\r\ndate: X\r\n\r\nHTTP/1.1 200 OK"
+            ),
+            "{kind:?}: {got}"
+        );
+        let got = exchange(
+            gw.addr,
+            b"GET * HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        );
+        assert_ne!(statuses(&got), ["HTTP/1.1 200 OK"], "{kind:?}: {got}");
+        gw.stop();
+    }
+    let uris: Vec<String> = rec.requests().into_iter().map(|r| r.uri).collect();
+    assert_eq!(uris, ["/after"; 2]);
 }
 
 /// Mangled client requests, from a fixed seed, on both servers: each seed

@@ -183,17 +183,20 @@ fn head_of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Head
     // Only `chunked` alone: any other coding is refused (chunked last) or
     // left to hyper, which refuses it (chunked not last).
     let mut other_coding = false;
-    // HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it.
-    let mut closes = version != Some(1);
+    // HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it
+    // unless asked to keep it. A `close` anywhere wins, whatever comes
+    // after it, as hyper and Go's server read it (`close, keep-alive` on
+    // HTTP/1.0 was kept alive here while hyper closed).
+    let (mut close, mut keep_alive) = (false, false);
     for h in headers {
         // The names looked for are rare among a request's headers; their
         // lengths differ from most others', which skips the comparison.
         if h.name.len() == 10 && h.name.eq_ignore_ascii_case("connection") {
             for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 if token.eq_ignore_ascii_case(b"close") {
-                    closes = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") && version != Some(1) {
-                    closes = false;
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive = true;
                 }
             }
         } else if h.name.len() == 14 && h.name.eq_ignore_ascii_case("content-length") {
@@ -211,6 +214,7 @@ fn head_of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Head
             other_coding = !h.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
         }
     }
+    let closes = close || (version != Some(1) && !keep_alive);
     let fault = match (lengths, encodings) {
         (1.., 1..) => Some(HeadFault::LengthAndChunked),
         (2.., _) => Some(HeadFault::Lengths(lengths)),
