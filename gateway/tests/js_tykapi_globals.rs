@@ -300,6 +300,74 @@ fn a_waiting_script_does_not_stall_other_requests_on(engine: &str) {
 
 /// A pre and a post file that both declare `var handler` (and both entries
 /// are named `handler`) each run their own.
+/// A call out held until `--jsvm-timeout` gives the script `undefined`
+/// at the deadline, and the script, which may well end before the
+/// interpreter looks at the clock again, must not have its answer used:
+/// the request fails as a timeout (Tyk answers 500 at its JSVM timeout,
+/// as the README says). It was applied: a 200 (or the request proxied)
+/// just after the deadline, on every engine and strategy. The thread,
+/// which did answer, serves the next request.
+#[test]
+fn a_call_out_held_to_the_deadline_fails_the_request() {
+    // Takes each request and answers only after the test is over.
+    let (hangs, hang_rec) = recorder_with_delay(Duration::from_secs(3600));
+    let (up, rec) = recorder();
+    let script = r#"var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request, session, spec) {
+    if (request.URL.indexOf("hang") >= 0) {
+        var r = TykMakeHttpRequest(JSON.stringify({Domain: spec.config_data.svc, Resource: "/hang"}));
+        request.ReturnOverrides.ResponseCode = 200;
+        request.ReturnOverrides.ResponseBody = "went on with " + typeof r;
+    }
+    return mw.ReturnData(request, {});
+});
+"#;
+    let mut calls = 0;
+    for engine in ENGINES {
+        for strategy in ["persistent", "tyk-json", "fresh"] {
+            let combo = format!("{engine} {strategy}");
+            let dir = tempfile::tempdir().unwrap();
+            js_api(
+                dir.path(),
+                "calls",
+                "/calls/",
+                up,
+                engine,
+                script,
+                json!({"svc": format!("http://{hangs}")}),
+            );
+            let gw = gateway_with(gateway::server::GatewayConfig {
+                apis_dir: dir.path().to_path_buf(),
+                threads: 1,
+                jsvm_threads: 1,
+                jsvm_timeout: Duration::from_millis(300),
+                jsvm_strategy: gateway::js::Strategy::parse(strategy).unwrap(),
+                ..gateway::server::GatewayConfig::default()
+            });
+            let got = get(gw.addr, "/calls/hang");
+            calls += 1;
+            assert_eq!(hang_rec.count(), calls, "{combo}: the call never went out");
+            assert_eq!(
+                got.status,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "{combo}: {}",
+                got.text()
+            );
+            assert_eq!(
+                got.json(),
+                json!({"error": "Internal Server Error"}),
+                "{combo}"
+            );
+            // The next request works, on the same thread.
+            let before = rec.count();
+            let got = get(gw.addr, "/calls/next");
+            assert_eq!(got.status, StatusCode::OK, "{combo}: {}", got.text());
+            assert_eq!(rec.count(), before + 1, "{combo}");
+            gw.stop();
+        }
+    }
+}
+
 #[test]
 fn each_file_has_its_own_scope() {
     let hook = |header: &str| {

@@ -48,13 +48,17 @@ pub fn js_api(
 /// recursive-descent parser takes far more stack in a debug build than a
 /// test thread's 2 MiB for a nested object literal.
 pub fn gateway(dir: &Path, threads: usize, jsvm_threads: usize) -> TestGateway {
-    let config = GatewayConfig {
+    gateway_with(GatewayConfig {
         apis_dir: dir.to_path_buf(),
         threads,
         jsvm_threads,
         jsvm_engine: JsEngine::Boa,
         ..GatewayConfig::default()
-    };
+    })
+}
+
+/// [`gateway`] with the whole configuration given.
+pub fn gateway_with(config: GatewayConfig) -> TestGateway {
     let gw = std::thread::Builder::new()
         .stack_size(gateway::js::SCRIPT_STACK_SIZE)
         .spawn(move || start_gateway_with(config))
