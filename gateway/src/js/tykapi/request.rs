@@ -16,7 +16,11 @@ use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
 use super::http::{block_on, fetch, Outgoing, Reply};
+// Go's decoder reads the escape of a lone surrogate (which
+// `JSON.stringify` writes for a string holding one) as U+FFFD, where
+// serde_json refuses the whole text.
 use super::{deadline, refusal};
+use crate::js::gojson::lone_surrogates;
 
 /// Requests of one batch in flight at once (Tyk starts them all; a bound
 /// keeps a script from opening thousands of sockets).
@@ -113,7 +117,7 @@ struct BatchReply {
 /// `TykJSHttpRequest` and builds the request: `Domain + Resource` is the
 /// URL; `Body` if not empty, else `FormData` form-encoded (keys sorted).
 fn http_request(arg: &str) -> Result<Outgoing, String> {
-    let v: Value = serde_json::from_str(arg)
+    let v: Value = serde_json::from_str(&lone_surrogates(arg))
         .map_err(|e| format!("JSVM: Failed to deserialise HTTP Request object: {e}"))?;
     let obj = object(&v, "the argument")?;
     let method = string_field(obj, "Method")?;
@@ -150,7 +154,7 @@ fn http_request(arg: &str) -> Result<Outgoing, String> {
 /// suppress_parallel_execution}` (Tyk's `BatchRequestStructure`). As in
 /// Tyk's "unsafe" batch from JS, `relative_url` is the whole URL.
 fn batch(arg: &str) -> Result<(Vec<(Outgoing, String)>, bool), String> {
-    let v: Value = serde_json::from_str(arg)
+    let v: Value = serde_json::from_str(&lone_surrogates(arg))
         .map_err(|e| format!("could not decode batch request, decoding failed: {e}"))?;
     let obj = object(&v, "the argument")?;
     let sequential = match field(obj, "suppress_parallel_execution") {
@@ -316,6 +320,9 @@ mod tests {
         assert!(http_request("{not json}").is_err());
         // No Domain or Resource: Go's ParseRequestURI refuses "".
         assert!(http_request(r#"{"Method":"GET"}"#).is_err());
+        // A lone surrogate's escape is U+FFFD, as Go reads it.
+        let out = http_request(r#"{"Domain":"http://h:1","Headers":{"X-A":"a\ud800"}}"#).unwrap();
+        assert_eq!(out.headers, [("X-A".to_string(), "a\u{fffd}".to_string())]);
     }
 
     #[test]
