@@ -17,16 +17,46 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, HOST, LOCATION, USER_AGENT};
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
-/// The largest response body a call reads; past it the call fails.
+/// The most response body a call reads, or a batch reads in all its
+/// replies together; past it the call (the batch) fails.
 pub(crate) const MAX_RESPONSE_BODY: usize = 32 << 20;
+
+/// What a call, or every request of one batch together, may still read of
+/// response bodies ([`MAX_RESPONSE_BODY`]). A batch's replies were bounded
+/// one by one only: any number of 32 MiB replies, held at once outside the
+/// script's heap count (20 of them peaked at 1.2 GB for one request).
+#[derive(Clone)]
+pub(crate) struct BodyBudget(Arc<AtomicUsize>);
+
+impl BodyBudget {
+    pub(crate) fn new() -> BodyBudget {
+        BodyBudget(Arc::new(AtomicUsize::new(MAX_RESPONSE_BODY)))
+    }
+
+    /// Takes `n` bytes; false (nothing taken) when fewer are left.
+    fn take(&self, n: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(n)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` bytes taken for a body that was dropped (a redirect's).
+    fn give_back(&self, n: usize) {
+        self.0.fetch_add(n, Ordering::SeqCst);
+    }
+}
 
 /// Go's `http.Client` limit.
 const MAX_REDIRECTS: usize = 10;
@@ -81,10 +111,11 @@ where
     })
 }
 
-/// Sends `out`, following redirects as Go's client does.
-pub(crate) async fn fetch(mut out: Outgoing) -> Result<Reply, String> {
+/// Sends `out`, following redirects as Go's client does, reading bodies
+/// within `budget`.
+pub(crate) async fn fetch(mut out: Outgoing, budget: &BodyBudget) -> Result<Reply, String> {
     for _ in 0..=MAX_REDIRECTS {
-        let (status, headers, body) = send_once(&out).await?;
+        let (status, headers, body) = send_once(&out, budget).await?;
         let location = headers
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
@@ -92,6 +123,7 @@ pub(crate) async fn fetch(mut out: Outgoing) -> Result<Reply, String> {
         let Some(location) = location else {
             return Ok(reply(status, &headers, &body));
         };
+        budget.give_back(body.len());
         out.uri = resolve(&out.uri, location)?;
         if matches!(status.as_u16(), 301..=303) && out.method != Method::HEAD {
             out.method = Method::GET;
@@ -102,7 +134,10 @@ pub(crate) async fn fetch(mut out: Outgoing) -> Result<Reply, String> {
 }
 
 /// One request on a new connection.
-async fn send_once(out: &Outgoing) -> Result<(StatusCode, HeaderMap, Bytes), String> {
+async fn send_once(
+    out: &Outgoing,
+    budget: &BodyBudget,
+) -> Result<(StatusCode, HeaderMap, Bytes), String> {
     let (host, port, authority) = target(&out.uri)?;
     let stream = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
@@ -123,13 +158,21 @@ async fn send_once(out: &Outgoing) -> Result<(StatusCode, HeaderMap, Bytes), Str
             .send_request(req)
             .await
             .map_err(|e| format!("{authority}: {e}"))?;
-        let (parts, body) = resp.into_parts();
-        let body = Limited::new(body, MAX_RESPONSE_BODY)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the response of {authority}: {e}"))?
-            .to_bytes();
-        Ok((parts.status, parts.headers, body))
+        let (parts, mut body) = resp.into_parts();
+        let mut read = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("reading the response of {authority}: {e}"))?;
+            if let Ok(data) = frame.into_data() {
+                if !budget.take(data.len()) {
+                    return Err(format!(
+                        "reading the response of {authority}: response bodies over {} MiB (one call's, or one batch's together)",
+                        MAX_RESPONSE_BODY >> 20
+                    ));
+                }
+                read.extend_from_slice(&data);
+            }
+        }
+        Ok((parts.status, parts.headers, Bytes::from(read)))
     }
     .await;
     driver.abort();

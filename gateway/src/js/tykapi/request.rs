@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
-use super::http::{block_on, fetch, Outgoing, Reply};
+use super::http::{block_on, fetch, BodyBudget, Outgoing, Reply};
 // Go's decoder reads the escape of a lone surrogate (which
 // `JSON.stringify` writes for a string holding one) as U+FFFD, where
 // serde_json refuses the whole text.
@@ -42,10 +42,11 @@ pub(crate) fn make_http_request(arg: &str) -> Option<String> {
         // the reply capped at 32 MiB), made and freed uncounted: a thread
         // the allocator stopped in the middle of it would keep the
         // connection open. What the script gets is counted.
-        let reply = crate::heap::uncounted(|| block_on(deadline(), fetch(out)))?;
-        let json = response_json(&reply);
+        let reply =
+            crate::heap::uncounted(|| block_on(deadline(), fetch(out, &BodyBudget::new())))?;
+        let json = for_script(&response(&reply));
         crate::heap::uncounted(|| drop(reply));
-        Ok(json)
+        json
     };
     run()
         .map_err(|e| {
@@ -63,7 +64,7 @@ pub(crate) fn batch_request(arg: &str) -> Option<String> {
         let (requests, sequential) = batch(arg)?;
         let replies =
             crate::heap::uncounted(|| block_on(deadline(), run_batch(requests, sequential)))?;
-        let json = serde_json::to_string(&replies).map_err(|e| e.to_string());
+        let json = for_script(&replies);
         crate::heap::uncounted(|| drop(replies));
         json
     };
@@ -91,16 +92,51 @@ struct JsHttpResponse<'a> {
     headers: &'a BTreeMap<String, Vec<String>>,
 }
 
-fn response_json(r: &Reply) -> String {
-    let v = JsHttpResponse {
+fn response(r: &Reply) -> JsHttpResponse<'_> {
+    JsHttpResponse {
         code_upper: r.code,
         body_upper: &r.body,
         headers_upper: &r.headers,
         code: r.code,
         body: &r.body,
         headers: &r.headers,
-    };
-    serde_json::to_string(&v).expect("strings and numbers serialise")
+    }
+}
+
+/// `v` as the JSON text the script gets, if that text and the engine's
+/// string made of it (boa's: two bytes a character) fit in what the call
+/// may still allocate (`heap::room`); else the call fails. Past that room
+/// the allocator stops the VM thread for good, holding its heap, in the
+/// middle of the host's own copy: a reply of 31 MiB of control characters
+/// is 372 MiB of escapes (`\u0001`, and the body is there twice), and each
+/// such call parked a boa thread holding ~220 MB until the gateway
+/// restarted (a few of them, and no lost JS thread was replaced).
+fn for_script<T: Serialize>(v: &T) -> Result<String, String> {
+    if let Some(room) = crate::heap::room() {
+        let mut len = Length(0);
+        serde_json::to_writer(&mut len, v).map_err(|e| e.to_string())?;
+        if len.0.saturating_mul(3) > room {
+            return Err(format!(
+                "the answer is {} of JSON, more than the script may still allocate ({} left under --jsvm-memory's ceiling)",
+                crate::js::memory::mib(len.0),
+                crate::js::memory::mib(room)
+            ));
+        }
+    }
+    serde_json::to_string(v).map_err(|e| e.to_string())
+}
+
+/// Counts the bytes written, keeping none.
+struct Length(usize);
+
+impl std::io::Write for Length {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len();
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Tyk's `BatchReplyUnit`; a request that failed is the zero value
@@ -195,25 +231,29 @@ async fn run_batch(
     requests: Vec<(Outgoing, String)>,
     sequential: bool,
 ) -> Result<Vec<BatchReply>, String> {
-    let one = |out: Outgoing, url: String| async move {
-        match fetch(out).await {
-            Ok(r) => BatchReply {
-                relative_url: url,
-                code: r.code,
-                headers: Some(r.headers),
-                body: r.body,
-            },
-            Err(e) => {
-                // (Uncounted: the whole batch runs so, `batch_request`.)
-                tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}");
-                BatchReply::default()
-            }
+    // Every reply of the batch reads its body from one budget.
+    let budget = BodyBudget::new();
+    let one = |out: Outgoing, url: String| {
+        let budget = budget.clone();
+        async move { (fetch(out, &budget).await, url) }
+    };
+    let settle = |(got, url): (Result<Reply, String>, String)| match got {
+        Ok(r) => BatchReply {
+            relative_url: url,
+            code: r.code,
+            headers: Some(r.headers),
+            body: r.body,
+        },
+        Err(e) => {
+            // (Uncounted: the whole batch runs so, `batch_request`.)
+            tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}");
+            BatchReply::default()
         }
     };
     let mut replies = Vec::with_capacity(requests.len());
     if sequential {
         for (out, url) in requests {
-            replies.push(one(out, url).await);
+            replies.push(settle(one(out, url).await));
         }
         return Ok(replies);
     }
@@ -229,7 +269,7 @@ async fn run_batch(
             }
         }
         match running.join_next().await {
-            Some(Ok(reply)) => replies.push(reply),
+            Some(Ok(got)) => replies.push(settle(got)),
             Some(Err(e)) => return Err(format!("a batch request panicked: {e}")),
             None => return Ok(replies),
         }
@@ -335,7 +375,7 @@ mod tests {
             body: "b".into(),
         };
         assert_eq!(
-            response_json(&r),
+            for_script(&response(&r)).unwrap(),
             r#"{"Code":201,"Body":"b","Headers":{"X-A":["1"]},"code":201,"body":"b","headers":{"X-A":["1"]}}"#
         );
         let failed = serde_json::to_string(&BatchReply::default()).unwrap();
