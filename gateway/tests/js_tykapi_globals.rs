@@ -368,6 +368,64 @@ mw.NewProcessRequest(function (request, session, spec) {
     }
 }
 
+/// Top-level code runs under `--jsvm-timeout` when a context is built, and
+/// so do its call outs. They had 5 s of their own: a script whose
+/// top-level `TykMakeHttpRequest` waited on a silent service passed the
+/// load's check (the call returned, and the code ended before the budget
+/// looked at the clock), and then every VM thread spent 5 s building its
+/// context while each request timed out and abandoned it for a new one:
+/// the API never served, and threads churned. Now the build stops at the
+/// timeout, and the API fails closed at load, naming the file.
+#[test]
+fn a_top_level_call_out_is_bounded_by_the_jsvm_timeout() {
+    let (hangs, hang_rec) = recorder_with_delay(Duration::from_secs(3600));
+    let (up, rec) = recorder();
+    let script = r#"var boot = TykMakeHttpRequest(JSON.stringify({Domain: "http://HANGS", Resource: "/boot"}));
+var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request, session, spec) {
+    return mw.ReturnData(request, {});
+});
+"#
+    .replace("HANGS", &hangs.to_string());
+    for engine in ENGINES {
+        for strategy in ["persistent", "fresh"] {
+            let combo = format!("{engine} {strategy}");
+            let dir = tempfile::tempdir().unwrap();
+            js_api(
+                dir.path(),
+                "boot",
+                "/boot/",
+                up,
+                engine,
+                &script,
+                Value::Null,
+            );
+            let before = hang_rec.count();
+            let gw = gateway_loading(gateway::server::GatewayConfig {
+                apis_dir: dir.path().to_path_buf(),
+                threads: 1,
+                jsvm_threads: 1,
+                jsvm_timeout: Duration::from_millis(300),
+                jsvm_strategy: gateway::js::Strategy::parse(strategy).unwrap(),
+                ..gateway::server::GatewayConfig::default()
+            });
+            assert!(
+                hang_rec.count() > before,
+                "{combo}: the call never went out"
+            );
+            let errors = format!("{:?}", gw.load_errors);
+            assert!(
+                errors.contains("top-level code was stopped"),
+                "{combo}: {errors}"
+            );
+            let got = get(gw.addr, "/boot/");
+            assert_eq!(got.status, StatusCode::INTERNAL_SERVER_ERROR, "{combo}");
+            assert_eq!(rec.count(), 0, "{combo}: proxied");
+            gw.stop();
+        }
+    }
+}
+
 #[test]
 fn each_file_has_its_own_scope() {
     let hook = |header: &str| {
