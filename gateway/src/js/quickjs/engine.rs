@@ -256,7 +256,7 @@ fn decoded(d: Result<Vec<u8>, base64::DecodeError>) -> Option<String> {
     match d {
         Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
         Err(e) => {
-            tracing::error!(target: "jsvm", error = %e, "Failed to base64 decode");
+            crate::js::prelude::b64_failed(&e);
             None
         }
     }

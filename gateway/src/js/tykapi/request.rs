@@ -20,7 +20,11 @@ use super::http::{block_on, fetch, BodyBudget, Outgoing, Reply};
 // `JSON.stringify` writes for a string holding one) as U+FFFD, where
 // serde_json refuses the whole text.
 use super::{deadline, refusal};
+// Every failure of a call is logged, as in Tyk, but a script can fail
+// calls in a loop (a line per call, ~70,000 a second): each call site
+// logs at most `--log-rate` lines a second, saying how many it left out.
 use crate::js::gojson::lone_surrogates;
+use crate::lograte::{LeftOut, LogGate};
 
 /// Requests of one batch in flight at once (Tyk starts them all; a bound
 /// keeps a script from opening thousands of sockets).
@@ -50,7 +54,12 @@ pub(crate) fn make_http_request(arg: &str) -> Option<String> {
     };
     run()
         .map_err(|e| {
-            crate::heap::uncounted(|| tracing::error!(target: "jsvm", "TykMakeHttpRequest: {e}"))
+            static GATE: LogGate = LogGate::new();
+            if let Some(left_out) = GATE.admit() {
+                crate::heap::uncounted(|| {
+                    tracing::error!(target: "jsvm", "TykMakeHttpRequest: {e}{}", LeftOut(left_out))
+                });
+            }
         })
         .ok()
 }
@@ -70,9 +79,16 @@ pub(crate) fn batch_request(arg: &str) -> Option<String> {
     };
     run()
         .map_err(|e| {
-            crate::heap::uncounted(
-                || tracing::error!(target: "jsvm", "TykBatchRequest: Batch request error: {e}"),
-            )
+            static GATE: LogGate = LogGate::new();
+            if let Some(left_out) = GATE.admit() {
+                crate::heap::uncounted(|| {
+                    tracing::error!(
+                        target: "jsvm",
+                        "TykBatchRequest: Batch request error: {e}{}",
+                        LeftOut(left_out)
+                    )
+                });
+            }
         })
         .ok()
 }
@@ -246,7 +262,14 @@ async fn run_batch(
         },
         Err(e) => {
             // (Uncounted: the whole batch runs so, `batch_request`.)
-            tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}");
+            static GATE: LogGate = LogGate::new();
+            if let Some(left_out) = GATE.admit() {
+                tracing::error!(
+                    target: "jsvm",
+                    "TykBatchRequest: request to {url} failed: {e}{}",
+                    LeftOut(left_out)
+                );
+            }
             BatchReply::default()
         }
     };
