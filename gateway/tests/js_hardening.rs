@@ -967,3 +967,54 @@ mw.NewProcessRequest(function (request, session, spec) {
     assert_eq!(failures(&s, "callout", "out_of_memory"), 0, "{s}");
     gw.assert_alive();
 }
+
+/// A QuickJS `fresh` context puts its heap image back before each call,
+/// and gave the pages a call dirtied past it back to the kernel only
+/// then: a call that made a 40 MiB string kept 40 MB resident for as long
+/// as its API was idle (up to twice `--jsvm-memory` per API and VM
+/// thread). A call that grew the heap that far is now put back when it
+/// ends.
+#[test]
+fn a_quickjs_fresh_call_gives_its_memory_back_when_it_ends() {
+    let up = draining_upstream();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("big.js");
+    std::fs::write(
+        &script,
+        r#"var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request, session, spec) {
+    var n = request.URL.indexOf("big") >= 0 ? "x".repeat(40 << 20).length : 1;
+    request.ReturnOverrides.ResponseCode = 200;
+    request.ReturnOverrides.ResponseBody = String(n);
+    return mw.ReturnData(request, {});
+});
+"#,
+    )
+    .unwrap();
+    common::write_api(
+        dir.path(),
+        "fresh",
+        &common::api_json(
+            "fresh",
+            "/fresh/",
+            &format!("http://{up}"),
+            true,
+            json!({"driver": "otto", "engine": "quickjs", "strategy": "fresh",
+                   "pre": [{"name": "mw", "path": script.to_str().unwrap()}]}),
+        ),
+    );
+    let mut gw = Proc::start(dir.path(), &["--threads", "1", "--jsvm-memory", "128MiB"]);
+    let mut c = Conn::open(gw.addr);
+    for _ in 0..3 {
+        assert_eq!(c.send("GET", "/fresh/small", &[], Bytes::new()).1, "1");
+    }
+    let before = gw.rss_kb();
+    let (status, body) = c.send("GET", "/fresh/big", &[], Bytes::new());
+    assert_eq!((status, &body[..]), (200, &b"41943040"[..]));
+    let after = gw.rss_kb();
+    assert!(
+        after < before + 16 * 1024,
+        "VmRSS {before} -> {after} KiB after the call ended"
+    );
+    gw.assert_alive();
+}

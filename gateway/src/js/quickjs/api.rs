@@ -423,6 +423,8 @@ impl QjsApi {
                     f(ctx, host, &keys)
                 });
                 let (r, late) = settle(r, fresh.runtime(), deadline);
+                // No JS value of the call is alive here (`r` is Rust data).
+                fresh.trim();
                 (r, fresh.watch.disarm() || late)
             }
         };
