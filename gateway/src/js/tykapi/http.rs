@@ -200,8 +200,32 @@ fn target(uri: &Uri) -> Result<(String, u16, String), String> {
         .trim_end_matches(']')
         .to_string();
     let port = uri.port_u16().unwrap_or(80);
-    let authority = uri.authority().map_or(host.clone(), |a| a.to_string());
+    // Go's `URL.Host`: the authority without its userinfo, which Go's
+    // client sends as `Authorization: Basic` instead ([`userinfo`]).
+    let authority = uri.authority().map_or(host.clone(), |a| {
+        a.as_str()
+            .rsplit_once('@')
+            .map_or(a.as_str(), |(_, hostport)| hostport)
+            .to_string()
+    });
     Ok((host, port, authority))
+}
+
+/// The `Authorization: Basic` value Go's client sends for a URL's
+/// userinfo (`http://user:pass@host/`, percent-escapes decoded) when the
+/// request has no `Authorization` of its own. The userinfo went out in
+/// the `Host` header instead, credentials and all.
+fn userinfo(uri: &Uri) -> Option<HeaderValue> {
+    use base64::Engine as _;
+    let (info, _) = uri.authority()?.as_str().rsplit_once('@')?;
+    let (user, pass) = info.split_once(':').unwrap_or((info, ""));
+    let pair = format!(
+        "{}:{}",
+        crate::path::decode(user),
+        crate::path::decode(pass)
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    HeaderValue::from_str(&format!("Basic {encoded}")).ok()
 }
 
 fn build(out: &Outgoing, authority: &str) -> Result<Request<Full<Bytes>>, String> {
@@ -226,6 +250,9 @@ fn build(out: &Outgoing, authority: &str) -> Result<Request<Full<Bytes>>, String
     }
     let host = HeaderValue::from_str(authority).map_err(|e| e.to_string())?;
     headers.insert(HOST, host);
+    if let Some(basic) = userinfo(&out.uri) {
+        headers.entry(http::header::AUTHORIZATION).or_insert(basic);
+    }
     headers
         .entry(USER_AGENT)
         .or_insert(HeaderValue::from_static("Go-http-client/1.1"));
@@ -279,7 +306,30 @@ fn reply(status: StatusCode, headers: &HeaderMap, body: &Bytes) -> Reply {
 
 #[cfg(test)]
 mod tests {
-    use super::resolve;
+    use super::{build, resolve, target, Outgoing};
+
+    /// As Go's client: the userinfo is `Authorization: Basic`, never part of
+    /// `Host`; a script's own `Authorization` wins.
+    #[test]
+    fn userinfo_is_basic_auth_not_part_of_the_host() {
+        let uri: http::Uri = "http://us%65r:p%40ss@h:1/x".parse().unwrap();
+        let (_, _, authority) = target(&uri).unwrap();
+        assert_eq!(authority, "h:1");
+        let mut out = Outgoing {
+            method: http::Method::GET,
+            uri,
+            headers: Vec::new(),
+            body: bytes::Bytes::new(),
+            close: true,
+        };
+        let req = build(&out, &authority).unwrap();
+        assert_eq!(req.headers()["host"], "h:1");
+        // base64 of "user:p@ss".
+        assert_eq!(req.headers()["authorization"], "Basic dXNlcjpwQHNz");
+        out.headers = vec![("Authorization".into(), "Bearer t".into())];
+        let req = build(&out, &authority).unwrap();
+        assert_eq!(req.headers()["authorization"], "Bearer t");
+    }
 
     #[test]
     fn redirects_resolve_as_urls_do() {
