@@ -426,6 +426,74 @@ mw.NewProcessRequest(function (request, session, spec) {
     }
 }
 
+/// As Go's client, a script's credentials (`Authorization`, `Cookie`)
+/// follow a redirect only to the host it called or a subdomain of it; the
+/// other headers follow anywhere. They were sent to wherever a redirect
+/// pointed (`127.0.0.1` -> `localhost` here, two hosts to Go).
+#[test]
+fn credentials_do_not_follow_a_redirect_to_another_host() {
+    let (landing, rec) = recorder();
+    let elsewhere = format!("http://localhost:{}/landed", landing.port());
+    let same = format!("http://127.0.0.1:{}/same", landing.port());
+    let redirect = upstream_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let to = if req.uri().path() == "/away" {
+            elsewhere.clone()
+        } else {
+            same.clone()
+        };
+        async move {
+            let mut resp = http::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
+            *resp.status_mut() = StatusCode::FOUND;
+            resp.headers_mut().insert("location", to.parse().unwrap());
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    let script = answering(
+        r#"var codes = [];
+           ["/away", "/near"].forEach(function (path) {
+               var r = TykMakeHttpRequest(JSON.stringify({Domain: spec.config_data.svc, Resource: path,
+                   Headers: {"Authorization": "Bearer secret", "Cookie": "s=1", "X-Other": "kept"}}));
+               codes.push(r ? JSON.parse(r).Code : 0);
+           });
+           return codes;"#,
+    );
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        js_api(
+            dir.path(),
+            "redir",
+            "/redir/",
+            landing,
+            engine,
+            &script,
+            json!({"svc": format!("http://{redirect}")}),
+        );
+        let gw = gateway(dir.path(), 1, 1);
+        let before = rec.count();
+        assert_eq!(
+            get(gw.addr, "/redir/").json(),
+            json!([200, 200]),
+            "{engine}"
+        );
+        let seen = rec.requests();
+        let [away, near] = &seen[before..] else {
+            panic!("{engine}: {} requests landed", seen.len() - before)
+        };
+        assert_eq!(away.uri, "/landed", "{engine}");
+        assert!(
+            away.headers.get("authorization").is_none(),
+            "{engine}: {:?}",
+            away.headers
+        );
+        assert!(away.headers.get("cookie").is_none(), "{engine}");
+        assert_eq!(away.headers["x-other"], "kept", "{engine}");
+        assert_eq!(near.uri, "/same", "{engine}");
+        assert_eq!(near.headers["authorization"], "Bearer secret", "{engine}");
+        assert_eq!(near.headers["cookie"], "s=1", "{engine}");
+        gw.stop();
+    }
+}
+
 #[test]
 fn each_file_has_its_own_scope() {
     let hook = |header: &str| {

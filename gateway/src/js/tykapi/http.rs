@@ -114,6 +114,9 @@ where
 /// Sends `out`, following redirects as Go's client does, reading bodies
 /// within `budget`.
 pub(crate) async fn fetch(mut out: Outgoing, budget: &BodyBudget) -> Result<Reply, String> {
+    // The script's headers, and the host it meant its credentials for.
+    let asked = out.headers.clone();
+    let initial = out.uri.host().unwrap_or_default().to_ascii_lowercase();
     for _ in 0..=MAX_REDIRECTS {
         let (status, headers, body) = send_once(&out, budget).await?;
         let location = headers
@@ -125,12 +128,38 @@ pub(crate) async fn fetch(mut out: Outgoing, budget: &BodyBudget) -> Result<Repl
         };
         budget.give_back(body.len());
         out.uri = resolve(&out.uri, location)?;
+        let trusted = same_domain(&out.uri, &initial);
+        out.headers = asked
+            .iter()
+            .filter(|(name, _)| trusted || !credential(name))
+            .cloned()
+            .collect();
         if matches!(status.as_u16(), 301..=303) && out.method != Method::HEAD {
             out.method = Method::GET;
             out.body = Bytes::new();
         }
     }
     Err(format!("stopped after {MAX_REDIRECTS} redirects"))
+}
+
+/// Headers Go's client sends on a redirect only to the initial host or a
+/// subdomain of it. They were sent to wherever a service redirected: a
+/// script's `Authorization: Bearer ...` reached any host a redirect named.
+fn credential(name: &str) -> bool {
+    ["Authorization", "Www-Authenticate", "Cookie", "Cookie2"]
+        .iter()
+        .any(|c| c.eq_ignore_ascii_case(name))
+}
+
+/// Whether `dest`'s host is `initial` or a subdomain of it (Go's
+/// `isDomainOrSubdomain`; an IPv6 address only when equal).
+fn same_domain(dest: &Uri, initial: &str) -> bool {
+    let host = dest.host().unwrap_or_default().to_ascii_lowercase();
+    host == initial
+        || (!host.contains([':', '%'])
+            && host
+                .strip_suffix(initial)
+                .is_some_and(|sub| sub.ends_with('.')))
 }
 
 /// One request on a new connection.
@@ -307,6 +336,24 @@ fn reply(status: StatusCode, headers: &HeaderMap, body: &Bytes) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::{build, resolve, target, Outgoing};
+
+    /// As Go's client, credentials follow a redirect only to the initial
+    /// host or a subdomain of it.
+    #[test]
+    fn credentials_follow_redirects_only_within_the_domain() {
+        use super::{credential, same_domain};
+        let at = |u: &str| u.parse::<http::Uri>().unwrap();
+        assert!(same_domain(
+            &at("http://Api.Example.com:9/x"),
+            "example.com"
+        ));
+        assert!(same_domain(&at("http://example.com/x"), "example.com"));
+        assert!(!same_domain(&at("http://badexample.com/"), "example.com"));
+        assert!(!same_domain(&at("http://localhost:1/"), "127.0.0.1"));
+        assert!(same_domain(&at("http://127.0.0.1:2/"), "127.0.0.1"));
+        assert!(credential("authorization") && credential("COOKIE"));
+        assert!(!credential("X-Api-Key"));
+    }
 
     /// As Go's client: the userinfo is `Authorization: Basic`, never part of
     /// `Host`; a script's own `Authorization` wins.
