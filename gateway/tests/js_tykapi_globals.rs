@@ -494,6 +494,63 @@ fn credentials_do_not_follow_a_redirect_to_another_host() {
     }
 }
 
+/// As Go's client, a call takes at most five interim (1xx) answers before
+/// the final one: past that it fails (`undefined`). hyper's client skipped
+/// them without end, so a service sending them forever held the call, its
+/// VM thread parsing, until `--jsvm-timeout`.
+#[test]
+fn a_call_out_takes_at_most_five_interim_answers() {
+    use std::io::Write;
+    // `/N` answers N interim heads, then 200; `/endless` never stops.
+    let (svc, _) = common::raw::raw_upstream(|mut s| {
+        let Some(head) = common::raw::read_request(&mut s) else {
+            return;
+        };
+        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+        let count = path[1..].parse::<usize>().unwrap_or(usize::MAX);
+        for _ in 0..count.min(1_000_000) {
+            if s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").is_err() {
+                return;
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+    });
+    let script = answering(
+        r#"return ["/5", "/6", "/endless"].map(function (path) {
+               var r = TykMakeHttpRequest(JSON.stringify({Domain: spec.config_data.svc, Resource: path}));
+               return r ? JSON.parse(r).Code : typeof r;
+           });"#,
+    );
+    let (up, _rec) = recorder();
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        js_api(
+            dir.path(),
+            "interim",
+            "/interim/",
+            up,
+            engine,
+            &script,
+            json!({"svc": format!("http://{svc}")}),
+        );
+        let gw = gateway_with(gateway::server::GatewayConfig {
+            apis_dir: dir.path().to_path_buf(),
+            threads: 1,
+            jsvm_threads: 1,
+            jsvm_timeout: Duration::from_secs(60),
+            ..gateway::server::GatewayConfig::default()
+        });
+        let got = get(gw.addr, "/interim/");
+        assert_eq!(got.status, StatusCode::OK, "{engine}: {}", got.text());
+        assert_eq!(
+            got.json(),
+            json!([200, "undefined", "undefined"]),
+            "{engine}"
+        );
+        gw.stop();
+    }
+}
+
 #[test]
 fn each_file_has_its_own_scope() {
     let hook = |header: &str| {
