@@ -319,6 +319,19 @@ pub fn disarm() {
     NEXT.with(|n| n.set(isize::MAX));
 }
 
+/// How much more this thread may allocate in the running call before the
+/// allocator stops it for good (its ceiling, [`arm`]); `None` where nothing
+/// stops it (not a VM thread, between calls). The host asks before it hands
+/// a script one large block of its own making (a call out's answer), which
+/// should fail that call rather than park the thread.
+pub fn room() -> Option<usize> {
+    let hard = HARD.with(Cell::get);
+    if HALT.with(Cell::get).is_null() || hard == isize::MAX {
+        return None;
+    }
+    Some(hard.saturating_sub(BYTES.with(Cell::get)).max(0) as usize)
+}
+
 /// Sets where the next look at the ceiling is due from the count now (after
 /// a collection freed some).
 pub fn rearm() {

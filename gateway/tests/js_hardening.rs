@@ -900,3 +900,121 @@ fn a_boa_context_over_jsvm_memory_once_built_fails_at_load() {
         assert_eq!(status, want, "--jsvm-memory {limit}");
     }
 }
+
+/// A call out's answer is JSON text the host makes, and boa's string made
+/// of it: a reply of 8 MiB of control characters is 96 MiB of escapes
+/// (`\u0001`, the body twice). Made in the call's count, that passed the
+/// ceiling (16 + 64 MiB here): the allocator parked the VM thread for good
+/// (31 MiB replies at the default limit parked one holding ~220 MB a
+/// request, and after a handful no lost JS thread was replaced). An answer
+/// that cannot fit fails the call instead: the script gets `undefined`, as
+/// for any failed call, and nothing is parked.
+#[test]
+fn a_call_out_answer_too_large_for_the_heap_fails_the_call_not_the_thread() {
+    let control = Bytes::from(vec![1u8; 8 << 20]);
+    let svc = common::upstream_fn(move |_req: http::Request<hyper::body::Incoming>| {
+        let body = control.clone();
+        async move { Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(body))) }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("callout.js");
+    std::fs::write(
+        &script,
+        r#"var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request, session, spec) {
+    var url = spec.config_data.svc;
+    var one = TykMakeHttpRequest(JSON.stringify({Domain: url, Resource: "/one"}));
+    var batch = TykBatchRequest(JSON.stringify({requests: [{method: "GET", relative_url: url + "/b"}]}));
+    request.ReturnOverrides.ResponseCode = 200;
+    request.ReturnOverrides.ResponseBody = typeof one + " " + typeof batch;
+    return mw.ReturnData(request, {});
+});
+"#,
+    )
+    .unwrap();
+    let mut api = common::api_json(
+        "callout",
+        "/callout/",
+        &format!("http://{svc}"),
+        true,
+        json!({"driver": "otto", "pre": [{"name": "mw", "path": script.to_str().unwrap()}]}),
+    );
+    api["config_data"] = json!({"svc": format!("http://{svc}")});
+    common::write_api(dir.path(), "callout", &api);
+    let mut gw = Proc::start(
+        dir.path(),
+        &[
+            "--threads",
+            "1",
+            "--jsvm-memory",
+            "16MiB",
+            "--jsvm-timeout",
+            "60s",
+            "--secret",
+            "s3cret",
+        ],
+    );
+    let mut c = Conn::open(gw.addr);
+    for _ in 0..2 {
+        let (status, body) = c.send("GET", "/callout/", &[], Bytes::new());
+        assert_eq!(
+            (status, String::from_utf8_lossy(&body).into_owned()),
+            (200, "undefined undefined".to_string())
+        );
+    }
+    let s = stats(&mut c);
+    assert_eq!(s["js_threads"]["parked"], 0, "{s}");
+    assert_eq!(failures(&s, "callout", "out_of_memory"), 0, "{s}");
+    gw.assert_alive();
+}
+
+/// A QuickJS `fresh` context puts its heap image back before each call,
+/// and gave the pages a call dirtied past it back to the kernel only
+/// then: a call that made a 40 MiB string kept 40 MB resident for as long
+/// as its API was idle (up to twice `--jsvm-memory` per API and VM
+/// thread). A call that grew the heap that far is now put back when it
+/// ends.
+#[test]
+fn a_quickjs_fresh_call_gives_its_memory_back_when_it_ends() {
+    let up = draining_upstream();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("big.js");
+    std::fs::write(
+        &script,
+        r#"var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request, session, spec) {
+    var n = request.URL.indexOf("big") >= 0 ? "x".repeat(40 << 20).length : 1;
+    request.ReturnOverrides.ResponseCode = 200;
+    request.ReturnOverrides.ResponseBody = String(n);
+    return mw.ReturnData(request, {});
+});
+"#,
+    )
+    .unwrap();
+    common::write_api(
+        dir.path(),
+        "fresh",
+        &common::api_json(
+            "fresh",
+            "/fresh/",
+            &format!("http://{up}"),
+            true,
+            json!({"driver": "otto", "engine": "quickjs", "strategy": "fresh",
+                   "pre": [{"name": "mw", "path": script.to_str().unwrap()}]}),
+        ),
+    );
+    let mut gw = Proc::start(dir.path(), &["--threads", "1", "--jsvm-memory", "128MiB"]);
+    let mut c = Conn::open(gw.addr);
+    for _ in 0..3 {
+        assert_eq!(c.send("GET", "/fresh/small", &[], Bytes::new()).1, "1");
+    }
+    let before = gw.rss_kb();
+    let (status, body) = c.send("GET", "/fresh/big", &[], Bytes::new());
+    assert_eq!((status, &body[..]), (200, &b"41943040"[..]));
+    let after = gw.rss_kb();
+    assert!(
+        after < before + 16 * 1024,
+        "VmRSS {before} -> {after} KiB after the call ended"
+    );
+    gw.assert_alive();
+}

@@ -43,6 +43,8 @@ respHook.NewProcessResponse(function (response, request, session, spec) {
         response.StatusCode = "201";
     } else if (mode === "interim-status") {
         response.StatusCode = 100;
+    } else if (mode === "array") {
+        return respHook.ReturnResponseData([response.StatusCode, response.Body], {});
     } else if (mode === "recurse") {
         var answer = respHook.ReturnResponseData(response, {});
         Object.defineProperty(answer, "Response", {
@@ -69,10 +71,12 @@ fn mode(addr: SocketAddr, path: &str, m: &str) -> Got {
 }
 
 /// An answer the host cannot use fails its own request and nothing more:
-/// a 1xx status (it would be written as the final answer), and a getter
+/// a 1xx status (it would be written as the final answer), a getter
 /// that recurses while the host reads it (on boa that hits a runtime limit
 /// outside the script's run; the context is rebuilt, where it used to fail
-/// every later request of the API).
+/// every later request of the API), and an array as `Response`, which Go's
+/// decoder refuses for Tyk's struct (it was read as an object without
+/// fields: the upstream's status with an empty body, a 200).
 #[test]
 fn unusable_response_answers_fail_only_their_own_requests() {
     let dir = tempfile::tempdir().unwrap();
@@ -80,7 +84,7 @@ fn unusable_response_answers_fail_only_their_own_requests() {
     let gw = serve(dir.path(), up);
     for engine in ENGINES {
         let path = format!("/{engine}/x");
-        for m in ["interim-status", "recurse"] {
+        for m in ["interim-status", "recurse", "array"] {
             for i in 0..25 {
                 let r = mode(gw.addr, &path, m);
                 assert_eq!(r.status, 500, "{engine} {m} #{i}: {}", r.text());

@@ -219,3 +219,55 @@ fn batch_request_with_bad_json_answers_undefined_on(engine: &str) {
     );
     gw.stop();
 }
+
+/// A batch reads at most 32 MiB of response bodies in all its replies
+/// together (a single call's limit): a reply that would take it past that
+/// fails, as Tyk's zero reply, and the others stand. Replies were bounded
+/// one by one only, so a batch of N requests held N times 32 MiB at once
+/// outside the script's heap count (20 replies of 30 MiB: 1.2 GB of RSS
+/// for one request, and on boa the VM thread then parked for good holding
+/// it).
+#[test]
+fn a_batch_reads_at_most_32_mib_of_bodies_in_all() {
+    let twelve_mib = Bytes::from(vec![b'z'; 12 << 20]);
+    let svc = upstream_fn(move |_req: Request<Incoming>| {
+        let body = twelve_mib.clone();
+        async move { Ok::<_, std::convert::Infallible>(Response::new(Full::new(body))) }
+    });
+    let urls: Vec<String> = (0..4).map(|i| format!("http://{svc}/{i}")).collect();
+    let requests: Vec<Value> = urls
+        .iter()
+        .map(|u| json!({"method": "GET", "relative_url": u}))
+        .collect();
+    let arg = json!({"requests": requests, "suppress_parallel_execution": true});
+    let script = answering(&format!(
+        "var r = JSON.parse(TykBatchRequest(JSON.stringify({arg})));
+         return r.map(function (x) {{ return [x.relative_url, x.code, x.body.length]; }});"
+    ));
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        js_api(
+            dir.path(),
+            "big",
+            "/big/",
+            svc,
+            engine,
+            &script,
+            Value::Null,
+        );
+        let gw = gateway(dir.path(), 1, 1);
+        let got = get(gw.addr, "/big/");
+        assert_eq!(got.status, StatusCode::OK, "{engine}: {}", got.text());
+        assert_eq!(
+            got.json(),
+            json!([
+                [urls[0], 200, 12 << 20],
+                [urls[1], 200, 12 << 20],
+                ["", 0, 0],
+                ["", 0, 0]
+            ]),
+            "{engine}"
+        );
+        gw.stop();
+    }
+}

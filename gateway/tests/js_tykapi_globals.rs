@@ -300,6 +300,257 @@ fn a_waiting_script_does_not_stall_other_requests_on(engine: &str) {
 
 /// A pre and a post file that both declare `var handler` (and both entries
 /// are named `handler`) each run their own.
+/// A call out held until `--jsvm-timeout` gives the script `undefined`
+/// at the deadline, and the script, which may well end before the
+/// interpreter looks at the clock again, must not have its answer used:
+/// the request fails as a timeout (Tyk answers 500 at its JSVM timeout,
+/// as the README says). It was applied: a 200 (or the request proxied)
+/// just after the deadline, on every engine and strategy. The thread,
+/// which did answer, serves the next request.
+#[test]
+fn a_call_out_held_to_the_deadline_fails_the_request() {
+    // Takes each request and answers only after the test is over.
+    let (hangs, hang_rec) = recorder_with_delay(Duration::from_secs(3600));
+    let (up, rec) = recorder();
+    let script = r#"var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request, session, spec) {
+    if (request.URL.indexOf("hang") >= 0) {
+        var r = TykMakeHttpRequest(JSON.stringify({Domain: spec.config_data.svc, Resource: "/hang"}));
+        request.ReturnOverrides.ResponseCode = 200;
+        request.ReturnOverrides.ResponseBody = "went on with " + typeof r;
+    }
+    return mw.ReturnData(request, {});
+});
+"#;
+    let mut calls = 0;
+    for engine in ENGINES {
+        for strategy in ["persistent", "tyk-json", "fresh"] {
+            let combo = format!("{engine} {strategy}");
+            let dir = tempfile::tempdir().unwrap();
+            js_api(
+                dir.path(),
+                "calls",
+                "/calls/",
+                up,
+                engine,
+                script,
+                json!({"svc": format!("http://{hangs}")}),
+            );
+            let gw = gateway_with(gateway::server::GatewayConfig {
+                apis_dir: dir.path().to_path_buf(),
+                threads: 1,
+                jsvm_threads: 1,
+                jsvm_timeout: Duration::from_millis(300),
+                jsvm_strategy: gateway::js::Strategy::parse(strategy).unwrap(),
+                ..gateway::server::GatewayConfig::default()
+            });
+            let got = get(gw.addr, "/calls/hang");
+            calls += 1;
+            assert_eq!(hang_rec.count(), calls, "{combo}: the call never went out");
+            assert_eq!(
+                got.status,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "{combo}: {}",
+                got.text()
+            );
+            assert_eq!(
+                got.json(),
+                json!({"error": "Internal Server Error"}),
+                "{combo}"
+            );
+            // The next request works, on the same thread.
+            let before = rec.count();
+            let got = get(gw.addr, "/calls/next");
+            assert_eq!(got.status, StatusCode::OK, "{combo}: {}", got.text());
+            assert_eq!(rec.count(), before + 1, "{combo}");
+            gw.stop();
+        }
+    }
+}
+
+/// Top-level code runs under `--jsvm-timeout` when a context is built, and
+/// so do its call outs. They had 5 s of their own: a script whose
+/// top-level `TykMakeHttpRequest` waited on a silent service passed the
+/// load's check (the call returned, and the code ended before the budget
+/// looked at the clock), and then every VM thread spent 5 s building its
+/// context while each request timed out and abandoned it for a new one:
+/// the API never served, and threads churned. Now the build stops at the
+/// timeout, and the API fails closed at load, naming the file.
+#[test]
+fn a_top_level_call_out_is_bounded_by_the_jsvm_timeout() {
+    let (hangs, hang_rec) = recorder_with_delay(Duration::from_secs(3600));
+    let (up, rec) = recorder();
+    let script = r#"var boot = TykMakeHttpRequest(JSON.stringify({Domain: "http://HANGS", Resource: "/boot"}));
+var mw = new TykJS.TykMiddleware.NewMiddleware({});
+mw.NewProcessRequest(function (request, session, spec) {
+    return mw.ReturnData(request, {});
+});
+"#
+    .replace("HANGS", &hangs.to_string());
+    for engine in ENGINES {
+        for strategy in ["persistent", "fresh"] {
+            let combo = format!("{engine} {strategy}");
+            let dir = tempfile::tempdir().unwrap();
+            js_api(
+                dir.path(),
+                "boot",
+                "/boot/",
+                up,
+                engine,
+                &script,
+                Value::Null,
+            );
+            let before = hang_rec.count();
+            let gw = gateway_loading(gateway::server::GatewayConfig {
+                apis_dir: dir.path().to_path_buf(),
+                threads: 1,
+                jsvm_threads: 1,
+                jsvm_timeout: Duration::from_millis(300),
+                jsvm_strategy: gateway::js::Strategy::parse(strategy).unwrap(),
+                ..gateway::server::GatewayConfig::default()
+            });
+            assert!(
+                hang_rec.count() > before,
+                "{combo}: the call never went out"
+            );
+            let errors = format!("{:?}", gw.load_errors);
+            assert!(
+                errors.contains("top-level code was stopped"),
+                "{combo}: {errors}"
+            );
+            let got = get(gw.addr, "/boot/");
+            assert_eq!(got.status, StatusCode::INTERNAL_SERVER_ERROR, "{combo}");
+            assert_eq!(rec.count(), 0, "{combo}: proxied");
+            gw.stop();
+        }
+    }
+}
+
+/// As Go's client, a script's credentials (`Authorization`, `Cookie`)
+/// follow a redirect only to the host it called or a subdomain of it; the
+/// other headers follow anywhere. They were sent to wherever a redirect
+/// pointed (`127.0.0.1` -> `localhost` here, two hosts to Go).
+#[test]
+fn credentials_do_not_follow_a_redirect_to_another_host() {
+    let (landing, rec) = recorder();
+    let elsewhere = format!("http://localhost:{}/landed", landing.port());
+    let same = format!("http://127.0.0.1:{}/same", landing.port());
+    let redirect = upstream_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let to = if req.uri().path() == "/away" {
+            elsewhere.clone()
+        } else {
+            same.clone()
+        };
+        async move {
+            let mut resp = http::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
+            *resp.status_mut() = StatusCode::FOUND;
+            resp.headers_mut().insert("location", to.parse().unwrap());
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    let script = answering(
+        r#"var codes = [];
+           ["/away", "/near"].forEach(function (path) {
+               var r = TykMakeHttpRequest(JSON.stringify({Domain: spec.config_data.svc, Resource: path,
+                   Headers: {"Authorization": "Bearer secret", "Cookie": "s=1", "X-Other": "kept"}}));
+               codes.push(r ? JSON.parse(r).Code : 0);
+           });
+           return codes;"#,
+    );
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        js_api(
+            dir.path(),
+            "redir",
+            "/redir/",
+            landing,
+            engine,
+            &script,
+            json!({"svc": format!("http://{redirect}")}),
+        );
+        let gw = gateway(dir.path(), 1, 1);
+        let before = rec.count();
+        assert_eq!(
+            get(gw.addr, "/redir/").json(),
+            json!([200, 200]),
+            "{engine}"
+        );
+        let seen = rec.requests();
+        let [away, near] = &seen[before..] else {
+            panic!("{engine}: {} requests landed", seen.len() - before)
+        };
+        assert_eq!(away.uri, "/landed", "{engine}");
+        assert!(
+            away.headers.get("authorization").is_none(),
+            "{engine}: {:?}",
+            away.headers
+        );
+        assert!(away.headers.get("cookie").is_none(), "{engine}");
+        assert_eq!(away.headers["x-other"], "kept", "{engine}");
+        assert_eq!(near.uri, "/same", "{engine}");
+        assert_eq!(near.headers["authorization"], "Bearer secret", "{engine}");
+        assert_eq!(near.headers["cookie"], "s=1", "{engine}");
+        gw.stop();
+    }
+}
+
+/// As Go's client, a call takes at most five interim (1xx) answers before
+/// the final one: past that it fails (`undefined`). hyper's client skipped
+/// them without end, so a service sending them forever held the call, its
+/// VM thread parsing, until `--jsvm-timeout`.
+#[test]
+fn a_call_out_takes_at_most_five_interim_answers() {
+    use std::io::Write;
+    // `/N` answers N interim heads, then 200; `/endless` never stops.
+    let (svc, _) = common::raw::raw_upstream(|mut s| {
+        let Some(head) = common::raw::read_request(&mut s) else {
+            return;
+        };
+        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+        let count = path[1..].parse::<usize>().unwrap_or(usize::MAX);
+        for _ in 0..count.min(1_000_000) {
+            if s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").is_err() {
+                return;
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+    });
+    let script = answering(
+        r#"return ["/5", "/6", "/endless"].map(function (path) {
+               var r = TykMakeHttpRequest(JSON.stringify({Domain: spec.config_data.svc, Resource: path}));
+               return r ? JSON.parse(r).Code : typeof r;
+           });"#,
+    );
+    let (up, _rec) = recorder();
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        js_api(
+            dir.path(),
+            "interim",
+            "/interim/",
+            up,
+            engine,
+            &script,
+            json!({"svc": format!("http://{svc}")}),
+        );
+        let gw = gateway_with(gateway::server::GatewayConfig {
+            apis_dir: dir.path().to_path_buf(),
+            threads: 1,
+            jsvm_threads: 1,
+            jsvm_timeout: Duration::from_secs(60),
+            ..gateway::server::GatewayConfig::default()
+        });
+        let got = get(gw.addr, "/interim/");
+        assert_eq!(got.status, StatusCode::OK, "{engine}: {}", got.text());
+        assert_eq!(
+            got.json(),
+            json!([200, "undefined", "undefined"]),
+            "{engine}"
+        );
+        gw.stop();
+    }
+}
+
 #[test]
 fn each_file_has_its_own_scope() {
     let hook = |header: &str| {

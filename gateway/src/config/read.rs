@@ -110,10 +110,18 @@ pub fn parse_definition(file: &Path, bytes: &[u8]) -> Result<ApiDefinition, Load
 
 /// Parses a definition and lints the raw JSON: warnings, typos, refusals.
 fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Findings), LoadError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        // serde_json's message already ends "at line L column C".
-        LoadError::new(file, "-", format!("invalid JSON: {e}"))
-    })?;
+    // serde_json's message already ends "at line L column C".
+    let invalid = |e: serde_json::Error| LoadError::new(file, "-", format!("invalid JSON: {e}"));
+    let (value, too_deep) = match serde_json::from_slice::<Value>(bytes) {
+        Ok(value) => (value, None),
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+            match without_config_data(bytes) {
+                Some(value) => (value, Some(e)),
+                None => return Err(invalid(e)),
+            }
+        }
+        Err(e) => return Err(invalid(e)),
+    };
     if !value.is_object() {
         return Err(LoadError::new(
             file,
@@ -136,7 +144,14 @@ fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Find
             }
         }
     }
-    let findings = lint::check(file, &value);
+    let mut findings = lint::check(file, &value);
+    if let Some(e) = too_deep {
+        findings.refuse(LoadError::new(
+            file,
+            "config_data",
+            format!("nests deeper than this gateway reads (128 levels: {e}); Tyk reads it, so the API fails closed rather than go unrouted"),
+        ));
+    }
     let mut value = value;
     drop_nulls(&mut value);
     // serde_path_to_error names the field a type error is in
@@ -147,6 +162,42 @@ fn parse_checked(file: &Path, bytes: &[u8]) -> Result<(ApiDefinition, lint::Find
         LoadError::new(file, field, e.into_inner().to_string())
     })?;
     Ok((def, findings))
+}
+
+/// The definition with `config_data` skipped unread (as `null`), when the
+/// whole text nests deeper than serde_json reads (128 levels; Go's decoder,
+/// so Tyk, reads 10,000): `config_data` is free-form, and a deep one made
+/// a valid Tyk definition "not loaded", its listen path unrouted, so that
+/// its traffic fell through to a shorter one (a `/` catch-all). Read so,
+/// the API is routed and fails closed. `None` if the rest is too deep too.
+fn without_config_data(bytes: &[u8]) -> Option<Value> {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+
+    struct Members;
+    impl<'de> Visitor<'de> for Members {
+        type Value = serde_json::Map<String, Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an API definition object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = serde_json::Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                // serde_json skips a value without recursing, at any depth.
+                let value = if key == "config_data" {
+                    map.next_value::<IgnoredAny>()?;
+                    Value::Null
+                } else {
+                    map.next_value::<Value>()?
+                };
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let members = de.deserialize_map(Members).ok()?;
+    de.end().ok()?;
+    Some(Value::Object(members))
 }
 
 /// Removes the members whose value is `null`, as Go's `json.Unmarshal`

@@ -107,10 +107,25 @@ fn decoded_value(decoded: Result<Vec<u8>, base64::DecodeError>) -> JsValue {
     match decoded {
         Ok(bytes) => JsString::from(String::from_utf8_lossy(&bytes).as_ref()).into(),
         Err(e) => {
-            crate::heap::uncounted(
-                || tracing::error!(target: "jsvm", error = %e, "Failed to base64 decode"),
-            );
+            b64_failed(&e);
             JsValue::undefined()
         }
+    }
+}
+
+/// Logs a `b64dec`/`rawb64dec` of text that is not base64 (as Tyk does),
+/// at most `--log-rate` lines a second, both engines together: a script
+/// decoding bad text in a loop wrote a line per call (88,000 a second).
+pub(crate) fn b64_failed(e: &base64::DecodeError) {
+    static GATE: crate::lograte::LogGate = crate::lograte::LogGate::new();
+    if let Some(left_out) = GATE.admit() {
+        crate::heap::uncounted(|| {
+            tracing::error!(
+                target: "jsvm",
+                error = %e,
+                "Failed to base64 decode{}",
+                crate::lograte::LeftOut(left_out)
+            )
+        });
     }
 }

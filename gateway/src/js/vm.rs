@@ -207,10 +207,23 @@ fn run_scripts(src: &Sources, ctx: &mut Context) -> Result<Vec<String>, BuildErr
         let script =
             Script::parse(source, None, ctx).map_err(|e| fail(format!("does not compile: {e}")))?;
         let deadline = Instant::now() + src.timeout;
-        let run = budget::block_guarded(
-            script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
-            Guard::new(deadline, src.memory),
-        );
+        // A call out in top-level code ends by the same deadline (it had 5 s
+        // of its own: past `--jsvm-timeout`, a build whose call out waited
+        // on a silent service passed the load's check, then held each VM
+        // thread that rebuilt it while requests timed out and abandoned
+        // it). Code that ends after its deadline ran past it, even when no
+        // slice was left to see it.
+        let run = {
+            let _calls = super::tykapi::call_scope(deadline);
+            budget::block_guarded(
+                script.evaluate_async_with_budget(ctx, SLICE_BUDGET),
+                Guard::new(deadline, src.memory),
+            )
+        };
+        let run = match run {
+            Ok(_) if Instant::now() >= deadline => Err(Stop::Timeout),
+            run => run,
+        };
         match run {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => thrown.push(format!(

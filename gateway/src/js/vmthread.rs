@@ -9,7 +9,11 @@
 //! answer with the call's deadline. The I/O thread never runs script code
 //! and never waits past the deadline:
 //!
-//! - a job that ends by its deadline answers as it would inline;
+//! - a job that ends by its deadline answers as it would inline; one that
+//!   ends after it, within the grace below, is a timeout all the same (as
+//!   inline): a blocking host call (`TykMakeHttpRequest`) gives up at the
+//!   deadline and the script, handed `undefined`, may end before the
+//!   interpreter's next look at the clock; its answer was applied;
 //! - a job still running at the deadline (plus [`ABANDON_GRACE`], so that a
 //!   script the interpreter budget stops on time keeps its thread) is
 //!   *abandoned*: the request gets its 500 at once, the thread is marked,
@@ -397,7 +401,10 @@ impl<S: 'static> VmPool<S> {
             Box::new(move |slot: &mut Slot<S>| {
                 let started = Instant::now();
                 let answer = job(slot);
-                reply.send((answer, started.elapsed()));
+                // Read here, where the job ended: the I/O thread may look
+                // later than that.
+                let late = Instant::now() >= deadline;
+                reply.send((answer, started.elapsed(), late));
             }),
         );
         if sent.is_err() {
@@ -438,7 +445,13 @@ impl<S: 'static> VmPool<S> {
             }
         };
         match got {
-            Ok((answer, ran)) => {
+            // Past the deadline: a timeout, as it would be a moment later
+            // (the thread, which answered, is kept).
+            Ok((_, ran, true)) => {
+                self.note(ran);
+                Err(RunError::Timeout)
+            }
+            Ok((answer, ran, false)) => {
                 self.note(ran);
                 Ok(answer)
             }

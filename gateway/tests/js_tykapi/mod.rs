@@ -48,21 +48,30 @@ pub fn js_api(
 /// recursive-descent parser takes far more stack in a debug build than a
 /// test thread's 2 MiB for a nested object literal.
 pub fn gateway(dir: &Path, threads: usize, jsvm_threads: usize) -> TestGateway {
-    let config = GatewayConfig {
+    gateway_with(GatewayConfig {
         apis_dir: dir.to_path_buf(),
         threads,
         jsvm_threads,
         jsvm_engine: JsEngine::Boa,
         ..GatewayConfig::default()
-    };
-    let gw = std::thread::Builder::new()
+    })
+}
+
+/// [`gateway`] with the whole configuration given.
+pub fn gateway_with(config: GatewayConfig) -> TestGateway {
+    let gw = gateway_loading(config);
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    gw
+}
+
+/// [`gateway_with`], whatever the load found (`load_errors`).
+pub fn gateway_loading(config: GatewayConfig) -> TestGateway {
+    std::thread::Builder::new()
         .stack_size(gateway::js::SCRIPT_STACK_SIZE)
         .spawn(move || start_gateway_with(config))
         .unwrap()
         .join()
-        .unwrap();
-    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
-    gw
+        .unwrap()
 }
 
 /// A script whose answer is `expr`'s value as JSON text (a 200 from the

@@ -420,7 +420,7 @@ fn string(v: &Value<'_>, field: &str) -> Result<String, MwError> {
 /// name is formatted: per entry on every call, that was a tenth of a call).
 fn string_at(v: &Value<'_>, field: impl FnOnce() -> String) -> Result<String, MwError> {
     v.as_string()
-        .and_then(|s| s.to_string().ok())
+        .and_then(|s| super::engine::lossy(s).ok())
         .ok_or_else(|| shape(&field(), "a string", v))
 }
 
@@ -517,7 +517,9 @@ fn header_map<'js>(
 /// The session fields' JSON text (`[SessionMeta, Session, AuthValue]`),
 /// each checked as Tyk's decoder would.
 fn check_session_fields(text: &str) -> Result<(), MwError> {
-    let parsed: serde_json::Value = serde_json::from_str(text)
+    // A lone surrogate's escape is U+FFFD to Tyk's decoder.
+    let text = crate::js::gojson::lone_surrogates(text);
+    let parsed: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| MwError::internal(format!("JS host: session fields: {e}")))?;
     let parts = parsed.as_array().map(Vec::as_slice).unwrap_or_default();
     for (part, check) in parts.iter().zip(crate::js::session::CHECKS) {
@@ -751,11 +753,7 @@ fn plan_read<'js>(
     {
         // Any value, as Tyk's `b64enc(Body)` turns it into text (`42`
         // becomes "42").
-        let text = a
-            .body
-            .get::<Coerced<String>>()
-            .map_err(|e| thrown(ctx, e, "Request.Body"))?
-            .0;
+        let text = super::engine::coerced(&a.body).map_err(|e| thrown(ctx, e, "Request.Body"))?;
         body = Some(text);
     }
     let url = if a.url != sent.url {

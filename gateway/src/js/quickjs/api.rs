@@ -248,14 +248,21 @@ impl Live {
             message,
         })?;
         let ctx = full_context(&rt)?;
-        // Top-level code runs under the same time limit as a call.
-        watch.arm(Instant::now() + p.timeout);
-        let built = ctx.with(|ctx| {
-            let call = setup(&ctx, p, true)?;
-            let keys = Keys::persistent(&ctx, &call).map_err(|e| internal(&ctx, e))?;
-            Ok((Persistent::save(&ctx, call), keys))
-        });
-        if watch.disarm() {
+        // Top-level code runs under the same time limit as a call, its call
+        // outs too (see boa's `run_scripts`); ending after it is running
+        // past it.
+        let deadline = Instant::now() + p.timeout;
+        watch.arm(deadline);
+        let built = {
+            let _calls = crate::js::tykapi::call_scope(deadline);
+            ctx.with(|ctx| {
+                let call = setup(&ctx, p, true)?;
+                let keys = Keys::persistent(&ctx, &call).map_err(|e| internal(&ctx, e))?;
+                Ok((Persistent::save(&ctx, call), keys))
+            })
+        };
+        let stopped = watch.disarm();
+        if stopped || Instant::now() >= deadline {
             return Err(BuildError {
                 field: "custom_middleware".into(),
                 message: format!("top-level code was stopped after {:?}", p.timeout),
@@ -416,6 +423,8 @@ impl QjsApi {
                     f(ctx, host, &keys)
                 });
                 let (r, late) = settle(r, fresh.runtime(), deadline);
+                // No JS value of the call is alive here (`r` is Rust data).
+                fresh.trim();
                 (r, fresh.watch.disarm() || late)
             }
         };

@@ -184,10 +184,71 @@ pub(crate) fn install_natives(ctx: &Ctx<'_>, api_id: &Rc<str>) -> rquickjs::Resu
 
 /// The first argument with JS `String(x)` semantics (Go's
 /// `call.Argument(0).String()`).
-fn arg_string(v: Opt<Value<'_>>) -> rquickjs::Result<String> {
+pub(crate) fn arg_string(v: Opt<Value<'_>>) -> rquickjs::Result<String> {
     match v.0 {
-        Some(v) => Ok(v.get::<Coerced<String>>()?.0),
+        Some(v) => coerced(&v),
         None => Ok("undefined".into()),
+    }
+}
+
+/// `String(v)` as UTF-8, each lone surrogate one U+FFFD ([`lossy`]).
+pub(crate) fn coerced(v: &Value<'_>) -> rquickjs::Result<String> {
+    lossy(&v.get::<Coerced<rquickjs::String>>()?.0)
+}
+
+/// `s` as UTF-8, each lone surrogate replaced by one U+FFFD, as boa's host
+/// reads it (`text::lossy`) and as Tyk's goja and Go's JSON decoder do.
+/// rquickjs's `to_string` refuses such a string (QuickJS writes a lone
+/// surrogate as its three WTF-8 bytes), and every host path that read one
+/// failed its request: a `log` line, `b64enc`, a header value or body the
+/// script set, a call out's JSON (a string cut inside an emoji is enough).
+pub(crate) fn lossy(s: &rquickjs::String<'_>) -> rquickjs::Result<String> {
+    match s.to_string() {
+        Err(rquickjs::Error::Utf8(_)) => {}
+        other => return other,
+    }
+    let raw = s.ctx().as_raw().as_ptr();
+    let mut len = 0;
+    // SAFETY: the live context and one of its strings; the C string is
+    // read before it is freed, once.
+    unsafe {
+        let p = qjs::JS_ToCStringLen(raw, &mut len, s.as_raw());
+        if p.is_null() {
+            return Err(rquickjs::Error::Exception);
+        }
+        let text = wtf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned();
+        qjs::JS_FreeCString(raw, p);
+        Ok(text)
+    }
+}
+
+/// WTF-8 (UTF-8 that may hold surrogates, three bytes each) as UTF-8: a
+/// surrogate's three bytes become one U+FFFD, any other invalid byte one
+/// U+FFFD each.
+pub(crate) fn wtf8_lossy(mut bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(bytes.len());
+    loop {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => {
+                out.push_str(s);
+                return std::borrow::Cow::Owned(out);
+            }
+            Err(e) => {
+                let (good, rest) = bytes.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(good).expect("checked up to here"));
+                out.push('\u{fffd}');
+                let surrogate = matches!(rest, [0xed, 0xa0..=0xbf, 0x80..=0xbf, ..]);
+                let skip = if surrogate {
+                    3
+                } else {
+                    e.error_len().unwrap_or(rest.len())
+                };
+                bytes = &rest[skip..];
+            }
+        }
     }
 }
 
@@ -195,7 +256,7 @@ fn decoded(d: Result<Vec<u8>, base64::DecodeError>) -> Option<String> {
     match d {
         Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
         Err(e) => {
-            tracing::error!(target: "jsvm", error = %e, "Failed to base64 decode");
+            crate::js::prelude::b64_failed(&e);
             None
         }
     }
@@ -300,10 +361,7 @@ pub(crate) fn eval_function<'js>(
 /// function`), and for a syntax error where it is (`line 4, column 41 of
 /// file.js`), read from the first stack frame.
 pub(crate) fn describe(thrown: &Value<'_>, with_place: bool) -> String {
-    let text = thrown
-        .get::<Coerced<String>>()
-        .map(|c| c.0)
-        .unwrap_or_else(|_| "an exception that cannot be shown".into());
+    let text = coerced(thrown).unwrap_or_else(|_| "an exception that cannot be shown".into());
     if !with_place {
         return text;
     }
@@ -319,5 +377,20 @@ pub(crate) fn describe(thrown: &Value<'_>, with_place: bool) -> String {
     match place {
         Some(p) => format!("{text} (at {p})"),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wtf8_lossy;
+
+    #[test]
+    fn a_lone_surrogate_is_one_replacement_character() {
+        assert_eq!(wtf8_lossy(b"plain \xe2\x98\x83"), "plain \u{2603}");
+        // U+D83D and U+DC00 as QuickJS writes them, alone.
+        assert_eq!(wtf8_lossy(b"a\xed\xa0\xbdb"), "a\u{fffd}b");
+        assert_eq!(wtf8_lossy(b"\xed\xb0\x80"), "\u{fffd}");
+        // Other invalid bytes: one each, as `from_utf8_lossy`.
+        assert_eq!(wtf8_lossy(b"x\xff\xfey\xed"), "x\u{fffd}\u{fffd}y\u{fffd}");
     }
 }

@@ -112,7 +112,8 @@ function lines(headers) {
 // when the shape is wrong. (A request's answer the host reads itself.)
 function answerResponse(ret) {
     var r = ret === null || typeof ret !== "object" ? undefined : ret.Response;
-    if (r === null || typeof r !== "object") {
+    // Not an array: Go's decoder refuses one for Tyk's struct.
+    if (r === null || typeof r !== "object" || isArray(r)) {
         return [ret];
     }
     return [r, r.StatusCode, r.Body, empty(r.DeleteHeaders), r.SetHeaders];

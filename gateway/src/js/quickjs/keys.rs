@@ -189,10 +189,10 @@ impl Keys {
 
 impl Keys {
     /// The JS string `s` as a header value: `None` when QuickJS cannot
-    /// give its text or it is not UTF-8 (then it is no string to Tyk's
-    /// decoder either), `Some(Err)` when a header cannot carry it (CR, LF,
+    /// give its text, `Some(Err)` when a header cannot carry it (CR, LF,
     /// another control character: [`HeaderValue::from_str`], as on every
-    /// path).
+    /// path). A lone surrogate is U+FFFD, as Tyk's decoder reads the
+    /// `\ud800` that `JSON.stringify` writes for it (and as boa's host).
     pub(crate) fn header_value(
         &self,
         ctx: &Ctx<'_>,
@@ -217,9 +217,7 @@ impl Keys {
         unsafe {
             let p = qjs::JS_ToCStringLen(raw, &mut len, v);
             let parsed = c_string_bytes(ctx, p, len, |b| {
-                std::str::from_utf8(b)
-                    .ok()
-                    .map(|t| HeaderValue::from_str(t).map_err(drop))
+                Some(HeaderValue::from_str(&super::engine::wtf8_lossy(b)).map_err(drop))
             })?;
             if let Some(Ok(hv)) = &parsed {
                 if values.len() < VALUES_KEPT && len <= VALUE_KEPT_LEN {
@@ -474,7 +472,7 @@ unsafe fn atom_string(raw: *mut qjs::JSContext, atom: qjs::JSAtom) -> String {
             return String::new();
         }
         let bytes = std::slice::from_raw_parts(s.cast::<u8>(), len as usize);
-        let text = String::from_utf8_lossy(bytes).into_owned();
+        let text = super::engine::wtf8_lossy(bytes).into_owned();
         qjs::JS_FreeCString(raw, s);
         text
     }

@@ -75,7 +75,7 @@
 
 mod answer;
 mod api;
-mod engine;
+pub(crate) mod engine;
 mod fresh;
 mod hostcode;
 mod keys;

@@ -24,7 +24,8 @@
 //! The region is reserved, not committed (`MAP_NORESERVE`): pages become
 //! resident as QuickJS touches them. A call's allocations past the image
 //! stay resident until [`Image::restore`] gives back those beyond
-//! [`TRIM_SLACK`], so no request keeps memory after it ends. A block uses
+//! [`TRIM_SLACK`]: before the next call, or at once after a call that
+//! grew past it (`Fresh::trim`), so no request keeps memory after it ends. A block uses
 //! the next power of two of its size (plus a 16-byte header), and QuickJS
 //! counts that towards `--jsvm-memory`: a script's large strings and arrays
 //! reach the limit up to twice as early as with libc's malloc.
@@ -239,6 +240,12 @@ impl Image {
     /// Bytes in the image.
     pub(crate) fn len(&self) -> usize {
         self.bytes.len()
+    }
+
+    /// Whether the heap has grown past what [`Image::restore`] keeps
+    /// resident (the image and [`TRIM_SLACK`]).
+    pub(crate) fn outgrown(&self) -> bool {
+        self.arena.used() > (self.bytes.len() + TRIM_SLACK).next_multiple_of(page_size())
     }
 
     /// Puts the image back, and gives the pages a call used beyond it (past

@@ -471,9 +471,11 @@ fn check_session_fields(
             ));
             checked(err, &e)
         })?;
-        // Read back as Tyk's decoder reads it; serde_json refuses nesting
-        // past 128 levels, as the QuickJS host's check does.
+        // Read back as Tyk's decoder reads it (a lone surrogate's escape,
+        // which `JSON.stringify` writes, as U+FFFD); serde_json refuses
+        // nesting past 128 levels, as the QuickJS host's check does.
         if let Some(text) = text {
+            let text = crate::js::gojson::lone_surrogates(&text);
             let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
                 MwError::bad_answer(format!(
                     "ProcessRequest result: {} cannot be decoded as Tyk would: {e}",

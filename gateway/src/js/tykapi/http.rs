@@ -17,19 +17,52 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, HOST, LOCATION, USER_AGENT};
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
-/// The largest response body a call reads; past it the call fails.
+/// The most response body a call reads, or a batch reads in all its
+/// replies together; past it the call (the batch) fails.
 pub(crate) const MAX_RESPONSE_BODY: usize = 32 << 20;
+
+/// What a call, or every request of one batch together, may still read of
+/// response bodies ([`MAX_RESPONSE_BODY`]). A batch's replies were bounded
+/// one by one only: any number of 32 MiB replies, held at once outside the
+/// script's heap count (20 of them peaked at 1.2 GB for one request).
+#[derive(Clone)]
+pub(crate) struct BodyBudget(Arc<AtomicUsize>);
+
+impl BodyBudget {
+    pub(crate) fn new() -> BodyBudget {
+        BodyBudget(Arc::new(AtomicUsize::new(MAX_RESPONSE_BODY)))
+    }
+
+    /// Takes `n` bytes; false (nothing taken) when fewer are left.
+    fn take(&self, n: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(n)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` bytes taken for a body that was dropped (a redirect's).
+    fn give_back(&self, n: usize) {
+        self.0.fetch_add(n, Ordering::SeqCst);
+    }
+}
 
 /// Go's `http.Client` limit.
 const MAX_REDIRECTS: usize = 10;
+
+/// Interim (1xx) answers taken before the final one, as Go's client.
+use crate::h1up::MAX_INTERIM;
 
 /// One outgoing request, as a script described it.
 #[derive(Clone)]
@@ -81,10 +114,14 @@ where
     })
 }
 
-/// Sends `out`, following redirects as Go's client does.
-pub(crate) async fn fetch(mut out: Outgoing) -> Result<Reply, String> {
+/// Sends `out`, following redirects as Go's client does, reading bodies
+/// within `budget`.
+pub(crate) async fn fetch(mut out: Outgoing, budget: &BodyBudget) -> Result<Reply, String> {
+    // The script's headers, and the host it meant its credentials for.
+    let asked = out.headers.clone();
+    let initial = out.uri.host().unwrap_or_default().to_ascii_lowercase();
     for _ in 0..=MAX_REDIRECTS {
-        let (status, headers, body) = send_once(&out).await?;
+        let (status, headers, body) = send_once(&out, budget).await?;
         let location = headers
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
@@ -92,7 +129,14 @@ pub(crate) async fn fetch(mut out: Outgoing) -> Result<Reply, String> {
         let Some(location) = location else {
             return Ok(reply(status, &headers, &body));
         };
+        budget.give_back(body.len());
         out.uri = resolve(&out.uri, location)?;
+        let trusted = same_domain(&out.uri, &initial);
+        out.headers = asked
+            .iter()
+            .filter(|(name, _)| trusted || !credential(name))
+            .cloned()
+            .collect();
         if matches!(status.as_u16(), 301..=303) && out.method != Method::HEAD {
             out.method = Method::GET;
             out.body = Bytes::new();
@@ -101,8 +145,31 @@ pub(crate) async fn fetch(mut out: Outgoing) -> Result<Reply, String> {
     Err(format!("stopped after {MAX_REDIRECTS} redirects"))
 }
 
+/// Headers Go's client sends on a redirect only to the initial host or a
+/// subdomain of it. They were sent to wherever a service redirected: a
+/// script's `Authorization: Bearer ...` reached any host a redirect named.
+fn credential(name: &str) -> bool {
+    ["Authorization", "Www-Authenticate", "Cookie", "Cookie2"]
+        .iter()
+        .any(|c| c.eq_ignore_ascii_case(name))
+}
+
+/// Whether `dest`'s host is `initial` or a subdomain of it (Go's
+/// `isDomainOrSubdomain`; an IPv6 address only when equal).
+fn same_domain(dest: &Uri, initial: &str) -> bool {
+    let host = dest.host().unwrap_or_default().to_ascii_lowercase();
+    host == initial
+        || (!host.contains([':', '%'])
+            && host
+                .strip_suffix(initial)
+                .is_some_and(|sub| sub.ends_with('.')))
+}
+
 /// One request on a new connection.
-async fn send_once(out: &Outgoing) -> Result<(StatusCode, HeaderMap, Bytes), String> {
+async fn send_once(
+    out: &Outgoing,
+    budget: &BodyBudget,
+) -> Result<(StatusCode, HeaderMap, Bytes), String> {
     let (host, port, authority) = target(&out.uri)?;
     let stream = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
@@ -117,19 +184,43 @@ async fn send_once(out: &Outgoing) -> Result<(StatusCode, HeaderMap, Bytes), Str
     let driver = tokio::spawn(async move {
         let _ = conn.await;
     });
-    let req = build(out, &authority)?;
+    let mut req = build(out, &authority)?;
+    // Go's client takes at most `MAX_INTERIM` interim (1xx) answers before
+    // the final one; hyper's skips them without end: a service sending
+    // them forever held the call, its VM thread parsing, until the
+    // deadline.
+    let interim = Arc::new((AtomicU8::new(0), tokio::sync::Notify::new()));
+    let seen = interim.clone();
+    hyper::ext::on_informational(&mut req, move |_| {
+        if seen.0.fetch_add(1, Ordering::Relaxed) == MAX_INTERIM {
+            seen.1.notify_one();
+        }
+    });
+    let too_many = || format!("{authority}: more than {MAX_INTERIM} interim (1xx) answers");
     let result = async {
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| format!("{authority}: {e}"))?;
-        let (parts, body) = resp.into_parts();
-        let body = Limited::new(body, MAX_RESPONSE_BODY)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the response of {authority}: {e}"))?
-            .to_bytes();
-        Ok((parts.status, parts.headers, body))
+        let resp = tokio::select! {
+            biased;
+            r = sender.send_request(req) => r.map_err(|e| format!("{authority}: {e}"))?,
+            () = interim.1.notified() => return Err(too_many()),
+        };
+        if interim.0.load(Ordering::Relaxed) > MAX_INTERIM {
+            return Err(too_many());
+        }
+        let (parts, mut body) = resp.into_parts();
+        let mut read = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("reading the response of {authority}: {e}"))?;
+            if let Ok(data) = frame.into_data() {
+                if !budget.take(data.len()) {
+                    return Err(format!(
+                        "reading the response of {authority}: response bodies over {} MiB (one call's, or one batch's together)",
+                        MAX_RESPONSE_BODY >> 20
+                    ));
+                }
+                read.extend_from_slice(&data);
+            }
+        }
+        Ok((parts.status, parts.headers, Bytes::from(read)))
     }
     .await;
     driver.abort();
@@ -157,8 +248,32 @@ fn target(uri: &Uri) -> Result<(String, u16, String), String> {
         .trim_end_matches(']')
         .to_string();
     let port = uri.port_u16().unwrap_or(80);
-    let authority = uri.authority().map_or(host.clone(), |a| a.to_string());
+    // Go's `URL.Host`: the authority without its userinfo, which Go's
+    // client sends as `Authorization: Basic` instead ([`userinfo`]).
+    let authority = uri.authority().map_or(host.clone(), |a| {
+        a.as_str()
+            .rsplit_once('@')
+            .map_or(a.as_str(), |(_, hostport)| hostport)
+            .to_string()
+    });
     Ok((host, port, authority))
+}
+
+/// The `Authorization: Basic` value Go's client sends for a URL's
+/// userinfo (`http://user:pass@host/`, percent-escapes decoded) when the
+/// request has no `Authorization` of its own. The userinfo went out in
+/// the `Host` header instead, credentials and all.
+fn userinfo(uri: &Uri) -> Option<HeaderValue> {
+    use base64::Engine as _;
+    let (info, _) = uri.authority()?.as_str().rsplit_once('@')?;
+    let (user, pass) = info.split_once(':').unwrap_or((info, ""));
+    let pair = format!(
+        "{}:{}",
+        crate::path::decode(user),
+        crate::path::decode(pass)
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    HeaderValue::from_str(&format!("Basic {encoded}")).ok()
 }
 
 fn build(out: &Outgoing, authority: &str) -> Result<Request<Full<Bytes>>, String> {
@@ -183,6 +298,9 @@ fn build(out: &Outgoing, authority: &str) -> Result<Request<Full<Bytes>>, String
     }
     let host = HeaderValue::from_str(authority).map_err(|e| e.to_string())?;
     headers.insert(HOST, host);
+    if let Some(basic) = userinfo(&out.uri) {
+        headers.entry(http::header::AUTHORIZATION).or_insert(basic);
+    }
     headers
         .entry(USER_AGENT)
         .or_insert(HeaderValue::from_static("Go-http-client/1.1"));
@@ -236,7 +354,48 @@ fn reply(status: StatusCode, headers: &HeaderMap, body: &Bytes) -> Reply {
 
 #[cfg(test)]
 mod tests {
-    use super::resolve;
+    use super::{build, resolve, target, Outgoing};
+
+    /// As Go's client, credentials follow a redirect only to the initial
+    /// host or a subdomain of it.
+    #[test]
+    fn credentials_follow_redirects_only_within_the_domain() {
+        use super::{credential, same_domain};
+        let at = |u: &str| u.parse::<http::Uri>().unwrap();
+        assert!(same_domain(
+            &at("http://Api.Example.com:9/x"),
+            "example.com"
+        ));
+        assert!(same_domain(&at("http://example.com/x"), "example.com"));
+        assert!(!same_domain(&at("http://badexample.com/"), "example.com"));
+        assert!(!same_domain(&at("http://localhost:1/"), "127.0.0.1"));
+        assert!(same_domain(&at("http://127.0.0.1:2/"), "127.0.0.1"));
+        assert!(credential("authorization") && credential("COOKIE"));
+        assert!(!credential("X-Api-Key"));
+    }
+
+    /// As Go's client: the userinfo is `Authorization: Basic`, never part of
+    /// `Host`; a script's own `Authorization` wins.
+    #[test]
+    fn userinfo_is_basic_auth_not_part_of_the_host() {
+        let uri: http::Uri = "http://us%65r:p%40ss@h:1/x".parse().unwrap();
+        let (_, _, authority) = target(&uri).unwrap();
+        assert_eq!(authority, "h:1");
+        let mut out = Outgoing {
+            method: http::Method::GET,
+            uri,
+            headers: Vec::new(),
+            body: bytes::Bytes::new(),
+            close: true,
+        };
+        let req = build(&out, &authority).unwrap();
+        assert_eq!(req.headers()["host"], "h:1");
+        // base64 of "user:p@ss".
+        assert_eq!(req.headers()["authorization"], "Basic dXNlcjpwQHNz");
+        out.headers = vec![("Authorization".into(), "Bearer t".into())];
+        let req = build(&out, &authority).unwrap();
+        assert_eq!(req.headers()["authorization"], "Bearer t");
+    }
 
     #[test]
     fn redirects_resolve_as_urls_do() {

@@ -142,15 +142,22 @@ pub(crate) fn get_key_data(key: &str, api_id: &str) -> String {
 /// decoded and dropped, and the log says so.
 pub(crate) fn set_key_data(key: &str, session: &str) {
     let decoded = serde_json::from_str::<serde_json::Value>(session);
-    // Logged uncounted, as every log line a script can cause (`prelude.rs`).
+    // Logged uncounted, as every log line a script can cause (`prelude.rs`),
+    // and at most `--log-rate` lines a second: a script can call it in a
+    // loop.
+    static GATE: crate::lograte::LogGate = crate::lograte::LogGate::new();
+    let Some(left_out) = GATE.admit() else {
+        return;
+    };
+    let left_out = crate::lograte::LeftOut(left_out);
     crate::heap::uncounted(|| match decoded {
         Ok(v) if v.is_object() || v.is_null() => tracing::warn!(
             target: "jsvm",
             key,
-            "TykSetKeyData: this gateway has no key store; the session was not saved"
+            "TykSetKeyData: this gateway has no key store; the session was not saved{left_out}"
         ),
         Ok(_) | Err(_) => {
-            tracing::error!(target: "jsvm", key, "Failed to decode the session data")
+            tracing::error!(target: "jsvm", key, "TykSetKeyData: Failed to decode the session data{left_out}")
         }
     })
 }

@@ -2,7 +2,7 @@
 //! engine-agnostic core in this module's parent.
 
 use rquickjs::function::Opt;
-use rquickjs::{Coerced, Ctx, Function, Value};
+use rquickjs::{Ctx, Function, Value};
 
 /// Registers `TykMakeHttpRequest`, `TykBatchRequest`, `TykGetKeyData` and
 /// `TykSetKeyData` in `ctx`'s global object. (The lazy `_` is defined from
@@ -39,8 +39,5 @@ pub(crate) fn install(ctx: &Ctx<'_>) -> rquickjs::Result<()> {
 
 /// An argument with JS `String(x)` semantics; a missing one is "undefined".
 fn arg(v: Opt<Value<'_>>) -> rquickjs::Result<String> {
-    match v.0 {
-        Some(v) => Ok(v.get::<Coerced<String>>()?.0),
-        None => Ok("undefined".into()),
-    }
+    crate::js::quickjs::engine::arg_string(v)
 }

@@ -15,8 +15,16 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
-use super::http::{block_on, fetch, Outgoing, Reply};
+use super::http::{block_on, fetch, BodyBudget, Outgoing, Reply};
+// Go's decoder reads the escape of a lone surrogate (which
+// `JSON.stringify` writes for a string holding one) as U+FFFD, where
+// serde_json refuses the whole text.
 use super::{deadline, refusal};
+// Every failure of a call is logged, as in Tyk, but a script can fail
+// calls in a loop (a line per call, ~70,000 a second): each call site
+// logs at most `--log-rate` lines a second, saying how many it left out.
+use crate::js::gojson::lone_surrogates;
+use crate::lograte::{LeftOut, LogGate};
 
 /// Requests of one batch in flight at once (Tyk starts them all; a bound
 /// keeps a script from opening thousands of sockets).
@@ -38,14 +46,20 @@ pub(crate) fn make_http_request(arg: &str) -> Option<String> {
         // the reply capped at 32 MiB), made and freed uncounted: a thread
         // the allocator stopped in the middle of it would keep the
         // connection open. What the script gets is counted.
-        let reply = crate::heap::uncounted(|| block_on(deadline(), fetch(out)))?;
-        let json = response_json(&reply);
+        let reply =
+            crate::heap::uncounted(|| block_on(deadline(), fetch(out, &BodyBudget::new())))?;
+        let json = for_script(&response(&reply));
         crate::heap::uncounted(|| drop(reply));
-        Ok(json)
+        json
     };
     run()
         .map_err(|e| {
-            crate::heap::uncounted(|| tracing::error!(target: "jsvm", "TykMakeHttpRequest: {e}"))
+            static GATE: LogGate = LogGate::new();
+            if let Some(left_out) = GATE.admit() {
+                crate::heap::uncounted(|| {
+                    tracing::error!(target: "jsvm", "TykMakeHttpRequest: {e}{}", LeftOut(left_out))
+                });
+            }
         })
         .ok()
 }
@@ -59,15 +73,22 @@ pub(crate) fn batch_request(arg: &str) -> Option<String> {
         let (requests, sequential) = batch(arg)?;
         let replies =
             crate::heap::uncounted(|| block_on(deadline(), run_batch(requests, sequential)))?;
-        let json = serde_json::to_string(&replies).map_err(|e| e.to_string());
+        let json = for_script(&replies);
         crate::heap::uncounted(|| drop(replies));
         json
     };
     run()
         .map_err(|e| {
-            crate::heap::uncounted(
-                || tracing::error!(target: "jsvm", "TykBatchRequest: Batch request error: {e}"),
-            )
+            static GATE: LogGate = LogGate::new();
+            if let Some(left_out) = GATE.admit() {
+                crate::heap::uncounted(|| {
+                    tracing::error!(
+                        target: "jsvm",
+                        "TykBatchRequest: Batch request error: {e}{}",
+                        LeftOut(left_out)
+                    )
+                });
+            }
         })
         .ok()
 }
@@ -87,16 +108,51 @@ struct JsHttpResponse<'a> {
     headers: &'a BTreeMap<String, Vec<String>>,
 }
 
-fn response_json(r: &Reply) -> String {
-    let v = JsHttpResponse {
+fn response(r: &Reply) -> JsHttpResponse<'_> {
+    JsHttpResponse {
         code_upper: r.code,
         body_upper: &r.body,
         headers_upper: &r.headers,
         code: r.code,
         body: &r.body,
         headers: &r.headers,
-    };
-    serde_json::to_string(&v).expect("strings and numbers serialise")
+    }
+}
+
+/// `v` as the JSON text the script gets, if that text and the engine's
+/// string made of it (boa's: two bytes a character) fit in what the call
+/// may still allocate (`heap::room`); else the call fails. Past that room
+/// the allocator stops the VM thread for good, holding its heap, in the
+/// middle of the host's own copy: a reply of 31 MiB of control characters
+/// is 372 MiB of escapes (`\u0001`, and the body is there twice), and each
+/// such call parked a boa thread holding ~220 MB until the gateway
+/// restarted (a few of them, and no lost JS thread was replaced).
+fn for_script<T: Serialize>(v: &T) -> Result<String, String> {
+    if let Some(room) = crate::heap::room() {
+        let mut len = Length(0);
+        serde_json::to_writer(&mut len, v).map_err(|e| e.to_string())?;
+        if len.0.saturating_mul(3) > room {
+            return Err(format!(
+                "the answer is {} of JSON, more than the script may still allocate ({} left under --jsvm-memory's ceiling)",
+                crate::js::memory::mib(len.0),
+                crate::js::memory::mib(room)
+            ));
+        }
+    }
+    serde_json::to_string(v).map_err(|e| e.to_string())
+}
+
+/// Counts the bytes written, keeping none.
+struct Length(usize);
+
+impl std::io::Write for Length {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len();
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Tyk's `BatchReplyUnit`; a request that failed is the zero value
@@ -113,7 +169,7 @@ struct BatchReply {
 /// `TykJSHttpRequest` and builds the request: `Domain + Resource` is the
 /// URL; `Body` if not empty, else `FormData` form-encoded (keys sorted).
 fn http_request(arg: &str) -> Result<Outgoing, String> {
-    let v: Value = serde_json::from_str(arg)
+    let v: Value = serde_json::from_str(&lone_surrogates(arg))
         .map_err(|e| format!("JSVM: Failed to deserialise HTTP Request object: {e}"))?;
     let obj = object(&v, "the argument")?;
     let method = string_field(obj, "Method")?;
@@ -150,7 +206,7 @@ fn http_request(arg: &str) -> Result<Outgoing, String> {
 /// suppress_parallel_execution}` (Tyk's `BatchRequestStructure`). As in
 /// Tyk's "unsafe" batch from JS, `relative_url` is the whole URL.
 fn batch(arg: &str) -> Result<(Vec<(Outgoing, String)>, bool), String> {
-    let v: Value = serde_json::from_str(arg)
+    let v: Value = serde_json::from_str(&lone_surrogates(arg))
         .map_err(|e| format!("could not decode batch request, decoding failed: {e}"))?;
     let obj = object(&v, "the argument")?;
     let sequential = match field(obj, "suppress_parallel_execution") {
@@ -191,25 +247,36 @@ async fn run_batch(
     requests: Vec<(Outgoing, String)>,
     sequential: bool,
 ) -> Result<Vec<BatchReply>, String> {
-    let one = |out: Outgoing, url: String| async move {
-        match fetch(out).await {
-            Ok(r) => BatchReply {
-                relative_url: url,
-                code: r.code,
-                headers: Some(r.headers),
-                body: r.body,
-            },
-            Err(e) => {
-                // (Uncounted: the whole batch runs so, `batch_request`.)
-                tracing::error!(target: "jsvm", "TykBatchRequest: request to {url} failed: {e}");
-                BatchReply::default()
+    // Every reply of the batch reads its body from one budget.
+    let budget = BodyBudget::new();
+    let one = |out: Outgoing, url: String| {
+        let budget = budget.clone();
+        async move { (fetch(out, &budget).await, url) }
+    };
+    let settle = |(got, url): (Result<Reply, String>, String)| match got {
+        Ok(r) => BatchReply {
+            relative_url: url,
+            code: r.code,
+            headers: Some(r.headers),
+            body: r.body,
+        },
+        Err(e) => {
+            // (Uncounted: the whole batch runs so, `batch_request`.)
+            static GATE: LogGate = LogGate::new();
+            if let Some(left_out) = GATE.admit() {
+                tracing::error!(
+                    target: "jsvm",
+                    "TykBatchRequest: request to {url} failed: {e}{}",
+                    LeftOut(left_out)
+                );
             }
+            BatchReply::default()
         }
     };
     let mut replies = Vec::with_capacity(requests.len());
     if sequential {
         for (out, url) in requests {
-            replies.push(one(out, url).await);
+            replies.push(settle(one(out, url).await));
         }
         return Ok(replies);
     }
@@ -225,7 +292,7 @@ async fn run_batch(
             }
         }
         match running.join_next().await {
-            Some(Ok(reply)) => replies.push(reply),
+            Some(Ok(got)) => replies.push(settle(got)),
             Some(Err(e)) => return Err(format!("a batch request panicked: {e}")),
             None => return Ok(replies),
         }
@@ -316,6 +383,9 @@ mod tests {
         assert!(http_request("{not json}").is_err());
         // No Domain or Resource: Go's ParseRequestURI refuses "".
         assert!(http_request(r#"{"Method":"GET"}"#).is_err());
+        // A lone surrogate's escape is U+FFFD, as Go reads it.
+        let out = http_request(r#"{"Domain":"http://h:1","Headers":{"X-A":"a\ud800"}}"#).unwrap();
+        assert_eq!(out.headers, [("X-A".to_string(), "a\u{fffd}".to_string())]);
     }
 
     #[test]
@@ -328,7 +398,7 @@ mod tests {
             body: "b".into(),
         };
         assert_eq!(
-            response_json(&r),
+            for_script(&response(&r)).unwrap(),
             r#"{"Code":201,"Body":"b","Headers":{"X-A":["1"]},"code":201,"body":"b","headers":{"X-A":["1"]}}"#
         );
         let failed = serde_json::to_string(&BatchReply::default()).unwrap();

@@ -297,7 +297,9 @@ fn response_edits(
         )
     })?;
     let r = get(&ret, js_string!("Response"), ctx)?;
+    // Not an array: Go's decoder refuses one for Tyk's struct.
     let r = opt_object(&r, "Response")?
+        .filter(|o| !o.is_array())
         .ok_or_else(|| shape("Response", "an object (use ReturnResponseData)", &r))?;
     let code = get(&r, js_string!("StatusCode"), ctx)?;
     let status = match code.as_number() {
