@@ -90,6 +90,9 @@ pub enum Kind {
     /// The gateway holds as many request bodies as it may
     /// (`--max-buffered-bodies`): 503.
     Overloaded,
+    /// An `Expect` other than `100-continue`: 417 with no body, answered
+    /// as Go's server answers it, before Tyk sees the request.
+    ExpectationFailed,
 }
 
 impl Kind {
@@ -110,6 +113,7 @@ impl Kind {
             Kind::ResponseMiddlewareFailed => "the response middleware failed",
             Kind::VirtualEndpointFailed => "a virtual endpoint failed",
             Kind::Overloaded => "the gateway holds as many request bodies as it may",
+            Kind::ExpectationFailed => "the request expects what no server here can meet",
         }
     }
 }
@@ -212,6 +216,7 @@ impl ProxyError {
             Kind::VersionNotSupported => StatusCode::HTTP_VERSION_NOT_SUPPORTED,
             Kind::CodingNotImplemented => StatusCode::NOT_IMPLEMENTED,
             Kind::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Kind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
         }
     }
 
@@ -234,6 +239,7 @@ impl ProxyError {
                 "Error during virtual endpoint execution. Contact Administrator for more details."
             }
             Kind::Overloaded => "Service Unavailable",
+            Kind::ExpectationFailed => "Expectation Failed",
         }
     }
 
@@ -252,6 +258,12 @@ impl ProxyError {
         };
         if let Some(body) = plain {
             return text_response(self.status(), "text/plain; charset=utf-8", body);
+        }
+        if self.kind == Kind::ExpectationFailed {
+            // Go writes the status alone: no body, no content type.
+            let mut resp = Response::new(Bytes::new());
+            *resp.status_mut() = self.status();
+            return resp;
         }
         error_response_as(self.status(), self.message(), format)
     }

@@ -120,11 +120,17 @@ fn check_head<B>(req: &Request<B>) -> Result<(), ProxyError> {
     };
     // A scan of the few headers a request has, not a hashed lookup.
     let (mut hosts, mut malformed) = (0, false);
+    let mut expect = None;
     for (n, v) in req.headers() {
         if *n == header::HOST {
             hosts += 1;
             malformed |= !v.as_bytes().iter().all(|&b| HOST_BYTE[usize::from(b)]);
+        } else if *n == header::EXPECT && expect.is_none() {
+            expect = Some(v);
         }
+    }
+    if let Some(v) = expect {
+        unmet_expectation(v)?;
     }
     if hosts > 1 {
         return refuse(format!("the request has {hosts} Host headers"));
@@ -146,6 +152,30 @@ fn check_head<B>(req: &Request<B>) -> Result<(), ProxyError> {
         ));
     }
     Ok(())
+}
+
+/// Go's server (so Tyk) meets one expectation, `100-continue` (a token of
+/// the first `Expect` line, in any letter case); any other non-empty one
+/// gets 417 and the connection closes, before a handler runs. Sent on, an
+/// upstream could read a request its client meant only if its expectation
+/// was met.
+#[cold]
+fn unmet_expectation(v: &http::HeaderValue) -> Result<(), ProxyError> {
+    let value = v.as_bytes().trim_ascii();
+    let continues = value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"100-continue"));
+    if value.is_empty() || continues {
+        return Ok(());
+    }
+    Err(ProxyError::with_cause(
+        Kind::ExpectationFailed,
+        Origin::Client,
+        format!(
+            "Expect: {:?} is not 100-continue",
+            String::from_utf8_lossy(value)
+        ),
+    ))
 }
 
 /// The bytes a `Host` value may have, as Go's server (so Tyk) allows

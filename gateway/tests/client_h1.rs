@@ -742,6 +742,54 @@ fn options_star_is_answered_as_gos_server_answers_it() {
     assert_eq!(uris, ["/after"; 2]);
 }
 
+/// An `Expect` other than `100-continue` is answered as Go's server (so
+/// Tyk) answers it, before any handler: 417 with no body, and the
+/// connection closes (what follows is not read as a request); it was
+/// proxied with the header. `100-continue` among other tokens, in any
+/// case, and an empty `Expect` go on as before; only the first line counts.
+#[test]
+fn an_expectation_other_than_100_continue_is_417_as_go_answers_it() {
+    let (up, rec) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    plain_api(dir.path(), "/", up);
+    for kind in [ClientHttp1::Own, ClientHttp1::Hyper] {
+        let gw = gateway(kind, dir.path());
+        for expect in [
+            "Expect: foo",
+            "Expect: 100-continuex",
+            "Expect: foo\r\nExpect: 100-continue",
+        ] {
+            let request = format!(
+                "POST /refused HTTP/1.1\r\nHost: a\r\n{expect}\r\nContent-Length: 2\r\n\r\nhiGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+            );
+            let got = exchange(gw.addr, request.as_bytes());
+            assert_eq!(
+                got,
+                "HTTP/1.1 417 Expectation Failed\r\nconnection: close\r\ncontent-length: 0\r\ndate: X\r\n\r\n",
+                "{kind:?}, {expect:?}"
+            );
+        }
+        for expect in [
+            "Expect: 100-Continue",
+            "Expect: foo, 100-continue",
+            "Expect: ",
+            "Expect: 100-continue\r\nExpect: foo",
+        ] {
+            let request = format!(
+                "POST /met HTTP/1.1\r\nHost: a\r\n{expect}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"
+            );
+            let got = exchange(gw.addr, request.as_bytes());
+            assert!(
+                statuses(&got).last() == Some(&"HTTP/1.1 200 OK"),
+                "{kind:?}, {expect:?}: {got}"
+            );
+        }
+        gw.stop();
+    }
+    let uris: Vec<String> = rec.requests().into_iter().map(|r| r.uri).collect();
+    assert_eq!(uris, ["/met"; 8]);
+}
+
 /// Mangled client requests, from a fixed seed, on both servers: each seed
 /// request (a GET with a query, a POST with a length, a chunked POST with
 /// trailers, an HTTP/1.0 keep-alive GET, two pipelined GETs, a PUT with
