@@ -33,6 +33,8 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -250,6 +252,52 @@ impl UpConn {
                 Err(e) => return Err(Failure::Io(e)),
             }
         }
+    }
+}
+
+/// Counts the interim (1xx) answers hyper's client skips for one request,
+/// and gives up the exchange past [`MAX_INTERIM`], as the in-task reader
+/// does (Go's client allows as many): the gateway's upstream client and
+/// the JS host's call outs. hyper's own bound is per head: an upstream
+/// sending 1xx heads without end held the worker (or the VM thread)
+/// parsing them until the deadline.
+#[derive(Default)]
+pub(crate) struct Interim {
+    seen: AtomicU8,
+    over: tokio::sync::Notify,
+}
+
+impl Interim {
+    /// A count of `req`'s interim answers.
+    pub(crate) fn watch<B>(req: &mut http::Request<B>) -> Arc<Interim> {
+        let watch = Arc::new(Interim::default());
+        let seen = watch.clone();
+        hyper::ext::on_informational(req, move |_| {
+            let before = seen.seen.fetch_add(1, Relaxed);
+            if before == MAX_INTERIM {
+                seen.over.notify_one();
+            }
+        });
+        watch
+    }
+
+    /// `exchange`'s result (its error as `Some`), or `Err(None)` once the
+    /// upstream has sent one interim answer too many, even when the final
+    /// one came in the same read. The exchange is dropped then: its
+    /// connection must not be used again.
+    pub(crate) async fn race<T, E>(
+        &self,
+        exchange: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Option<E>> {
+        let r = tokio::select! {
+            biased;
+            r = exchange => r.map_err(Some),
+            () = self.over.notified() => return Err(None),
+        };
+        if self.seen.load(Relaxed) > MAX_INTERIM {
+            return Err(None);
+        }
+        r
     }
 }
 

@@ -341,7 +341,7 @@ async fn send_streaming(
     id: UpstreamId,
     mut req: Request<UpstreamBody>,
 ) -> Result<Response<ClientBody>, ProxyError> {
-    let interim = Interim::watch(&mut req);
+    let interim = h1up::Interim::watch(&mut req);
     let checkout = pool
         .checkout(id)
         .await
@@ -372,7 +372,7 @@ async fn send_streaming(
                 .await
                 .map_err(|e| connect_error(pool, id, e))?;
             guard = sender.abandon_guard();
-            let interim = Interim::watch(&mut again);
+            let interim = h1up::Interim::watch(&mut again);
             match interim.race(sender.send_request(again)).await {
                 Ok(resp) => resp,
                 Err(None) => return Err(too_many_interim(pool, id)),
@@ -382,51 +382,6 @@ async fn send_streaming(
     };
     guard.keep();
     finish(pool, id, sender, resp)
-}
-
-/// Counts the interim (1xx) answers hyper's client skips for one request,
-/// and gives up the exchange past [`h1up::MAX_INTERIM`], as the in-task
-/// reader does (Go's client allows as many). hyper's own bound is per head:
-/// an upstream sending 1xx heads without end held the worker parsing them
-/// until `--upstream-timeout`.
-#[derive(Default)]
-struct Interim {
-    seen: std::sync::atomic::AtomicU8,
-    over: tokio::sync::Notify,
-}
-
-impl Interim {
-    /// A count of `req`'s interim answers.
-    fn watch<B>(req: &mut Request<B>) -> Arc<Interim> {
-        let watch = Arc::new(Interim::default());
-        let seen = watch.clone();
-        hyper::ext::on_informational(req, move |_| {
-            let before = seen.seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if before == h1up::MAX_INTERIM {
-                seen.over.notify_one();
-            }
-        });
-        watch
-    }
-
-    /// `exchange`'s result (its error as `Some`), or `Err(None)` once the
-    /// upstream has sent one interim answer too many, even when the final
-    /// one came in the same read. Dropping the exchange then closes the
-    /// connection (its abandon guard).
-    async fn race<T, E>(
-        &self,
-        exchange: impl Future<Output = Result<T, E>>,
-    ) -> Result<T, Option<E>> {
-        let r = tokio::select! {
-            biased;
-            r = exchange => r.map_err(Some),
-            () = self.over.notified() => return Err(None),
-        };
-        if self.seen.load(std::sync::atomic::Ordering::Relaxed) > h1up::MAX_INTERIM {
-            return Err(None);
-        }
-        r
-    }
 }
 
 #[cold]

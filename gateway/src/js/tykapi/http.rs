@@ -17,7 +17,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,6 +26,9 @@ use http::header::{HeaderName, HeaderValue, HOST, LOCATION, USER_AGENT};
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
+
+// Interim (1xx) answers taken before the final one, as Go's client.
+use crate::h1up::MAX_INTERIM;
 
 /// The most response body a call reads, or a batch reads in all its
 /// replies together; past it the call (the batch) fails.
@@ -60,9 +63,6 @@ impl BodyBudget {
 
 /// Go's `http.Client` limit.
 const MAX_REDIRECTS: usize = 10;
-
-/// Interim (1xx) answers taken before the final one, as Go's client.
-use crate::h1up::MAX_INTERIM;
 
 /// One outgoing request, as a script described it.
 #[derive(Clone)]
@@ -189,23 +189,17 @@ async fn send_once(
     // the final one; hyper's skips them without end: a service sending
     // them forever held the call, its VM thread parsing, until the
     // deadline.
-    let interim = Arc::new((AtomicU8::new(0), tokio::sync::Notify::new()));
-    let seen = interim.clone();
-    hyper::ext::on_informational(&mut req, move |_| {
-        if seen.0.fetch_add(1, Ordering::Relaxed) == MAX_INTERIM {
-            seen.1.notify_one();
-        }
-    });
-    let too_many = || format!("{authority}: more than {MAX_INTERIM} interim (1xx) answers");
+    let interim = crate::h1up::Interim::watch(&mut req);
     let result = async {
-        let resp = tokio::select! {
-            biased;
-            r = sender.send_request(req) => r.map_err(|e| format!("{authority}: {e}"))?,
-            () = interim.1.notified() => return Err(too_many()),
+        let resp = match interim.race(sender.send_request(req)).await {
+            Ok(resp) => resp,
+            Err(Some(e)) => return Err(format!("{authority}: {e}")),
+            Err(None) => {
+                return Err(format!(
+                    "{authority}: more than {MAX_INTERIM} interim (1xx) answers"
+                ))
+            }
         };
-        if interim.0.load(Ordering::Relaxed) > MAX_INTERIM {
-            return Err(too_many());
-        }
         let (parts, mut body) = resp.into_parts();
         let mut read = Vec::new();
         while let Some(frame) = body.frame().await {
