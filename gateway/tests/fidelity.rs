@@ -55,6 +55,19 @@ fn tyk_apis(gw: &TestGateway) -> Value {
     .json()
 }
 
+/// `GET /tyk/apis`'s warnings as (file, field, message).
+fn load_warnings(listing: &Value) -> Vec<(String, String, String)> {
+    listing["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            let s = |k: &str| w[k].as_str().unwrap().to_string();
+            (s("file"), s("field"), s("error"))
+        })
+        .collect()
+}
+
 /// Tyk's `templates/error.json`, rendered, with Tyk's headers.
 fn assert_tyk_json_error(got: &Got, status: u16, message: &str) {
     assert_eq!(got.status.as_u16(), status, "{}", got.text());
@@ -416,15 +429,7 @@ fn fields_tyk_acts_on_and_we_do_not_are_named_at_load() {
 
     let gw = start(dir.path());
     let listing = tyk_apis(&gw);
-    let warnings: Vec<(String, String, String)> = listing["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| {
-            let s = |k: &str| w[k].as_str().unwrap().to_string();
-            (s("file"), s("field"), s("error"))
-        })
-        .collect();
+    let warnings = load_warnings(&listing);
     assert!(
         warnings.iter().all(|(f, _, _)| f.ends_with("busy.json")),
         "{warnings:#?}"
@@ -491,15 +496,7 @@ fn listen_paths_the_gateways_own_endpoints_answer_are_named_at_load() {
 
     let gw = start(dir.path());
     let listing = tyk_apis(&gw);
-    let warnings: Vec<(String, String, String)> = listing["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| {
-            let s = |k: &str| w[k].as_str().unwrap().to_string();
-            (s("file"), s("field"), s("error"))
-        })
-        .collect();
+    let warnings = load_warnings(&listing);
     assert_eq!(warnings.len(), 2, "{warnings:#?}");
     let about = |file: &str| {
         warnings

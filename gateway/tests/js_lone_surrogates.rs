@@ -52,14 +52,11 @@ fn lone_surrogates_are_u_fffd_on_every_engine_and_strategy() {
                 SCRIPT,
                 json!({"svc": format!("http://{svc}")}),
             );
-            let gw = gateway_with(gateway::server::GatewayConfig {
-                apis_dir: dir.path().to_path_buf(),
-                threads: 1,
-                jsvm_threads: 1,
-                jsvm_timeout: Duration::from_secs(10),
-                jsvm_strategy: gateway::js::Strategy::parse(strategy).unwrap(),
-                ..gateway::server::GatewayConfig::default()
-            });
+            let gw = gateway_with(one_vm_thread(
+                dir.path(),
+                Duration::from_secs(10),
+                Some(strategy),
+            ));
             let got = get(gw.addr, "/cut/");
             assert_eq!(got.status, StatusCode::OK, "{combo}: {}", got.text());
             let seen = rec.last();

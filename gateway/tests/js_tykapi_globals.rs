@@ -336,14 +336,11 @@ mw.NewProcessRequest(function (request, session, spec) {
                 script,
                 json!({"svc": format!("http://{hangs}")}),
             );
-            let gw = gateway_with(gateway::server::GatewayConfig {
-                apis_dir: dir.path().to_path_buf(),
-                threads: 1,
-                jsvm_threads: 1,
-                jsvm_timeout: Duration::from_millis(300),
-                jsvm_strategy: gateway::js::Strategy::parse(strategy).unwrap(),
-                ..gateway::server::GatewayConfig::default()
-            });
+            let gw = gateway_with(one_vm_thread(
+                dir.path(),
+                Duration::from_millis(300),
+                Some(strategy),
+            ));
             let got = get(gw.addr, "/calls/hang");
             calls += 1;
             assert_eq!(hang_rec.count(), calls, "{combo}: the call never went out");
@@ -401,14 +398,11 @@ mw.NewProcessRequest(function (request, session, spec) {
                 Value::Null,
             );
             let before = hang_rec.count();
-            let gw = gateway_loading(gateway::server::GatewayConfig {
-                apis_dir: dir.path().to_path_buf(),
-                threads: 1,
-                jsvm_threads: 1,
-                jsvm_timeout: Duration::from_millis(300),
-                jsvm_strategy: gateway::js::Strategy::parse(strategy).unwrap(),
-                ..gateway::server::GatewayConfig::default()
-            });
+            let gw = gateway_loading(one_vm_thread(
+                dir.path(),
+                Duration::from_millis(300),
+                Some(strategy),
+            ));
             assert!(
                 hang_rec.count() > before,
                 "{combo}: the call never went out"
@@ -533,13 +527,7 @@ fn a_call_out_takes_at_most_five_interim_answers() {
             &script,
             json!({"svc": format!("http://{svc}")}),
         );
-        let gw = gateway_with(gateway::server::GatewayConfig {
-            apis_dir: dir.path().to_path_buf(),
-            threads: 1,
-            jsvm_threads: 1,
-            jsvm_timeout: Duration::from_secs(60),
-            ..gateway::server::GatewayConfig::default()
-        });
+        let gw = gateway_with(one_vm_thread(dir.path(), Duration::from_secs(60), None));
         let got = get(gw.addr, "/interim/");
         assert_eq!(got.status, StatusCode::OK, "{engine}: {}", got.text());
         assert_eq!(

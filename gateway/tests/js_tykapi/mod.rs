@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use gateway::config::JsEngine;
 use gateway::server::GatewayConfig;
@@ -55,6 +56,23 @@ pub fn gateway(dir: &Path, threads: usize, jsvm_threads: usize) -> TestGateway {
         jsvm_engine: JsEngine::Boa,
         ..GatewayConfig::default()
     })
+}
+
+/// One worker with one VM thread over `dir`, calls held to `timeout`, the
+/// strategy named (`None`: the default): the set-up of the tests that
+/// run a script on every strategy.
+pub fn one_vm_thread(dir: &Path, timeout: Duration, strategy: Option<&str>) -> GatewayConfig {
+    let default = GatewayConfig::default();
+    GatewayConfig {
+        apis_dir: dir.to_path_buf(),
+        threads: 1,
+        jsvm_threads: 1,
+        jsvm_timeout: timeout,
+        jsvm_strategy: strategy.map_or(default.jsvm_strategy, |s| {
+            gateway::js::Strategy::parse(s).unwrap()
+        }),
+        ..default
+    }
 }
 
 /// [`gateway`] with the whole configuration given.
