@@ -349,3 +349,66 @@ fn a_go_package_that_does_not_compile_names_gos_error() {
     assert!(stderr.contains("go build failed for"), "{stderr}");
     assert!(!out.path().join("libbroken.so").exists());
 }
+
+/// A Go library's package init() runs when it is loaded: one that panics
+/// aborts the process, one that calls log.Fatal (os.Exit) ends it. Each used to take the whole gateway down at start-up; now
+/// the library is tried in a child process first and only its APIs fail
+/// closed, naming the file, the field and what Go printed, while a healthy
+/// Go plugin loaded beside them serves.
+#[test]
+fn a_go_library_whose_init_ends_the_process_fails_only_its_apis() {
+    let name = "a_go_library_whose_init_ends_the_process_fails_only_its_apis";
+    let Some(good) = go_plugin(FIXTURE) else {
+        return skip_without_go(name);
+    };
+    let panics = go_plugin("gateway/tests/fixtures/go-init-panic").unwrap();
+    let exits = go_plugin("gateway/tests/fixtures/go-init-exit").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let up = up.to_string();
+    go_api(dir.path(), "good", &good, "Edit", &up);
+    go_api(dir.path(), "panics", &panics, "Handler", &up);
+    go_api(dir.path(), "panics2", &panics, "Handler", &up);
+    go_api(dir.path(), "exits", &exits, "Handler", &up);
+    let gw = start_gateway(dir.path());
+    let mut errors: Vec<_> = gw.load_errors.iter().collect();
+    errors.sort_by(|a, b| a.file.cmp(&b.file));
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    for e in &errors {
+        assert_eq!(e.field, "custom_middleware.pre[0].path", "{e:?}");
+        assert!(e.message.contains("cannot load library"), "{e:?}");
+    }
+    assert!(errors[0].file.ends_with("exits.json"), "{errors:?}");
+    assert!(
+        errors[0].message.contains("libgo_init_exit.so"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[0].message.contains("exited with status 1"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[0]
+            .message
+            .contains("init: cannot reach the config service"),
+        "{errors:?}"
+    );
+    for e in &errors[1..] {
+        assert!(e.message.contains("libgo_init_panic.so"), "{e:?}");
+        assert!(e.message.contains("SIGABRT"), "{e:?}");
+        assert!(
+            e.message.contains("panic: init boom: no config file"),
+            "{e:?}"
+        );
+    }
+    for path in ["/panics/", "/panics2/", "/exits/"] {
+        let got = get(gw.addr, path);
+        assert_eq!(got.status, 500, "{path}: {}", got.text());
+        assert_eq!(got.json()["error"], TYK_500);
+    }
+    assert_eq!(rec.count(), 0, "a failed API never reaches the upstream");
+    let got = get(gw.addr, "/good/x");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(rec.last().headers["x-set"], "replaced");
+    gw.stop();
+}

@@ -108,6 +108,11 @@ pub(crate) fn open(path: &str) -> Result<Lib, OpenError> {
     if let Some(lib) = cache.get(&canonical) {
         return Ok(lib);
     }
+    // Loaded first where it can only kill a child: a library whose
+    // initialisers end or hang the process (a Go init() that panics) fails
+    // this API alone (preflight.rs).
+    super::preflight::check_once(&canonical)
+        .map_err(|why| OpenError::Path(format!("cannot load library {path:?}: {why}")))?;
     // SAFETY: loading runs the library's initialisers; trusting the plugin
     // file is the premise of a native plugin host, as with Tyk's Go plugins.
     // RTLD_NOW: an unresolved import fails here, at load, instead of killing

@@ -12,11 +12,14 @@
 //!
 //! - [`library`]: opening, caching and version-checking libraries, and
 //!   finding an entry (a plain symbol, or a Go adapter's handler).
+//! - `preflight`: loading a library first in a child process, so one whose
+//!   initialisers end or hang the process fails only its API.
 //! - `symbols`: listing a library's exported middleware for error messages.
 //! - `host`: the callback table and the per-call context behind the handle.
 
 mod host;
 pub mod library;
+mod preflight;
 mod response;
 mod symbols;
 
