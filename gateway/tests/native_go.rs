@@ -412,3 +412,56 @@ fn a_go_library_whose_init_ends_the_process_fails_only_its_apis() {
     assert_eq!(rec.last().headers["x-set"], "replaced");
     gw.stop();
 }
+
+/// Two Go libraries in one gateway: each `-buildmode=c-shared` library
+/// brings a Go runtime of its own (scheduler, collector, signal handlers
+/// chained one to the other), on the same worker threads. Both serve at
+/// once from several clients, one library serves two APIs, and a nil
+/// pointer dereference in one (a SIGSEGV Go turns into a panic, whichever
+/// runtime's handler the kernel calls first) is a 500 for that request
+/// only.
+#[test]
+fn two_go_libraries_serve_side_by_side_in_one_gateway() {
+    let name = "two_go_libraries_serve_side_by_side_in_one_gateway";
+    let (Some(seed), Some(fixture)) = (go_plugin("plugins/go-add-header"), go_plugin(FIXTURE))
+    else {
+        return skip_without_go(name);
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let up = up.to_string();
+    go_api(dir.path(), "seed", &seed, "AddHeader", &up);
+    go_api(dir.path(), "edit", &fixture, "Edit", &up);
+    go_api(dir.path(), "census", &fixture, "Census", &up);
+    go_api(dir.path(), "nil", &fixture, "NilDeref", &up);
+    let gw = start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 2,
+        ..GatewayConfig::default()
+    });
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let addr = gw.addr;
+    std::thread::scope(|s| {
+        for client in 0..4 {
+            s.spawn(move || {
+                for i in 0..100 {
+                    let path = ["/seed/", "/edit/", "/census/", "/nil/"][(client + i) % 4];
+                    let got = get(addr, path);
+                    let want = if path == "/nil/" { 500 } else { 200 };
+                    assert_eq!(got.status, want, "{path} call {i}: {}", got.text());
+                }
+            });
+        }
+    });
+    assert_eq!(
+        rec.count(),
+        300,
+        "every call but the faulting ones went upstream"
+    );
+    assert_eq!(get(addr, "/seed/").status, 200);
+    assert_eq!(
+        rec.last().headers["x-custom-goplugin"],
+        "hello-from-go-plugin"
+    );
+    gw.stop();
+}
