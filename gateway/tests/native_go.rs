@@ -465,3 +465,44 @@ fn two_go_libraries_serve_side_by_side_in_one_gateway() {
     );
     gw.stop();
 }
+
+/// `rw.WriteHeader` as net/http's server takes it: a code outside
+/// 100..999 panics (Go's "invalid WriteHeader code"), so the request gets
+/// 500 instead of the 200 a later `Write` made of it; an informational
+/// code (103 Early Hints) is not the answer's status, so the `Write` after
+/// it answers 200 with the body (it was refused as a status, a 500).
+#[test]
+fn a_go_handlers_status_is_taken_as_net_http_takes_it() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handlers_status_is_taken_as_net_http_takes_it");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "hints", &lib, "Hints", &up.to_string());
+    go_api(dir.path(), "status", &lib, "Status", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+
+    let got = get(gw.addr, "/hints/");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.text(), "after hints");
+    assert_eq!(got.headers["link"], "</style.css>; rel=preload");
+
+    for (code, want) in [
+        ("0", 500),
+        ("99", 500),
+        ("1000", 500),
+        ("103", 200),
+        ("418", 418),
+    ] {
+        let got = send(gw.addr, "GET", "/status/", &[("X-Status", code)], b"");
+        assert_eq!(got.status, want, "WriteHeader({code}): {}", got.text());
+        if want == 500 {
+            assert_eq!(got.json()["error"], TYK_500, "WriteHeader({code})");
+        } else {
+            assert_eq!(got.text(), "written", "WriteHeader({code})");
+        }
+    }
+    assert_eq!(rec.count(), 0, "every one answered, none proxied");
+    gw.stop();
+}
