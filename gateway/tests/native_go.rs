@@ -506,3 +506,27 @@ fn a_go_handlers_status_is_taken_as_net_http_takes_it() {
     assert_eq!(rec.count(), 0, "every one answered, none proxied");
     gw.stop();
 }
+
+/// Tyk hands a Go plugin a body that rewinds when read to the end (its
+/// nopCloserBuffer): a handler reading it twice (two helpers that each read
+/// it) gets it whole both times. The second read got nothing here. The
+/// upstream still gets the body untouched.
+#[test]
+fn a_go_handler_reads_the_body_twice_as_in_tyk() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handler_reads_the_body_twice_as_in_tyk");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "twice", &lib, "ReadTwice", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let body = "x".repeat(100_000);
+    let got = send(gw.addr, "POST", "/twice/", &[], body.as_bytes());
+    assert_eq!(got.status, 200, "{}", got.text());
+    let seen = rec.last();
+    assert_eq!(seen.headers["x-first"], "100000");
+    assert_eq!(seen.headers["x-second"], "100000");
+    assert_eq!(seen.body, body.as_bytes());
+    gw.stop();
+}
