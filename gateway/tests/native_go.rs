@@ -507,6 +507,26 @@ fn a_go_handlers_status_is_taken_as_net_http_takes_it() {
     gw.stop();
 }
 
+/// Tyk's response writer is an `http.Flusher`, and plugins assert it
+/// unchecked: `rw.(http.Flusher).Flush()` panicked here (a 500) where Tyk
+/// answers.
+#[test]
+fn a_go_handler_can_flush_as_in_tyk() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handler_can_flush_as_in_tyk");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "flush", &lib, "Flushes", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let got = get(gw.addr, "/flush/");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.text(), "part one, part two");
+    assert_eq!(rec.count(), 0);
+    gw.stop();
+}
+
 /// Tyk hands a Go plugin a body that rewinds when read to the end (its
 /// nopCloserBuffer): a handler reading it twice (two helpers that each read
 /// it) gets it whole both times. The second read got nothing here. The
