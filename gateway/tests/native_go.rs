@@ -527,6 +527,32 @@ fn a_go_handler_can_flush_as_in_tyk() {
     gw.stop();
 }
 
+/// Response headers as net/http's server writes them: CR and LF in a value
+/// become spaces (no header can be injected), a name that is not a token
+/// is dropped. The answer was refused whole (500) where Tyk sends it.
+#[test]
+fn a_go_handlers_answer_headers_are_written_as_net_http_writes_them() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handlers_answer_headers_are_written_as_net_http_writes_them");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, _rec) = recorder();
+    go_api(dir.path(), "raw", &lib, "RawValue", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let got = get(gw.addr, "/raw/");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.text(), "answered");
+    assert_eq!(got.headers["x-echo"], "a  Injected: yes");
+    assert!(!got.headers.contains_key("injected"), "{:?}", got.headers);
+    assert!(
+        got.headers.keys().all(|k| !k.as_str().contains("bad")),
+        "{:?}",
+        got.headers
+    );
+    gw.stop();
+}
+
 /// Tyk hands a Go plugin a body that rewinds when read to the end (its
 /// nopCloserBuffer): a handler reading it twice (two helpers that each read
 /// it) gets it whole both times. The second read got nothing here. The
