@@ -576,3 +576,67 @@ fn a_go_handler_reads_the_body_twice_as_in_tyk() {
     assert_eq!(seen.body, body.as_bytes());
     gw.stop();
 }
+
+/// Polls the API `cancelled` (handler Cancelled) until its count of ended
+/// contexts is at least one; false after 100 tries.
+fn some_context_ended(addr: std::net::SocketAddr, rec: &common::Recorder) -> bool {
+    for _ in 0..100 {
+        assert_eq!(get(addr, "/cancelled/").status, 200);
+        if rec.last().headers["x-cancelled"] != "0" {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// A request's context ends when its handler returns, as net/http's
+/// server ends it: a goroutine the handler left waiting on `r.Context()`
+/// stops. It waited for ever (the context was Background), one goroutine
+/// and what it held kept per request.
+#[test]
+fn a_go_requests_context_ends_when_its_handler_returns() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_requests_context_ends_when_its_handler_returns");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "leave", &lib, "LeaveWaiter", &up.to_string());
+    go_api(dir.path(), "cancelled", &lib, "Cancelled", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    assert_eq!(get(gw.addr, "/leave/").status, 200);
+    assert!(
+        some_context_ended(gw.addr, &rec),
+        "the waiter never stopped"
+    );
+    gw.stop();
+}
+
+/// Built --bounded, a handler past the budget costs its request a 500 and
+/// goes on on its own goroutine; its context now ends then, so a handler
+/// waiting on `r.Context()` (a backend call made with it) stops. It waited
+/// for ever: one goroutine lost per timed-out request.
+#[test]
+fn a_bounded_go_handler_past_its_budget_sees_its_context_end() {
+    let Some(lib) = go_plugin_bounded(FIXTURE) else {
+        return skip_without_go("a_bounded_go_handler_past_its_budget_sees_its_context_end");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "wait", &lib, "WaitDone", &up.to_string());
+    go_api(dir.path(), "cancelled", &lib, "Cancelled", &up.to_string());
+    let gw = start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        jsvm_timeout: Duration::from_millis(300),
+        ..GatewayConfig::default()
+    });
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let got = get(gw.addr, "/wait/");
+    assert_eq!(got.status, 500, "{}", got.text());
+    assert!(
+        some_context_ended(gw.addr, &rec),
+        "the handler never stopped"
+    );
+    gw.stop();
+}
