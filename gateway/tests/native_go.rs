@@ -640,3 +640,41 @@ fn a_bounded_go_handler_past_its_budget_sees_its_context_end() {
     );
     gw.stop();
 }
+
+/// A goroutine a handler leaves writing to `rw` once the request's context
+/// ends (after the handler returned; net/http forbids it) reaches nothing:
+/// its writes are refused and its `Header()` is a map of its own. It wrote
+/// into the answer the adapter was reading: within a few hundred requests
+/// a late header reached the client, or the adapter's read of the header
+/// lines panicked (slice bounds out of range) or Go threw "concurrent map
+/// writes", either of which ended the gateway.
+#[test]
+fn a_goroutine_writing_to_rw_after_its_handler_returned_reaches_nothing() {
+    let name = "a_goroutine_writing_to_rw_after_its_handler_returned_reaches_nothing";
+    let (Some(inline), Some(bounded)) = (go_plugin(FIXTURE), go_plugin_bounded(FIXTURE)) else {
+        return skip_without_go(name);
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "late", &inline, "LateWriter", &up.to_string());
+    go_api(
+        dir.path(),
+        "late-b",
+        &bounded,
+        "LateWriter",
+        &up.to_string(),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for path in ["/late/", "/late-b/"] {
+        for i in 0..600 {
+            let got = get(gw.addr, path);
+            assert_eq!(got.status, 200, "{path} {i}: {}", got.text());
+            assert_eq!(got.text(), "on time", "{path} {i}");
+            assert_eq!(got.headers["x-now"], "1", "{path} {i}");
+            assert!(!got.headers.contains_key("x-late"), "{path} {i}");
+        }
+    }
+    assert_eq!(rec.count(), 0);
+    gw.stop();
+}
