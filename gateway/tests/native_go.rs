@@ -678,3 +678,58 @@ fn a_goroutine_writing_to_rw_after_its_handler_returned_reaches_nothing() {
     assert_eq!(rec.count(), 0);
     gw.stop();
 }
+
+/// A Go plugin reads `config_data` as Tyk's `APIDefinition.ConfigData`, a
+/// JSON object; Tyk refuses a definition where it is anything else. Here
+/// such an API loaded and its handler read a nil map, as if there were no
+/// configuration (a deny list read from it denies nothing): it now fails
+/// closed, naming the field. An object, or none, serves.
+#[test]
+fn a_go_api_whose_config_data_is_not_an_object_fails_closed() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_api_whose_config_data_is_not_an_object_fails_closed");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let odd = [
+        ("array", json!(["deny", "all"])),
+        ("string", json!("{\"greeting\": \"hi\"}")),
+        ("number", json!(7)),
+    ];
+    for (id, config) in &odd {
+        let mut api = native_api(
+            id,
+            &format!("/{id}/"),
+            &up.to_string(),
+            &[(&lib, "Config")],
+            &[],
+        );
+        api["config_data"] = config.clone();
+        write_def(dir.path(), id, &api);
+    }
+    let mut api = native_api(
+        "object",
+        "/object/",
+        &up.to_string(),
+        &[(&lib, "Config")],
+        &[],
+    );
+    api["config_data"] = json!({"greeting": "hi"});
+    write_def(dir.path(), "object", &api);
+    go_api(dir.path(), "none", &lib, "Config", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert_eq!(gw.load_errors.len(), odd.len(), "{:?}", gw.load_errors);
+    for e in &gw.load_errors {
+        assert_eq!(e.field, "config_data", "{e:?}");
+        assert!(e.message.contains("APIDefinition.ConfigData"), "{e:?}");
+    }
+    for (id, _) in &odd {
+        let got = get(gw.addr, &format!("/{id}/"));
+        assert_eq!(got.status, 500, "{id}: {}", got.text());
+    }
+    assert_eq!(rec.count(), 0);
+    assert_eq!(get(gw.addr, "/object/").status, 200);
+    assert_eq!(rec.last().headers["x-greeting"], "hi");
+    assert_eq!(get(gw.addr, "/none/").status, 200);
+    gw.stop();
+}

@@ -49,6 +49,11 @@ impl Plugin {
     pub(crate) fn minor(&self) -> u32 {
         self.minor
     }
+
+    /// Whether the library is a Go adapter (`plugins/go-adapter`).
+    pub(crate) fn is_go(&self) -> bool {
+        self.go_handlers.is_some()
+    }
 }
 
 pub(crate) type Lib = &'static Plugin;
@@ -68,6 +73,9 @@ pub(crate) enum OpenError {
     Path(String),
     /// The library loaded but does not export the symbol.
     Symbol(String),
+    /// The library cannot read the API's `config_data` (a Go adapter's is
+    /// Tyk's object).
+    ConfigData(String),
 }
 
 /// `path` as written, plus where a relative one was looked for: the user

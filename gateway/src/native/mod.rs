@@ -82,9 +82,13 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
                         plugin_sdk::abi::ABI_MINOR
                     )));
                 }
+                if lib.is_go() {
+                    go_config_data(spec)?;
+                }
                 library::symbol(lib, &e.path, &e.name)
             });
             let func = resolved.map_err(|err| match err {
+                OpenError::ConfigData(m) => LoadError::new(&spec.file, "config_data", m),
                 OpenError::Path(m) => LoadError::new(
                     &spec.file,
                     field("path"),
@@ -105,6 +109,24 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         post: resolve(Hook::Post)?,
         response: resolve(Hook::Response)?,
     }))
+}
+
+/// A Go plugin reads `config_data` as Tyk's `APIDefinition.ConfigData`, a
+/// `map[string]interface{}`: Tyk refuses a definition whose `config_data` is
+/// not an object (or null), and a Go handler here would have read a nil map
+/// as if the definition had none (a deny list missing, so nothing denied).
+fn go_config_data(spec: &ApiSpec) -> Result<(), OpenError> {
+    let kind = match &spec.config_data {
+        serde_json::Value::Object(_) | serde_json::Value::Null => return Ok(()),
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+    };
+    Err(OpenError::ConfigData(format!(
+        "config_data is {kind}; a Go plugin reads it as Tyk's APIDefinition.ConfigData, a JSON \
+         object (map[string]interface{{}}), and Tyk refuses such a definition"
+    )))
 }
 
 impl ChainFactory for NativeFactory {

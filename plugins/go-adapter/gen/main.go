@@ -232,7 +232,8 @@ func gwDefine(r *http.Request, apiID, raw string) {
 		return
 	}
 	d := &gwDef{raw: strings.Clone(raw), def: &apidef.APIDefinition{APIID: strings.Clone(apiID)}}
-	// The gateway serialised config_data itself; an object always parses.
+	// The gateway serialised config_data itself, and its load refuses a
+	// Go plugin's API whose config_data is not an object or null: it parses.
 	_ = json.Unmarshal([]byte(d.raw), &d.def.ConfigData)
 	gwDefs.Store(d.def.APIID, d)
 	tykctx.SetDefinition(r, d.def)
