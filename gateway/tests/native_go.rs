@@ -733,3 +733,25 @@ fn a_go_api_whose_config_data_is_not_an_object_fails_closed() {
     assert_eq!(get(gw.addr, "/none/").status, 200);
     gw.stop();
 }
+
+/// A path edit without a leading slash (`strings.TrimPrefix(r.URL.Path,
+/// "/api/")` leaves "x", or "" for the listen path itself) goes upstream as
+/// Tyk sends it, joined to the target with one slash: "/x" and "/". The
+/// host refused it, a 500.
+#[test]
+fn a_go_path_edit_without_a_leading_slash_goes_upstream_as_in_tyk() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_path_edit_without_a_leading_slash_goes_upstream_as_in_tyk");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "relative", &lib, "Relative", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for (path, want) in [("/relative/x?q=1", "/x?q=1"), ("/relative/", "/")] {
+        let got = get(gw.addr, path);
+        assert_eq!(got.status, 200, "{path}: {}", got.text());
+        assert_eq!(rec.last().uri, want, "{path}");
+    }
+    gw.stop();
+}
