@@ -755,3 +755,29 @@ fn a_go_path_edit_without_a_leading_slash_goes_upstream_as_in_tyk() {
     }
     gw.stop();
 }
+
+/// A handler answering with over 2^20 header values: the adapter's read of
+/// its answer panicked (slice bounds out of range, its index of header
+/// lines) outside the handler's guard, and Go aborted the gateway. Any
+/// panic in the adapter's own phases is now that request's 500, and the
+/// gateway keeps serving.
+#[test]
+fn a_go_answer_flooded_with_headers_fails_its_request_only() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_answer_flooded_with_headers_fails_its_request_only");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "flood", &lib, "AnswerFlood", &up.to_string());
+    go_api(dir.path(), "edit", &lib, "Edit", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for _ in 0..2 {
+        let got = get(gw.addr, "/flood/");
+        assert_eq!(got.status, 500, "{}", got.text());
+        assert_eq!(got.json()["error"], TYK_500);
+        assert_eq!(get(gw.addr, "/edit/").status, 200);
+    }
+    assert_eq!(rec.count(), 2);
+    gw.stop();
+}
