@@ -781,3 +781,30 @@ fn a_go_answer_flooded_with_headers_fails_its_request_only() {
     assert_eq!(rec.count(), 2);
     gw.stop();
 }
+
+/// Built --bounded, a handler that calls `runtime.Goexit()` never returns
+/// and never panics: the call waited for the whole budget (here a minute,
+/// past `send`'s 30 s limit) before its 500. It is now answered at once.
+/// (Inline, Go aborts the process: see plugins/README.md.)
+#[test]
+fn a_bounded_go_handler_calling_goexit_is_answered_at_once() {
+    let Some(lib) = go_plugin_bounded(FIXTURE) else {
+        return skip_without_go("a_bounded_go_handler_calling_goexit_is_answered_at_once");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "goexit", &lib, "Goexit", &up.to_string());
+    go_api(dir.path(), "edit", &lib, "Edit", &up.to_string());
+    let gw = start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        jsvm_timeout: Duration::from_secs(60),
+        ..GatewayConfig::default()
+    });
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let got = get(gw.addr, "/goexit/");
+    assert_eq!(got.status, 500, "{}", got.text());
+    assert_eq!(got.json()["error"], TYK_500);
+    assert_eq!(rec.count(), 0);
+    assert_eq!(get(gw.addr, "/edit/").status, 200);
+    gw.stop();
+}
