@@ -808,3 +808,28 @@ fn a_bounded_go_handler_calling_goexit_is_answered_at_once() {
     assert_eq!(get(gw.addr, "/edit/").status, 200);
     gw.stop();
 }
+
+/// A Go library named as a response entry fails its API closed with a
+/// reason a Go plugin's author can act on (the adapter has no response
+/// phase, Tyk's Go response hooks are not supported); it told them to
+/// rebuild against ABI 1.2 with the Rust SDK or the C header.
+#[test]
+fn a_go_library_as_a_response_entry_is_refused_saying_why() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_library_as_a_response_entry_is_refused_saying_why");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let mut api = native_api("resp", "/resp/", &up.to_string(), &[], &[]);
+    api["custom_middleware"]["response"] = json!([{"name": "Edit", "path": lib.to_str().unwrap()}]);
+    write_def(dir.path(), "resp", &api);
+    let gw = start_gateway(dir.path());
+    assert_eq!(gw.load_errors.len(), 1, "{:?}", gw.load_errors);
+    let e = &gw.load_errors[0];
+    assert_eq!(e.field, "custom_middleware.response[0].path", "{e:?}");
+    assert!(e.message.contains("Go plugin adapter"), "{e:?}");
+    assert!(e.message.contains("Go response hooks"), "{e:?}");
+    assert_eq!(get(gw.addr, "/resp/").status, 500);
+    assert_eq!(rec.count(), 0);
+    gw.stop();
+}

@@ -72,6 +72,15 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         for e in spec.entries(hook) {
             let field = |f: &str| format!("custom_middleware.{}[{}].{f}", hook.as_str(), e.index);
             let resolved = library::open(&e.path).and_then(|lib| {
+                if hook == Hook::Response && lib.is_go() {
+                    return Err(OpenError::Path(format!(
+                        "library {:?} is a Go plugin adapter, which has no response phase: Tyk's \
+                         Go response hooks (func(http.ResponseWriter, *http.Response, \
+                         *http.Request)) are not supported; answer from a pre or post handler, \
+                         or edit responses with a JS or native response hook",
+                        e.path
+                    )));
+                }
                 if hook == Hook::Response && lib.minor() < plugin_sdk::abi::ABI_MINOR {
                     return Err(OpenError::Path(format!(
                         "library {:?} was built for ABI 1.{} and has no response phase; a response \
