@@ -833,3 +833,33 @@ fn a_go_library_as_a_response_entry_is_refused_saying_why() {
     assert_eq!(rec.count(), 0);
     gw.stop();
 }
+
+/// A body replaced through `r.Body` is read whole before it goes upstream
+/// (Tyk streams it), so it is bounded as the gateway bounds a body held
+/// for middleware, 32 MiB: past that (or a reader without end, which grew
+/// the gateway's heap until the system killed it) the request gets 500.
+/// At the bound it still goes.
+#[test]
+fn a_go_handlers_replaced_body_is_bounded() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handlers_replaced_body_is_bounded");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "endless", &lib, "Endless", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let bound = (32 << 20).to_string();
+    let got = send(gw.addr, "POST", "/endless/", &[("X-Length", &bound)], b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(rec.last().body.len(), 32 << 20);
+    let past = ((32 << 20) + 1).to_string();
+    for length in [Some(past.as_str()), None] {
+        let headers: Vec<(&str, &str)> = length.map(|l| ("X-Length", l)).into_iter().collect();
+        let got = send(gw.addr, "POST", "/endless/", &headers, b"");
+        assert_eq!(got.status, 500, "{length:?}: {}", got.text());
+        assert_eq!(got.json()["error"], TYK_500);
+    }
+    assert_eq!(rec.count(), 1);
+    gw.stop();
+}
