@@ -863,3 +863,35 @@ fn a_go_handlers_replaced_body_is_bounded() {
     assert_eq!(rec.count(), 1);
     gw.stop();
 }
+
+/// Built --bounded, a body replaced through `r.Body` is read within the
+/// budget: a reader that never ends (a pipe whose producer stalled) costs
+/// its request a 500 at the budget. It was read after the bounded call, on
+/// the worker, which it held for ever (the request never answered).
+#[test]
+fn a_bounded_go_handlers_stuck_replaced_body_is_bounded_by_the_budget() {
+    let Some(lib) = go_plugin_bounded(FIXTURE) else {
+        return skip_without_go(
+            "a_bounded_go_handlers_stuck_replaced_body_is_bounded_by_the_budget",
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "stuck", &lib, "StuckBody", &up.to_string());
+    go_api(dir.path(), "upper", &lib, "Upper", &up.to_string());
+    let gw = start_gateway_with(GatewayConfig {
+        apis_dir: dir.path().to_path_buf(),
+        threads: 1,
+        jsvm_timeout: Duration::from_millis(300),
+        ..GatewayConfig::default()
+    });
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let got = send(gw.addr, "POST", "/stuck/", &[], b"body");
+    assert_eq!(got.status, 500, "{}", got.text());
+    assert_eq!(got.json()["error"], TYK_500);
+    // The one worker serves on; a replaced body within the budget goes.
+    let got = send(gw.addr, "POST", "/upper/", &[], b"body");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(rec.last().body, &b"BODY"[..]);
+    gw.stop();
+}
