@@ -136,6 +136,7 @@ fn spec(engine: JsEngine, strategy: &str, script: &str) -> ApiSpec {
         }],
         post: Vec::new(),
         config_data: serde_json::Value::Null,
+        config_data_written: serde_json::Value::Null,
         strategy: strategy.into(),
         ..Default::default()
     }

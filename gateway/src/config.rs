@@ -89,6 +89,10 @@ pub struct ApiSpec {
     /// `config_data_disabled`: Tyk then leaves the `config_data` key out of
     /// the `spec` a script sees (`spec.config_data` is `undefined`).
     pub config_data_disabled: bool,
+    /// `config_data` as written, even when `config_data_disabled`: what
+    /// Tyk's `APIDefinition.ConfigData` holds, which a Tyk Go plugin reads
+    /// through `ctx.GetDefinition` (Tyk blanks it only for JS).
+    pub config_data_written: Value,
     /// `custom_middleware.strategy` as written (checked by the JS host).
     pub strategy: String,
     /// Enabled `response` entries, in order.

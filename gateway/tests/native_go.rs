@@ -895,3 +895,33 @@ fn a_bounded_go_handlers_stuck_replaced_body_is_bounded_by_the_budget() {
     assert_eq!(rec.last().body, &b"BODY"[..]);
     gw.stop();
 }
+
+/// Tyk's `config_data_disabled` hides `config_data` from JS only: a Go
+/// plugin's `ctx.GetDefinition(r)` is the whole definition, `ConfigData`
+/// included. Here a Go handler got an empty map, as if the API had no
+/// configuration (a deny list kept there denied nothing).
+#[test]
+fn config_data_disabled_hides_nothing_from_a_go_plugin_as_in_tyk() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("config_data_disabled_hides_nothing_from_a_go_plugin_as_in_tyk");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let mut api = native_api(
+        "hidden",
+        "/hidden/",
+        &up.to_string(),
+        &[(&lib, "Config")],
+        &[],
+    );
+    api["config_data"] = json!({"greeting": "still here"});
+    api["config_data_disabled"] = json!(true);
+    write_def(dir.path(), "hidden", &api);
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    assert_eq!(get(gw.addr, "/hidden/").status, 200);
+    let seen = rec.last();
+    assert_eq!(seen.headers["x-greeting"], "still here");
+    assert_eq!(seen.headers["x-config"], r#"{"greeting":"still here"}"#);
+    gw.stop();
+}

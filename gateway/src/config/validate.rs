@@ -64,8 +64,9 @@ pub(super) fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadE
         config_data: if config_data_disabled {
             Value::Null
         } else {
-            def.config_data
+            def.config_data.clone()
         },
+        config_data_written: def.config_data,
         config_data_disabled,
         engine,
         strategy,

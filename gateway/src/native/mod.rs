@@ -59,19 +59,28 @@ struct NativeFactory {
 /// for library problems, `.name` for a missing symbol), the library and the
 /// symbol.
 pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>, LoadError> {
-    let api = Arc::new(ApiInfo {
-        api_id: spec.api_id.clone(),
-        config_json: match &spec.config_data {
-            serde_json::Value::Null => "{}".to_string(),
-            v => v.to_string(),
-        },
-        budget_us: u64::try_from(opts.jsvm_timeout.as_micros()).unwrap_or(u64::MAX),
-    });
+    let info = |config: &serde_json::Value| {
+        Arc::new(ApiInfo {
+            api_id: spec.api_id.clone(),
+            config_json: match config {
+                serde_json::Value::Null => "{}".to_string(),
+                v => v.to_string(),
+            },
+            budget_us: u64::try_from(opts.jsvm_timeout.as_micros()).unwrap_or(u64::MAX),
+        })
+    };
+    let api = info(&spec.config_data);
+    // A Tyk Go plugin reads the definition's config_data even when
+    // config_data_disabled (Tyk blanks it for JS only; ctx.GetDefinition
+    // hands over the whole APIDefinition).
+    let go_api = info(&spec.config_data_written);
     let resolve = |hook: Hook| -> Result<Vec<Entry>, LoadError> {
         let mut out = Vec::new();
         for e in spec.entries(hook) {
             let field = |f: &str| format!("custom_middleware.{}[{}].{f}", hook.as_str(), e.index);
+            let mut is_go = false;
             let resolved = library::open(&e.path).and_then(|lib| {
+                is_go = lib.is_go();
                 if hook == Hook::Response && lib.is_go() {
                     return Err(OpenError::Path(format!(
                         "library {:?} is a Go plugin adapter, which has no response phase: Tyk's \
@@ -108,7 +117,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
             out.push(Entry {
                 name: e.name.as_str().into(),
                 func,
-                api: api.clone(),
+                api: if is_go { go_api.clone() } else { api.clone() },
             });
         }
         Ok(out)
@@ -125,7 +134,7 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
 /// not an object (or null), and a Go handler here would have read a nil map
 /// as if the definition had none (a deny list missing, so nothing denied).
 fn go_config_data(spec: &ApiSpec) -> Result<(), OpenError> {
-    let kind = match &spec.config_data {
+    let kind = match &spec.config_data_written {
         serde_json::Value::Object(_) | serde_json::Value::Null => return Ok(()),
         serde_json::Value::Array(_) => "an array",
         serde_json::Value::String(_) => "a string",

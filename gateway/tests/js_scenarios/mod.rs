@@ -114,6 +114,7 @@ pub fn spec(
         }],
         post: Vec::new(),
         config_data: config,
+        config_data_written: serde_json::Value::Null,
         ..Default::default()
     }
 }
