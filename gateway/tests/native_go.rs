@@ -925,3 +925,31 @@ fn config_data_disabled_hides_nothing_from_a_go_plugin_as_in_tyk() {
     assert_eq!(seen.headers["x-config"], r#"{"greeting":"still here"}"#);
     gw.stop();
 }
+
+/// The adapter holds a handler's answer until it returns (Tyk streams it):
+/// an answer is held up to 32 MiB, the bound on a replaced body. Past it
+/// `Write` fails and the request gets 500; a handler writing until `Write`
+/// fails (which grew the gateway's heap until the system killed it) stops
+/// there. At the bound the answer goes whole.
+#[test]
+fn a_go_handlers_answer_is_bounded() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handlers_answer_is_bounded");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "big", &lib, "BigAnswer", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let got = send(gw.addr, "GET", "/big/", &[("X-MiB", "32")], b"");
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body.len(), 32 << 20);
+    for mib in [Some("33"), None] {
+        let headers: Vec<(&str, &str)> = mib.map(|m| ("X-MiB", m)).into_iter().collect();
+        let got = send(gw.addr, "GET", "/big/", &headers, b"");
+        assert_eq!(got.status, 500, "{mib:?}");
+        assert_eq!(got.json()["error"], TYK_500);
+    }
+    assert_eq!(rec.count(), 0);
+    gw.stop();
+}
