@@ -953,3 +953,29 @@ fn a_go_handlers_answer_is_bounded() {
     assert_eq!(rec.count(), 0);
     gw.stop();
 }
+
+/// The adapter's code shares package main with the plugin's files: a
+/// plugin declaring package-level names the adapter also used (`var debug`,
+/// `var url`, `func equal`, `func view`, ... or a package the adapter
+/// imports, which Go refuses beside a package-level name) failed to build
+/// with "redeclared in this block", though it builds for Tyk. The adapter's
+/// names and imports all start with gw now.
+#[test]
+fn a_go_plugin_may_use_any_package_level_name() {
+    let Some(lib) = go_plugin("gateway/tests/fixtures/go-names") else {
+        return skip_without_go("a_go_plugin_may_use_any_package_level_name");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "names", &lib, "Names", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    assert_eq!(get(gw.addr, "/names/").status, 200);
+    let seen = rec.last();
+    assert_eq!(
+        seen.headers["x-names"],
+        "[http://auth.internal/check] b never {} v1"
+    );
+    assert_eq!(seen.headers["x-api-id"], "names");
+    gw.stop();
+}

@@ -195,47 +195,49 @@ func exports(handlers []string, usesCtx, bounded bool) string {
 }
 
 // noCtx: the package does not import Tyk's ctx, so no request pays for it.
-const noCtx = `import "net/http"
+const noCtx = `import gwhttp "net/http"
 
 const gwUsesCtx = false
 
-func gwDefine(*http.Request, string, string) {}
+func gwDefine(*gwhttp.Request, string, string) {}
 `
 
 // ctxSupport: the definition is parsed once per API (and again only when
 // its config_data changes, after a reload) and shared by its requests, as
 // Tyk shares an API's spec.
+// Its imports are named gw* like the runtime's: the plugin's own
+// package-level names must not collide with them.
 const ctxSupport = `import (
-	"encoding/json"
-	"net/http"
-	"strings"
-	"sync"
+	gwjson "encoding/json"
+	gwhttp "net/http"
+	gwstrings "strings"
+	gwsync "sync"
 
-	"github.com/TykTechnologies/tyk/apidef"
-	tykctx "github.com/TykTechnologies/tyk/ctx"
+	gwapidef "github.com/TykTechnologies/tyk/apidef"
+	gwtykctx "github.com/TykTechnologies/tyk/ctx"
 )
 
 const gwUsesCtx = true
 
 type gwDef struct {
 	raw string
-	def *apidef.APIDefinition
+	def *gwapidef.APIDefinition
 }
 
-var gwDefs sync.Map // api_id -> *gwDef
+var gwDefs gwsync.Map // api_id -> *gwDef
 
 // gwDefine puts the API definition in r's context. apiID and raw are views
 // of the host's bytes: copied before they are kept.
-func gwDefine(r *http.Request, apiID, raw string) {
+func gwDefine(r *gwhttp.Request, apiID, raw string) {
 	if v, ok := gwDefs.Load(apiID); ok && v.(*gwDef).raw == raw {
-		tykctx.SetDefinition(r, v.(*gwDef).def)
+		gwtykctx.SetDefinition(r, v.(*gwDef).def)
 		return
 	}
-	d := &gwDef{raw: strings.Clone(raw), def: &apidef.APIDefinition{APIID: strings.Clone(apiID)}}
+	d := &gwDef{raw: gwstrings.Clone(raw), def: &gwapidef.APIDefinition{APIID: gwstrings.Clone(apiID)}}
 	// The gateway serialised config_data itself, and its load refuses a
 	// Go plugin's API whose config_data is not an object or null: it parses.
-	_ = json.Unmarshal([]byte(d.raw), &d.def.ConfigData)
+	_ = gwjson.Unmarshal([]byte(d.raw), &d.def.ConfigData)
 	gwDefs.Store(d.def.APIID, d)
-	tykctx.SetDefinition(r, d.def)
+	gwtykctx.SetDefinition(r, d.def)
 }
 `
