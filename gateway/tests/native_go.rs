@@ -979,3 +979,29 @@ fn a_go_plugin_may_use_any_package_level_name() {
     assert_eq!(seen.headers["x-api-id"], "names");
     gw.stop();
 }
+
+/// net/http sends the header as it stood when the status was written (the
+/// first `WriteHeader`, or the first `Write`): changes to `rw.Header()`
+/// after that are ignored. The adapter read the map when the handler
+/// returned, so a header set after the status reached the client and one
+/// deleted after it went missing.
+#[test]
+fn a_go_answers_headers_are_those_set_before_its_status() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_answers_headers_are_those_set_before_its_status");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "late", &lib, "LateHeaders", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for (via, status, body) in [("status", 403, "written"), ("write", 200, "body written")] {
+        let got = send(gw.addr, "GET", "/late/", &[("X-Via", via)], b"");
+        assert_eq!(got.status, status, "{via}");
+        assert_eq!(got.text(), body, "{via}");
+        assert_eq!(got.headers["x-early"], "1", "{via}");
+        assert!(!got.headers.contains_key("x-after"), "{via}");
+    }
+    assert_eq!(rec.count(), 0);
+    gw.stop();
+}
