@@ -209,13 +209,28 @@ fn parse_bound(s: &str) -> Result<usize, String> {
     parse_size(s)
 }
 
+/// Log lines waiting for stderr before new ones are dropped (a few MB).
+const LOG_LINES_BUFFERED: usize = 16_384;
+
 fn main() -> std::process::ExitCode {
+    // Lines are written to stderr by a thread of their own, and dropped
+    // when LOG_LINES_BUFFERED are already waiting: a stderr nobody reads (a
+    // pipe whose reader stopped, a parent that never drains it) used to
+    // block each worker at its next log line, inside its event loop, so the
+    // worker answered nothing more, not even /hello, and shutdown waited for
+    // it for ever. The guard flushes what is queued at exit (for at most
+    // about a second).
+    let (log_writer, _log_guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(LOG_LINES_BUFFERED)
+        .thread_name("gw-log")
+        .finish(std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(log_writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = Args::parse();

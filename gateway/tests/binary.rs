@@ -127,3 +127,102 @@ fn placement_flags_reject_what_they_cannot_mean_naming_the_flag() {
         );
     }
 }
+
+/// Starts the gateway binary with `args` and reads its address from its
+/// first stdout line; stderr as `stderr` says.
+fn start_binary(args: &[&str], stderr: Stdio) -> (std::process::Child, std::net::SocketAddr) {
+    let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("gateway listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap();
+    (child, addr)
+}
+
+/// One request on a fresh connection, `None` when no answer came within
+/// `wait`.
+fn answer_within(addr: std::net::SocketAddr, path: &str, wait: Duration) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Waits (boundedly) for `child` to exit.
+fn exits_within(
+    child: &mut std::process::Child,
+    wait: Duration,
+) -> Option<std::process::ExitStatus> {
+    let until = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn a_stderr_nobody_reads_never_stops_the_gateway_answering_or_exiting() {
+    let dead = dead_addr();
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "d",
+        &api_json("d", "/d/", &format!("http://{dead}"), true, Value::Null),
+    );
+    // stderr is a pipe this test holds open and never reads: once its
+    // buffer (64 KiB) is full, a write to it blocks.
+    let (mut child, addr) = start_binary(
+        &[
+            "--apis",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "1",
+            "--log-rate",
+            "0",
+        ],
+        Stdio::piped(),
+    );
+    let _unread = child.stderr.take().unwrap();
+    // Each request logs its proxy failure (a line of a few hundred bytes):
+    // well over the pipe's buffer in all.
+    for i in 0..1500 {
+        let got = answer_within(addr, "/d/x", Duration::from_secs(20));
+        let got = got.unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("request {i} got no answer: the worker is stuck writing its log")
+        });
+        assert!(got.starts_with("HTTP/1.1 500"), "{got}");
+    }
+    let hello = answer_within(addr, "/hello", Duration::from_secs(20));
+    assert!(hello.is_some_and(|h| h.starts_with("HTTP/1.1 200")));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = exits_within(&mut child, Duration::from_secs(30));
+    let _ = child.kill();
+    let status = status.expect("no exit within 30 s of SIGTERM");
+    assert!(status.success(), "gateway exited with {status}");
+}
