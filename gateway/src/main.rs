@@ -276,7 +276,14 @@ fn main() -> std::process::ExitCode {
     // One plain line on stdout for scripts and the bench (logs go to stderr).
     println!("gateway listening on {}", gw.local_addr());
     let _ = std::io::Write::flush(&mut std::io::stdout());
-    match gw.run(shutdown_signal()) {
+    let shutdown = match shutdown_signals() {
+        Ok(first) => first,
+        Err(e) => {
+            eprintln!("gateway: cannot handle SIGINT and SIGTERM: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match gw.run(shutdown) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gateway: {e:#}");
@@ -285,14 +292,58 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Resolves at the first SIGINT or SIGTERM, which starts the graceful
+/// shutdown. A second one while it drains ends the process at once (exit
+/// status 1), as a user pressing Ctrl-C again expects: waiting out
+/// `--shutdown-grace` (30 s) for a slow upstream used to be the only way
+/// short of SIGKILL. (Tyk takes the second signal and ignores it.)
+///
+/// The signals are watched by a thread of their own, with a runtime of its
+/// own, registered before this returns: the gateway's runtimes are busy
+/// draining, or blocked, when the second one comes.
+fn shutdown_signals() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (mut term, mut int) = rt.block_on(async {
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ))
+    })?;
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("gw-signals".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let mut first = Some(first_tx);
+                loop {
+                    let name = tokio::select! {
+                        _ = term.recv() => "SIGTERM",
+                        _ = int.recv() => "SIGINT",
+                    };
+                    match first.take() {
+                        Some(tx) => {
+                            let _ = tx.send(());
+                        }
+                        None => {
+                            tracing::warn!(
+                                "{name} again during shutdown: exiting now, without waiting for in-flight requests"
+                            );
+                            // The log thread gets a moment for that line.
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                            std::process::exit(1);
+                        }
+                    }
+                }
+            })
+        })?;
+    Ok(async move {
+        // The sender lives as long as the watching thread, which never
+        // ends on its own.
+        let _ = first_rx.await;
+    })
 }
 
 #[cfg(test)]

@@ -226,3 +226,49 @@ fn a_stderr_nobody_reads_never_stops_the_gateway_answering_or_exiting() {
     let status = status.expect("no exit within 30 s of SIGTERM");
     assert!(status.success(), "gateway exited with {status}");
 }
+
+#[test]
+fn a_second_signal_during_shutdown_exits_at_once() {
+    let (up, rec) = recorder_with_delay(Duration::from_secs(30));
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "a",
+        &api_json("a", "/a/", &format!("http://{up}"), true, Value::Null),
+    );
+    let (mut child, addr) = start_binary(
+        &[
+            "--apis",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "1",
+            "--shutdown-grace",
+            "60s",
+        ],
+        Stdio::null(),
+    );
+    // A request the upstream holds for 30 s: shutdown waits for it.
+    std::thread::spawn(move || answer_within(addr, "/a/slow", Duration::from_secs(40)));
+    for _ in 0..500 {
+        if rec.count() == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(rec.count(), 1, "the request never reached the upstream");
+    let pid = child.id() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let draining = exits_within(&mut child, Duration::from_millis(500));
+    assert!(
+        draining.is_none(),
+        "exited with a request in flight: {draining:?}"
+    );
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = exits_within(&mut child, Duration::from_secs(15));
+    let _ = child.kill();
+    let status = status.expect("still draining 15 s after a second signal");
+    assert_eq!(status.code(), Some(1), "{status}");
+}
