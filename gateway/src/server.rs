@@ -281,14 +281,40 @@ impl Gateway {
         rt.block_on(shutdown);
         tracing::info!("shutting down: no new connections, draining in-flight requests");
         let _ = tx.send(true);
-        for h in handles {
+        // Workers end by the grace period, unless one is blocked outside its
+        // event loop (a native plugin call that never returns): then it is
+        // left behind, and the process exits without it, instead of
+        // waiting for ever.
+        let give_up = std::time::Instant::now() + self.config.shutdown_grace + WORKER_EXIT_MARGIN;
+        let mut stuck = Vec::new();
+        for (i, h) in handles.into_iter().enumerate() {
+            while !h.is_finished() && std::time::Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !h.is_finished() {
+                stuck.push(i.to_string());
+                continue;
+            }
             if let Err(e) = h.join().map_err(|_| anyhow::anyhow!("worker panicked"))? {
                 tracing::error!(error = %e, "worker failed");
             }
         }
+        if !stuck.is_empty() {
+            anyhow::bail!(
+                "worker {} did not stop within the shutdown grace period and {WORKER_EXIT_MARGIN:?} more \
+                 (blocked in a middleware call: a native plugin, or a script run inline with \
+                 --jsvm-threads 0); exited without it",
+                stuck.join(", ")
+            );
+        }
         Ok(())
     }
 }
+
+/// How long past the shutdown grace period [`Gateway::run`] still waits for
+/// a worker thread to end (dropping its JS contexts, VM threads and
+/// connections) before it returns without it.
+const WORKER_EXIT_MARGIN: Duration = Duration::from_secs(5);
 
 /// What the middleware hosts need of the gateway's configuration.
 fn host_options(config: &GatewayConfig) -> HostOptions {

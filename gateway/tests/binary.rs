@@ -272,3 +272,59 @@ fn a_second_signal_during_shutdown_exits_at_once() {
     let status = status.expect("still draining 15 s after a second signal");
     assert_eq!(status.code(), Some(1), "{status}");
 }
+
+#[test]
+fn shutdown_ends_even_when_a_worker_is_blocked_in_a_middleware_call() {
+    let dir = tempfile::tempdir().unwrap();
+    // Backtracking without end in boa's regex engine, which no slice of
+    // the JS host interrupts; run inline, it holds the worker thread.
+    let script = dir.path().join("redos.js");
+    std::fs::write(
+        &script,
+        r#"var redos = new TykJS.TykMiddleware.NewMiddleware({});
+redos.NewProcessRequest(function(request, session, spec) {
+    /(a+)+$/.test("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab");
+    return redos.ReturnData(request, {});
+});
+"#,
+    )
+    .unwrap();
+    let up = dead_addr();
+    let mw = serde_json::json!({
+        "driver": "otto",
+        "pre": [{"name": "redos", "path": script.to_str().unwrap()}]
+    });
+    write_api(
+        dir.path(),
+        "r",
+        &api_json("r", "/r/", &format!("http://{up}"), true, mw),
+    );
+    let (mut child, addr) = start_binary(
+        &[
+            "--apis",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "1",
+            "--jsvm-threads",
+            "0",
+            "--shutdown-grace",
+            "1s",
+        ],
+        Stdio::null(),
+    );
+    std::thread::spawn(move || answer_within(addr, "/r/x", Duration::from_secs(40)));
+    // The worker answers nothing once the script runs.
+    let stuck = (0..20).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        answer_within(addr, "/hello", Duration::from_secs(2)).is_none()
+    });
+    assert!(stuck, "the script never held the worker");
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = exits_within(&mut child, Duration::from_secs(30));
+    let _ = child.kill();
+    let status = status.expect("no exit within 30 s of SIGTERM (grace 1 s)");
+    assert_eq!(status.code(), Some(1), "{status}");
+}
