@@ -328,3 +328,54 @@ redos.NewProcessRequest(function(request, session, spec) {
     let status = status.expect("no exit within 30 s of SIGTERM (grace 1 s)");
     assert_eq!(status.code(), Some(1), "{status}");
 }
+
+#[test]
+fn listen_failures_name_the_flag_and_their_likely_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let apis = dir.path().to_str().unwrap();
+    // TEST-NET-1: no interface of this machine has it.
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
+        .args(["--apis", apis, "--listen", "192.0.2.1:8091"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--listen")
+            && err.contains("no interface")
+            && !err.contains("another process"),
+        "{err}"
+    );
+    // One listener per worker, more than the fd limit allows.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gateway"));
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 64,
+                    rlim_max: 64,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let out = common::dies_with_test(&mut cmd)
+        .args([
+            "--apis",
+            apis,
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "200",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--threads") && err.contains("of 200"), "{err}");
+}
