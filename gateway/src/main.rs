@@ -225,14 +225,23 @@ fn main() -> std::process::ExitCode {
         .buffered_lines_limit(LOG_LINES_BUFFERED)
         .thread_name("gw-log")
         .finish(std::io::stderr());
+    // An unset RUST_LOG means info; one that does not parse means info
+    // too, but is said (it was dropped without a word).
+    let (filter, bad_filter) = match std::env::var("RUST_LOG") {
+        Ok(v) => match tracing_subscriber::EnvFilter::try_new(&v) {
+            Ok(f) => (f, None),
+            Err(e) => (tracing_subscriber::EnvFilter::new("info"), Some((v, e))),
+        },
+        Err(_) => (tracing_subscriber::EnvFilter::new("info"), None),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(filter)
         .with_writer(log_writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some((v, e)) = bad_filter {
+        tracing::warn!("RUST_LOG={v:?} is not a filter ({e}); logging at info");
+    }
     let args = Args::parse();
     gateway::lograte::set_per_second(args.log_rate);
     let mut config = GatewayConfig {

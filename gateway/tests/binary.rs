@@ -379,3 +379,18 @@ fn listen_failures_name_the_flag_and_their_likely_cause() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--threads") && err.contains("of 200"), "{err}");
 }
+
+#[test]
+fn a_rust_log_that_does_not_parse_is_said_not_dropped() {
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
+        .args(["--apis", "/nonexistent/apis", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "gateway=[{oops")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("RUST_LOG") && err.contains("logging at info"),
+        "{err}"
+    );
+}
