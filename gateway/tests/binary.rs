@@ -114,6 +114,7 @@ fn placement_flags_reject_what_they_cannot_mean_naming_the_flag() {
         ("--jsvm-wait", "2000ms", "between 0 and 1s"),
         ("--jsvm-inline-budget", "1.5s", "200us"),
         ("--cpu-affinity", "sometimes", "auto"),
+        ("--jsvm-threads", "100000", "from 0 to 256"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_gateway"))
             .args(["--listen", "127.0.0.1:0", flag, value])
