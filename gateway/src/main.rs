@@ -298,8 +298,18 @@ fn main() -> std::process::ExitCode {
         }
     };
     // One plain line on stdout for scripts and the bench (logs go to stderr).
-    println!("gateway listening on {}", gw.local_addr());
-    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // Written, not `println!`: a stdout that takes nothing (a closed pipe,
+    // a full disk) panicked the gateway before it served a request. The
+    // line is for whoever reads it; serving does not depend on it.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let written =
+            writeln!(out, "gateway listening on {}", gw.local_addr()).and_then(|()| out.flush());
+        if let Err(e) = written {
+            tracing::warn!("cannot write the listening line to stdout: {e}");
+        }
+    }
     let shutdown = match shutdown_signals() {
         Ok(first) => first,
         Err(e) => {

@@ -395,3 +395,42 @@ fn a_rust_log_that_does_not_parse_is_said_not_dropped() {
         "{err}"
     );
 }
+
+#[test]
+fn a_stdout_that_takes_nothing_does_not_stop_the_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port the kernel found free (there is no line on stdout to read it
+    // from).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
+        .args(["--apis", dir.path().to_str().unwrap(), "--listen", &listen])
+        .stdin(Stdio::null())
+        .stdout(full)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = listen.parse().unwrap();
+    let mut hello = None;
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the gateway exited with {status}");
+        }
+        if std::net::TcpStream::connect(addr).is_ok() {
+            hello = answer_within(addr, "/hello", Duration::from_secs(10));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(hello.is_some_and(|h| h.starts_with("HTTP/1.1 200")));
+}
