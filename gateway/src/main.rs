@@ -86,7 +86,7 @@ struct Args {
     /// Who serves client HTTP/1: the gateway's own code for the common requests (hyper takes a connection over at its first other request), or hyper for all
     #[arg(long, value_enum, default_value = "own")]
     client_http1: gateway::server::ClientHttp1,
-    /// How long shutdown (SIGTERM, SIGINT) waits for in-flight requests before closing what is left
+    /// How long shutdown (SIGTERM, SIGINT, SIGQUIT) waits for in-flight requests before closing what is left
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
     /// Most log lines a second from each source of per-request failures (one API's middleware on one worker, one worker's proxy failures, a refused client request, a stale-connection retry); the next line let through says how many were left out. 0: no bound
@@ -326,8 +326,8 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Resolves at the first SIGINT or SIGTERM, which starts the graceful
-/// shutdown. A second one while it drains ends the process at once (exit
+/// Resolves at the first SIGINT, SIGTERM or SIGQUIT, which starts the
+/// graceful shutdown. A second one while it drains ends the process at once (exit
 /// status 1), as a user pressing Ctrl-C again expects: waiting out
 /// `--shutdown-grace` (30 s) for a slow upstream used to be the only way
 /// short of SIGKILL. (Tyk takes the second signal and ignores it.)
@@ -340,10 +340,14 @@ fn shutdown_signals() -> std::io::Result<impl std::future::Future<Output = ()> +
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (mut term, mut int) = rt.block_on(async {
+    // SIGQUIT too, as Tyk (`signal.Notify(sigChan, SIGTERM, SIGQUIT,
+    // SIGINT)`): it used to kill the gateway on the spot, in-flight
+    // requests and all.
+    let (mut term, mut int, mut quit) = rt.block_on(async {
         Ok::<_, std::io::Error>((
             signal(SignalKind::terminate())?,
             signal(SignalKind::interrupt())?,
+            signal(SignalKind::quit())?,
         ))
     })?;
     let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
@@ -356,6 +360,7 @@ fn shutdown_signals() -> std::io::Result<impl std::future::Future<Output = ()> +
                     let name = tokio::select! {
                         _ = term.recv() => "SIGTERM",
                         _ = int.recv() => "SIGINT",
+                        _ = quit.recv() => "SIGQUIT",
                     };
                     match first.take() {
                         Some(tx) => {

@@ -11,6 +11,16 @@ use serde_json::Value;
 
 #[test]
 fn sigterm_drains_the_request_in_flight_and_exits_zero() {
+    drains_on(libc::SIGTERM);
+}
+
+/// Tyk shuts down gracefully on SIGQUIT as on SIGTERM and SIGINT.
+#[test]
+fn sigquit_drains_the_request_in_flight_and_exits_zero_as_tyk() {
+    drains_on(libc::SIGQUIT);
+}
+
+fn drains_on(signal: i32) {
     let (up, rec) = recorder_with_delay(Duration::from_millis(800));
     let dir = tempfile::tempdir().unwrap();
     write_api(
@@ -51,7 +61,7 @@ fn sigterm_drains_the_request_in_flight_and_exits_zero() {
     }
     assert_eq!(rec.count(), 1, "the request never reached the upstream");
     // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
     let got = in_flight.join().unwrap();
     assert_eq!(
         (got.status.as_u16(), got.text().as_str()),
