@@ -32,8 +32,8 @@ struct Args {
     /// Longest a JS middleware call may run before the request gets 500 (Tyk's jsvm_timeout)
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     jsvm_timeout: Duration,
-    /// JS VM threads per worker and API; 0 runs scripts inline on the I/O thread (no isolation)
-    #[arg(long, default_value_t = 1)]
+    /// JS VM threads per worker and API (at most 256; each holds its own JS context, ~0.8 MiB with boa); 0 runs scripts inline on the I/O thread (no isolation)
+    #[arg(long, default_value_t = 1, value_parser = parse_jsvm_threads)]
     jsvm_threads: usize,
     /// How long a worker's I/O thread waits in place (blocked, not spinning) for a VM thread's answer before it serves other connections; APIs whose calls usually take longer are never waited for; 0 always serves others first
     #[arg(long, default_value = "200us", value_parser = parse_wait)]
@@ -86,7 +86,7 @@ struct Args {
     /// Who serves client HTTP/1: the gateway's own code for the common requests (hyper takes a connection over at its first other request), or hyper for all
     #[arg(long, value_enum, default_value = "own")]
     client_http1: gateway::server::ClientHttp1,
-    /// How long shutdown (SIGTERM, SIGINT) waits for in-flight requests before closing what is left
+    /// How long shutdown (SIGTERM, SIGINT, SIGQUIT) waits for in-flight requests before closing what is left
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
     /// Most log lines a second from each source of per-request failures (one API's middleware on one worker, one worker's proxy failures, a refused client request, a stale-connection retry); the next line let through says how many were left out. 0: no bound
@@ -121,6 +121,21 @@ fn parse_listen(s: &str) -> Result<SocketAddr, String> {
         .into_iter()
         .next()
         .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
+/// Most `--jsvm-threads`: each thread builds its own context when it
+/// starts (~0.8 MiB with boa), for every JS API on every worker, so
+/// `--jsvm-threads 100000` asked for ~80 GB per API and worker and was
+/// taken.
+const MAX_JSVM_THREADS: usize = 256;
+
+fn parse_jsvm_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n <= MAX_JSVM_THREADS => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a count of VM threads from 0 to {MAX_JSVM_THREADS} (each starts a JS context per API and worker, ~0.8 MiB with boa)"
+        )),
+    }
 }
 
 fn parse_strategy(s: &str) -> Result<gateway::js::Strategy, String> {
@@ -209,15 +224,39 @@ fn parse_bound(s: &str) -> Result<usize, String> {
     parse_size(s)
 }
 
+/// Log lines waiting for stderr before new ones are dropped (a few MB).
+const LOG_LINES_BUFFERED: usize = 16_384;
+
 fn main() -> std::process::ExitCode {
+    // Lines are written to stderr by a thread of their own, and dropped
+    // when LOG_LINES_BUFFERED are already waiting: a stderr nobody reads (a
+    // pipe whose reader stopped, a parent that never drains it) used to
+    // block each worker at its next log line, inside its event loop, so the
+    // worker answered nothing more, not even /hello, and shutdown waited for
+    // it for ever. The guard flushes what is queued at exit (for at most
+    // about a second).
+    let (log_writer, _log_guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(LOG_LINES_BUFFERED)
+        .thread_name("gw-log")
+        .finish(std::io::stderr());
+    // An unset RUST_LOG means info; one that does not parse means info
+    // too, but is said (it was dropped without a word).
+    let (filter, bad_filter) = match std::env::var("RUST_LOG") {
+        Ok(v) => match tracing_subscriber::EnvFilter::try_new(&v) {
+            Ok(f) => (f, None),
+            Err(e) => (tracing_subscriber::EnvFilter::new("info"), Some((v, e))),
+        },
+        Err(_) => (tracing_subscriber::EnvFilter::new("info"), None),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_writer(log_writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some((v, e)) = bad_filter {
+        tracing::warn!("RUST_LOG={v:?} is not a filter ({e}); logging at info");
+    }
     let args = Args::parse();
     gateway::lograte::set_per_second(args.log_rate);
     let mut config = GatewayConfig {
@@ -259,9 +298,26 @@ fn main() -> std::process::ExitCode {
         }
     };
     // One plain line on stdout for scripts and the bench (logs go to stderr).
-    println!("gateway listening on {}", gw.local_addr());
-    let _ = std::io::Write::flush(&mut std::io::stdout());
-    match gw.run(shutdown_signal()) {
+    // Written, not `println!`: a stdout that takes nothing (a closed pipe,
+    // a full disk) panicked the gateway before it served a request. The
+    // line is for whoever reads it; serving does not depend on it.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let written =
+            writeln!(out, "gateway listening on {}", gw.local_addr()).and_then(|()| out.flush());
+        if let Err(e) = written {
+            tracing::warn!("cannot write the listening line to stdout: {e}");
+        }
+    }
+    let shutdown = match shutdown_signals() {
+        Ok(first) => first,
+        Err(e) => {
+            eprintln!("gateway: cannot handle SIGINT and SIGTERM: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match gw.run(shutdown) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gateway: {e:#}");
@@ -270,14 +326,63 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Resolves at the first SIGINT, SIGTERM or SIGQUIT, which starts the
+/// graceful shutdown. A second one while it drains ends the process at once (exit
+/// status 1), as a user pressing Ctrl-C again expects: waiting out
+/// `--shutdown-grace` (30 s) for a slow upstream used to be the only way
+/// short of SIGKILL. (Tyk takes the second signal and ignores it.)
+///
+/// The signals are watched by a thread of their own, with a runtime of its
+/// own, registered before this returns: the gateway's runtimes are busy
+/// draining, or blocked, when the second one comes.
+fn shutdown_signals() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // SIGQUIT too, as Tyk (`signal.Notify(sigChan, SIGTERM, SIGQUIT,
+    // SIGINT)`): it used to kill the gateway on the spot, in-flight
+    // requests and all.
+    let (mut term, mut int, mut quit) = rt.block_on(async {
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::quit())?,
+        ))
+    })?;
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("gw-signals".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let mut first = Some(first_tx);
+                loop {
+                    let name = tokio::select! {
+                        _ = term.recv() => "SIGTERM",
+                        _ = int.recv() => "SIGINT",
+                        _ = quit.recv() => "SIGQUIT",
+                    };
+                    match first.take() {
+                        Some(tx) => {
+                            let _ = tx.send(());
+                        }
+                        None => {
+                            tracing::warn!(
+                                "{name} again during shutdown: exiting now, without waiting for in-flight requests"
+                            );
+                            // The log thread gets a moment for that line.
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                            std::process::exit(1);
+                        }
+                    }
+                }
+            })
+        })?;
+    Ok(async move {
+        // The sender lives as long as the watching thread, which never
+        // ends on its own.
+        let _ = first_rx.await;
+    })
 }
 
 #[cfg(test)]

@@ -281,14 +281,40 @@ impl Gateway {
         rt.block_on(shutdown);
         tracing::info!("shutting down: no new connections, draining in-flight requests");
         let _ = tx.send(true);
-        for h in handles {
+        // Workers end by the grace period, unless one is blocked outside its
+        // event loop (a native plugin call that never returns): then it is
+        // left behind, and the process exits without it, instead of
+        // waiting for ever.
+        let give_up = std::time::Instant::now() + self.config.shutdown_grace + WORKER_EXIT_MARGIN;
+        let mut stuck = Vec::new();
+        for (i, h) in handles.into_iter().enumerate() {
+            while !h.is_finished() && std::time::Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !h.is_finished() {
+                stuck.push(i.to_string());
+                continue;
+            }
             if let Err(e) = h.join().map_err(|_| anyhow::anyhow!("worker panicked"))? {
                 tracing::error!(error = %e, "worker failed");
             }
         }
+        if !stuck.is_empty() {
+            anyhow::bail!(
+                "worker {} did not stop within the shutdown grace period and {WORKER_EXIT_MARGIN:?} more \
+                 (blocked in a middleware call: a native plugin, or a script run inline with \
+                 --jsvm-threads 0); exited without it",
+                stuck.join(", ")
+            );
+        }
         Ok(())
     }
 }
+
+/// How long past the shutdown grace period [`Gateway::run`] still waits for
+/// a worker thread to end (dropping its JS contexts, VM threads and
+/// connections) before it returns without it.
+const WORKER_EXIT_MARGIN: Duration = Duration::from_secs(5);
 
 /// What the middleware hosts need of the gateway's configuration.
 fn host_options(config: &GatewayConfig) -> HostOptions {
@@ -331,27 +357,47 @@ impl Listeners {
 /// is free (it fails against any listener, reuseport or not).
 fn bind_reuseport(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
     if addr.port() != 0 {
-        drop(
-            std::net::TcpListener::bind(addr).with_context(|| {
-                format!("cannot listen on {addr} (is another process using it?)")
-            })?,
-        );
+        drop(std::net::TcpListener::bind(addr).map_err(|e| cannot_listen(addr, e))?);
     }
     let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(n);
-    for _ in 0..n {
+    for i in 0..n {
         let at = out.first().map_or(Ok(addr), |l| l.local_addr())?;
-        let socket = Socket::new(Domain::for_address(at), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
-        socket.set_nonblocking(true)?;
-        socket.set_tcp_nodelay(true)?;
-        socket
-            .bind(&at.into())
-            .with_context(|| format!("cannot listen on {at} (is another process using it?)"))?;
-        socket.listen(4096)?;
+        let opened = (|| {
+            let socket = Socket::new(Domain::for_address(at), Type::STREAM, Some(Protocol::TCP))?;
+            socket.set_reuse_address(true)?;
+            socket.set_reuse_port(true)?;
+            socket.set_nonblocking(true)?;
+            socket.set_tcp_nodelay(true)?;
+            Ok::<_, std::io::Error>(socket)
+        })();
+        // One listener per worker: at the fd limit, the count is the
+        // likely cause (`--threads 100000` said only "Too many open files").
+        let socket = opened.with_context(|| {
+            format!(
+                "cannot open listening socket {} of {n} (one per worker, --threads)",
+                i + 1
+            )
+        })?;
+        socket.bind(&at.into()).map_err(|e| cannot_listen(at, e))?;
+        socket.listen(4096).map_err(|e| cannot_listen(at, e))?;
         out.push(socket.into());
     }
     Ok(out)
+}
+
+/// `--listen`'s error, with the likely cause of the common ones: only
+/// "in use" suggested another process, and a port below 1024 without the
+/// right, or an address this machine does not have, said so too.
+fn cannot_listen(at: SocketAddr, e: std::io::Error) -> anyhow::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::AddrInUse => " (is another process using it?)",
+        std::io::ErrorKind::PermissionDenied if at.port() < 1024 => {
+            " (ports below 1024 need root or CAP_NET_BIND_SERVICE)"
+        }
+        std::io::ErrorKind::AddrNotAvailable => " (no interface of this machine has that address)",
+        _ => "",
+    };
+    anyhow::Error::new(e).context(format!("cannot listen on {at} (--listen){hint}"))
 }
 
 /// What every worker gets besides its listener and the APIs.
