@@ -138,7 +138,21 @@ pub fn check_outputs(args: &BenchArgs) -> anyhow::Result<()> {
         .as_deref()
         .filter(|j| *j != "-")
         .map(PathBuf::from);
-    for p in json.iter().chain(&args.markdown).chain(&args.svg) {
+    // The charts written beside `--markdown` and `--svg` too: a directory
+    // or a read-only file in their place would fail only after the runs.
+    let charts = |p: &PathBuf, kinds: &[&str]| -> Vec<PathBuf> {
+        kinds.iter().map(|k| sibling(p, k)).collect()
+    };
+    let beside: Vec<PathBuf> = (args.markdown.iter())
+        .flat_map(|p| charts(p, &["headline", "latency"]))
+        .chain(args.svg.iter().flat_map(|p| charts(p, &["headline"])))
+        .collect();
+    for p in json
+        .iter()
+        .chain(&args.markdown)
+        .chain(&args.svg)
+        .chain(&beside)
+    {
         let existed = p.exists();
         std::fs::OpenOptions::new()
             .append(true)
