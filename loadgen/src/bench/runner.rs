@@ -38,6 +38,9 @@ struct Bench<'a> {
     args: &'a BenchArgs,
     interrupt: &'a Interrupt,
     pinning: Pinning,
+    /// The cores loadgen could run on before `--cpus` pinned it: where
+    /// unpinned children run.
+    all_cores: Vec<usize>,
     /// mock-upstream first, then the gateway, then peers.
     children: Vec<Child>,
     jobs: Vec<Job>,
@@ -80,6 +83,7 @@ fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Be
         bail!("--repeat must be at least 1");
     }
     let pinning = Pinning::parse(&args.cpus)?;
+    let all_cores = pin::allowed();
     if let Some(c) = &pinning.loadgen {
         pin::pin_self(c)?;
     }
@@ -103,6 +107,7 @@ fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Be
         args,
         interrupt,
         pinning,
+        all_cores,
         children: Vec::new(),
         jobs: Vec::new(),
         peers: Vec::new(),
@@ -225,6 +230,9 @@ impl Bench<'_> {
             job.result.requested = requested;
             job.result.skipped = skipped;
             job.server_pids = vec![if upstream { up } else { gw }];
+            let p = &self.pinning;
+            let server = if upstream { &p.upstream } else { &p.gateway };
+            job.cores = self.cores(&[server, &p.upstream]);
             if !upstream {
                 job.upstream_pids = vec![up];
                 job.control = job.result.route.has_middleware;
@@ -283,6 +291,7 @@ impl Bench<'_> {
                         job.result.skipped = skipped;
                         job.server_pids = pids.clone();
                         job.upstream_pids = vec![self.children[0].pid()];
+                        job.cores = self.cores(&[&self.pinning.peer, &self.pinning.upstream]);
                         self.jobs.push(job);
                     }
                     self.children.push(running.child);
@@ -351,6 +360,13 @@ impl Bench<'_> {
             }
         }
         e
+    }
+
+    /// The cores loadgen and the processes pinned to `pins` can run on together.
+    fn cores(&self, pins: &[&Option<Vec<usize>>]) -> usize {
+        let mut all: Vec<Option<&[usize]>> = vec![self.pinning.loadgen.as_deref()];
+        all.extend(pins.iter().map(|p| p.as_deref()));
+        pin::cores_of(&self.all_cores, &all)
     }
 
     fn live(&self) -> Vec<usize> {
