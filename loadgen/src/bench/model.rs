@@ -265,6 +265,10 @@ pub struct BenchReport {
     /// per request between routes that differ in one choice.
     #[serde(default)]
     pub design_choices: Vec<DesignChoice>,
+    /// Why the measurements stopped before the last round (a child
+    /// exited, Ctrl-C): `repeat` then counts the rounds begun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// One line per reason the exit status is not 0.
     pub problems: Vec<String>,
 }

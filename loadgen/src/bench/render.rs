@@ -29,6 +29,9 @@ pub fn preamble(r: &BenchReport) -> Vec<String> {
         r.stamps.line(),
         format!("command: {}", r.stamps.command),
     ];
+    if let Some(why) = &r.stopped {
+        lines.push(format!("INCOMPLETE: {why}"));
+    }
     for p in r.processes.iter().filter(|p| p.cpus.is_some()) {
         lines.push(format!(
             "{} (pid {}) pinned to cores {:?}",

@@ -49,6 +49,9 @@ struct Bench<'a> {
     up_addr: SocketAddr,
     gw_addr: SocketAddr,
     work: WorkDir,
+    /// The round the measurements stopped in, and why (a child exited,
+    /// Ctrl-C): the rounds before it are still reported.
+    stopped: Option<(usize, String)>,
 }
 
 /// Runs the whole bench and returns its report.
@@ -115,6 +118,7 @@ fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Be
         up_addr: unset,
         gw_addr: unset,
         work,
+        stopped: None,
     })
 }
 
@@ -390,13 +394,24 @@ impl Bench<'_> {
     /// Phase 7: `--repeat` rounds; each runs every live route once, each
     /// round starting one route further along, so that no route always runs
     /// first (or right after the same neighbour).
+    ///
+    /// A run that cannot finish (a child exited, Ctrl-C, SIGTERM) ends the
+    /// measurements, not the bench: the runs already done are reported,
+    /// with why it stopped, so that an hour of rounds is not thrown away
+    /// for the last one. Only when no run finished is it an error.
     fn measure(&mut self) -> anyhow::Result<()> {
         let live = self.live();
         let rounds = self.args.repeat;
         for round in 0..rounds {
             for k in 0..live.len() {
                 let i = live[(k + round) % live.len()];
-                self.measure_one(i, round, rounds)?;
+                if let Err(e) = self.measure_one(i, round, rounds) {
+                    if self.jobs.iter().all(|j| j.result.runs.is_empty()) {
+                        return Err(e);
+                    }
+                    self.stopped = Some((round, format!("{e:#}")));
+                    return Ok(());
+                }
             }
         }
         Ok(())
@@ -494,6 +509,16 @@ impl Bench<'_> {
                 problems.push(format!("peer {} was not measured: {why}", p.name));
             }
         }
+        // Rounds begun: the report's pairing and its preamble count these.
+        let mut repeat = self.args.repeat;
+        let stopped = self.stopped.map(|(round, why)| {
+            repeat = round + 1;
+            format!(
+                "the measurements stopped in round {repeat} of {}: {why}; this report has only the runs completed before",
+                self.args.repeat
+            )
+        });
+        problems.splice(0..0, stopped.clone());
         let names = ["mock-upstream", "gateway"];
         let pins = [&self.pinning.upstream, &self.pinning.gateway];
         let processes = self
@@ -516,7 +541,7 @@ impl Bench<'_> {
             requests: self.args.requests,
             concurrency: self.args.concurrency,
             keepalive: self.args.keepalive,
-            repeat: self.args.repeat,
+            repeat,
             gateway_threads: self.args.gateway_threads,
             loadgen_cpus: self.pinning.loadgen.clone(),
             processes,
@@ -524,6 +549,7 @@ impl Bench<'_> {
             routes,
             comparisons: Vec::new(),
             design_choices: Vec::new(),
+            stopped,
             problems,
         };
         report.compare();
