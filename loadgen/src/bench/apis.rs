@@ -156,6 +156,8 @@ impl Route {
     /// "native plugin /gopl/hello/", for tables and messages.
     pub fn title(&self) -> String {
         format!("{} {}", self.label, self.path)
+            .trim_end()
+            .to_string()
     }
 }
 
@@ -410,11 +412,20 @@ pub fn prepare(
         let name = file.file_name().expect("a file name").to_owned();
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
-        let Ok(mut def) = serde_json::from_str::<Value>(&text) else {
-            // Copied as is: the gateway reports what is wrong with it, and
-            // the other definitions still load.
-            std::fs::write(dst.join(&name), text)?;
-            continue;
+        let mut def = match serde_json::from_str::<Value>(&text) {
+            Ok(def) if def.is_object() => def,
+            parsed => {
+                // Copied as is: the gateway refuses it and the other
+                // definitions still load. Its route is listed as not
+                // measured, with why, rather than vanishing from the report.
+                std::fs::write(dst.join(&name), text)?;
+                let why = match parsed {
+                    Err(e) => format!("not valid JSON ({e})"),
+                    Ok(_) => "not a JSON object".to_string(),
+                };
+                found.push(unreadable(&file, &why));
+                continue;
+            }
         };
         rewrite(&mut def, root, upstream_port);
         std::fs::write(dst.join(&name), serde_json::to_string_pretty(&def)?)?;
@@ -452,10 +463,36 @@ pub fn prepare(
     Ok(found)
 }
 
+/// The route of a definition file the bench cannot read: keyed and
+/// labelled by its file name (its API id is unknown), skipped with why.
+fn unreadable(file: &Path, why: &str) -> Found {
+    // The file name, extension and all: no route of a readable definition
+    // is keyed so, so it cannot take the seed's `native` or `js`.
+    let name = file
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut route = Route::bare(&name, &name, "", false);
+    route.source = Some(file.to_path_buf());
+    Found {
+        route,
+        skipped: Some(format!(
+            "{}: {why}: the gateway does not load it either",
+            file.display()
+        )),
+    }
+}
+
 /// Points the definition at the bench's upstream and makes relative
 /// middleware paths absolute against `root`.
 fn rewrite(def: &mut Value, root: &Path, upstream_port: u16) {
-    def["proxy"]["target_url"] = Value::String(format!("http://127.0.0.1:{upstream_port}"));
+    // `get_mut`, not indexing: indexing panics on a `proxy` that is not an object.
+    if let Some(proxy) = def.get_mut("proxy").and_then(Value::as_object_mut) {
+        proxy.insert(
+            "target_url".into(),
+            Value::String(format!("http://127.0.0.1:{upstream_port}")),
+        );
+    }
     let versions = def
         .get_mut("version_data")
         .and_then(|v| v.get_mut("versions"))
@@ -690,6 +727,44 @@ mod tests {
         old.as_object_mut().unwrap().remove("role");
         let back: MiddlewareKind = serde_json::from_value(old).unwrap();
         assert_eq!(back.role, Role::Request);
+    }
+
+    #[test]
+    fn a_definition_that_is_not_a_json_object_is_listed_as_not_measured_not_dropped_or_a_panic() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (src, dst) = (tmp.path().join("apis"), tmp.path().join("out"));
+        std::fs::create_dir_all(&src).unwrap();
+        let plain = r#"{"api_id": "plain-hello", "proxy": {"listen_path": "/plain/"}}"#;
+        for (name, text) in [
+            ("plain-hello.json", plain),
+            // A typo: the route vanished from the report without a word.
+            ("jsvm-hello.json", r#"{"api_id": "jsvm-hello", "proxy": {"#),
+            // Valid JSON, not a definition: indexing it panicked the bench.
+            ("list.json", "[]"),
+            ("proxy-string.json", r#"{"api_id": "p", "proxy": "/p/"}"#),
+        ] {
+            std::fs::write(src.join(name), text).unwrap();
+        }
+        let found = prepare(&src, &dst, tmp.path(), 9).unwrap();
+        let keys: Vec<&str> = found.iter().map(|f| f.route.key.as_str()).collect();
+        assert_eq!(keys, vec!["plain", "jsvm-hello.json", "list.json"]);
+        let why = |k: &str| {
+            let f = found.iter().find(|f| f.route.key == k).unwrap();
+            f.skipped.clone().unwrap_or_default()
+        };
+        let broken = src.join("jsvm-hello.json");
+        assert!(
+            why("jsvm-hello.json").starts_with(&format!("{}: not valid JSON", broken.display())),
+            "{}",
+            why("jsvm-hello.json")
+        );
+        assert!(why("list.json").contains("not a JSON object"));
+        assert!(found[0].skipped.is_none());
+        // Every file still goes to the gateway, which says what is wrong.
+        assert_eq!(std::fs::read_dir(&dst).unwrap().count(), 4);
+        let up: Value =
+            serde_json::from_slice(&std::fs::read(dst.join("plain-hello.json")).unwrap()).unwrap();
+        assert_eq!(up["proxy"]["target_url"], "http://127.0.0.1:9");
     }
 
     #[test]

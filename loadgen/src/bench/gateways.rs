@@ -151,6 +151,8 @@ pub fn ratio_explained(nat: &RunFigures, js: &RunFigures, cores: usize) -> Vec<S
             .unwrap_or(all * f.rps / 1e6 / cores.max(1) as f64)
     };
     let (bn, bj) = (busy_of(nat, an), busy_of(js, aj));
+    // The cores the runs could use (fewer than the machine's when pinned).
+    let cores = nat.cores.unwrap_or(cores);
     let mut out = vec![format!(
         "this gateway: JS adds {:.1} µs of gateway CPU per request, {:.1} µs across all processes \
          (which kept {:.0}% and {:.0}% of the {cores} cores busy).",

@@ -29,6 +29,9 @@ pub struct Job {
     pub upstream_pids: Vec<u32>,
     /// Our gateway's route with middleware: read its `/tyk/stats`.
     pub control: bool,
+    /// The cores its processes and loadgen can run on together (from
+    /// `--cpus`): what "how busy were the cores" is measured against.
+    pub cores: usize,
 }
 
 impl Job {
@@ -40,6 +43,7 @@ impl Job {
             server_pids: Vec::new(),
             upstream_pids: Vec::new(),
             control: false,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 
@@ -143,7 +147,9 @@ pub fn config(args: &BenchArgs, job: &Job, n: u64) -> RunConfig {
 /// The figures of one run of `job` in `round`.
 pub fn figures(job: &Job, cfg: &RunConfig, res: &RunResult, round: usize) -> RunFigures {
     let s = Summary::new(cfg, res);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    // Not loadgen's own affinity: pinned to one core, it would count the
+    // gateway's and the upstream's CPU on the other against one core.
+    let cores = job.cores.max(1) as f64;
     // CPU seconds of a group of watched processes, if every one could be read.
     let sum = |range: std::ops::Range<usize>| -> Option<f64> {
         (!range.is_empty())
@@ -185,6 +191,7 @@ pub fn figures(job: &Job, cfg: &RunConfig, res: &RunResult, round: usize) -> Run
         all_cpu_s: all,
         all_cpu_us_per_req: all.map(per_req),
         cores_busy: all.map(|a| a / (wall * cores)),
+        cores: all.map(|_| job.cores),
         ..RunFigures::default()
     }
 }

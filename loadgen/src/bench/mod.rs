@@ -52,7 +52,7 @@ pub const INTERRUPTED_MSG: &str = "interrupted";
     bin_name = "loadgen bench",
     about = "The seed's benchmark: native plugin vs JS middleware through the gateway, beside Tyk's numbers",
     after_help = "Exit status: 0 when every requested route and peer was measured with no failed request; \
-1 otherwise, with one line per reason on stderr; 130 on Ctrl-C. A route whose middleware file is missing \
+1 otherwise, with one line per reason on stderr; 130 on Ctrl-C, 143 on SIGTERM. A route whose middleware file is missing \
 (a plugin not built) is skipped with the reason; that fails the bench only when it was asked for by name \
 with --routes. A peer that is not installed fails the bench only when asked for with --peer, not with --peers."
 )]
@@ -130,29 +130,38 @@ pub struct BenchArgs {
     pub svg: Option<PathBuf>,
 }
 
-/// Ctrl-C for the whole bench: one handler, installed once by [`main`],
-/// awaited by every run's stop future and checked between phases.
-pub struct Interrupt(watch::Receiver<bool>);
+/// Ctrl-C (SIGINT) or SIGTERM for the whole bench: one handler, installed
+/// once by [`main`], awaited by every run's stop future and checked between
+/// phases. The value is the signal's number, 0 until one comes.
+pub struct Interrupt(watch::Receiver<i32>);
 
 impl Interrupt {
-    /// Installs the SIGINT handler (from then on Ctrl-C no longer kills
-    /// loadgen, which would leave its children running) and a thread that
-    /// turns the signal into this value.
+    /// Installs the SIGINT and SIGTERM handlers (from then on neither kills
+    /// loadgen outright, which would leave its private directory behind and
+    /// stop its children in no order) and a thread that turns the first
+    /// signal into this value.
     pub fn install() -> Interrupt {
-        let (tx, rx) = watch::channel(false);
+        use tokio::signal::unix::{signal, SignalKind};
+        let (tx, rx) = watch::channel(0);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build();
-        let sig = rt.as_ref().ok().map(|rt| {
+        let sigs = rt.as_ref().ok().map(|rt| {
             let _g = rt.enter();
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            )
         });
-        if let (Ok(rt), Some(Ok(mut sig))) = (rt, sig) {
+        if let (Ok(rt), Some((Ok(mut int), Ok(mut term)))) = (rt, sigs) {
             std::thread::spawn(move || {
                 rt.block_on(async {
-                    sig.recv().await;
-                    eprintln!("\nloadgen bench: interrupted, stopping");
-                    let _ = tx.send(true);
+                    let (sig, name) = tokio::select! {
+                        _ = int.recv() => (libc::SIGINT, "interrupted"),
+                        _ = term.recv() => (libc::SIGTERM, "terminated"),
+                    };
+                    eprintln!("\nloadgen bench: {name}, stopping");
+                    let _ = tx.send(sig);
                     // Keep the sender alive: receivers must not see a close.
                     std::future::pending::<()>().await;
                 })
@@ -161,25 +170,32 @@ impl Interrupt {
         Interrupt(rx)
     }
 
-    /// Resolves on Ctrl-C.
+    /// Resolves on Ctrl-C or SIGTERM.
     pub async fn wait(&self) {
         let mut rx = self.0.clone();
-        if rx.wait_for(|v| *v).await.is_err() {
+        if rx.wait_for(|v| *v != 0).await.is_err() {
             std::future::pending::<()>().await;
         }
     }
 
-    /// An error once Ctrl-C was pressed.
+    /// An error once Ctrl-C was pressed (or SIGTERM came).
     pub fn check(&self) -> anyhow::Result<()> {
-        if *self.0.borrow() {
+        if *self.0.borrow() != 0 {
             anyhow::bail!(INTERRUPTED_MSG);
         }
         Ok(())
     }
+
+    /// The exit status for the signal that came, if one did: 128 + its
+    /// number, as a shell reports it (130 for Ctrl-C, 143 for SIGTERM).
+    pub fn exit_code(&self) -> Option<i32> {
+        let sig = *self.0.borrow();
+        (sig != 0).then_some(128 + sig)
+    }
 }
 
 /// Runs the bench; returns the exit code (0 all measured without failed
-/// requests, 1 otherwise, 130 on Ctrl-C).
+/// requests, 1 otherwise, 130 on Ctrl-C, 143 on SIGTERM).
 pub fn main(args: BenchArgs) -> i32 {
     let interrupt = Interrupt::install();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -192,7 +208,7 @@ pub fn main(args: BenchArgs) -> i32 {
         Err(e) => {
             eprintln!("loadgen bench: {e:#}");
             // Children are already stopped (dropped on the way out).
-            return if interrupt.check().is_err() { 130 } else { 1 };
+            return interrupt.exit_code().unwrap_or(1);
         }
     };
     let stdout_json = args.json.as_deref() == Some("-");
@@ -214,8 +230,5 @@ pub fn main(args: BenchArgs) -> i32 {
         eprintln!("loadgen bench: {p}");
         code = 1;
     }
-    if interrupt.check().is_err() {
-        code = 130;
-    }
-    code
+    interrupt.exit_code().unwrap_or(code)
 }

@@ -52,8 +52,13 @@ pub struct RunFigures {
     pub all_cpu_s: Option<f64>,
     /// `all_cpu_s` per request, µs: the headline cross-route figure.
     pub all_cpu_us_per_req: Option<f64>,
-    /// `all_cpu_s` / (`wall_s` x cores): how busy the machine's cores were.
+    /// `all_cpu_s` / (`wall_s` x `cores`): how busy the run kept the cores
+    /// its processes could run on.
     pub cores_busy: Option<f64>,
+    /// The cores the run's processes (server, upstream, loadgen) could run
+    /// on: the machine's, or fewer when `--cpus` pinned them all.
+    #[serde(default)]
+    pub cores: Option<usize>,
     /// Median middleware call time, µs (gateway routes with middleware).
     pub mw_p50_us: Option<f64>,
     /// 99th percentile middleware call time, µs.
@@ -260,6 +265,10 @@ pub struct BenchReport {
     /// per request between routes that differ in one choice.
     #[serde(default)]
     pub design_choices: Vec<DesignChoice>,
+    /// Why the measurements stopped before the last round (a child
+    /// exited, Ctrl-C): `repeat` then counts the rounds begun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// One line per reason the exit status is not 0.
     pub problems: Vec<String>,
 }

@@ -102,6 +102,36 @@ pub fn apply(pid: libc::pid_t, set: &libc::cpu_set_t) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The cores the calling thread may run on now (its affinity mask).
+pub fn allowed() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if rc != 0 {
+        return (0..n).collect();
+    }
+    // SAFETY: every index is below the set's size.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// How many distinct cores processes pinned to `pins` can run on together,
+/// an unpinned one (`None`) anywhere in `all`: the cores a run could keep busy.
+pub fn cores_of(all: &[usize], pins: &[Option<&[usize]>]) -> usize {
+    let mut used: Vec<usize> = pins
+        .iter()
+        .flat_map(|p| p.unwrap_or(all))
+        .copied()
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    used.len().max(1)
+}
+
 /// Pins the calling thread; threads it starts later inherit the set, so
 /// calling this before the first run pins every load thread.
 pub fn pin_self(cores: &[usize]) -> anyhow::Result<()> {
@@ -131,5 +161,15 @@ mod tests {
         let err = Pinning::parse(&["proxy=0".into()]).unwrap_err().to_string();
         assert!(err.contains("\"proxy\" is not one of"), "{err}");
         assert!(Pinning::parse(&["4096".into()]).is_err());
+    }
+
+    #[test]
+    fn a_run_can_keep_busy_the_union_of_its_processes_cores() {
+        let all = [0, 1, 2, 3];
+        assert_eq!(cores_of(&all, &[None, None]), 4);
+        assert_eq!(cores_of(&all, &[Some(&[0]), Some(&[1]), Some(&[1])]), 2);
+        assert_eq!(cores_of(&all, &[Some(&[0]), None]), 4);
+        assert_eq!(cores_of(&all, &[Some(&[2]), Some(&[2])]), 1);
+        assert!(!allowed().is_empty());
     }
 }

@@ -29,6 +29,15 @@ pub fn preamble(r: &BenchReport) -> Vec<String> {
         r.stamps.line(),
         format!("command: {}", r.stamps.command),
     ];
+    if let Some(why) = &r.stopped {
+        lines.push(format!("INCOMPLETE: {why}"));
+    }
+    // Every reason the exit status is not 0, in the report itself: a
+    // route whose requests failed has figures that count the failures as
+    // served, and a report pasted into an issue has no stderr beside it.
+    for p in r.problems.iter().filter(|p| Some(*p) != r.stopped.as_ref()) {
+        lines.push(format!("problem: {p}"));
+    }
     for p in r.processes.iter().filter(|p| p.cpus.is_some()) {
         lines.push(format!(
             "{} (pid {}) pinned to cores {:?}",
@@ -138,7 +147,21 @@ pub fn check_outputs(args: &BenchArgs) -> anyhow::Result<()> {
         .as_deref()
         .filter(|j| *j != "-")
         .map(PathBuf::from);
-    for p in json.iter().chain(&args.markdown).chain(&args.svg) {
+    // The charts written beside `--markdown` and `--svg` too: a directory
+    // or a read-only file in their place would fail only after the runs.
+    let charts = |p: &PathBuf, kinds: &[&str]| -> Vec<PathBuf> {
+        kinds.iter().map(|k| sibling(p, k)).collect()
+    };
+    let beside: Vec<PathBuf> = (args.markdown.iter())
+        .flat_map(|p| charts(p, &["headline", "latency"]))
+        .chain(args.svg.iter().flat_map(|p| charts(p, &["headline"])))
+        .collect();
+    for p in json
+        .iter()
+        .chain(&args.markdown)
+        .chain(&args.svg)
+        .chain(&beside)
+    {
         let existed = p.exists();
         std::fs::OpenOptions::new()
             .append(true)
@@ -185,4 +208,39 @@ pub fn write_files(r: &BenchReport, args: &BenchArgs) -> anyhow::Result<()> {
         std::fs::write(p, buf).with_context(|| format!("cannot write {}", p.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reasons_for_a_non_zero_exit_are_in_the_text_and_the_markdown() {
+        let mut r: BenchReport = serde_json::from_value(serde_json::json!({
+            "schema": "x", "requests": 1, "concurrency": 1, "keepalive": false, "repeat": 1,
+            "stamps": {"version": "0", "date": "d", "cores": 2, "command": "c"},
+            "processes": [], "peers": [], "routes": [], "comparisons": [], "problems": []
+        }))
+        .unwrap();
+        let failed = "ours JS QuickJS /flaky/hello/: 1000 failed requests over 3 runs";
+        r.problems = vec![failed.to_string()];
+        let mut text = Vec::new();
+        write_text(&r, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains(&format!("problem: {failed}")), "{text}");
+        let mut md = Vec::new();
+        write_markdown(&r, None, &mut md).unwrap();
+        let md = String::from_utf8(md).unwrap();
+        assert!(md.contains(&format!("- problem: {failed}")), "{md}");
+        // A stopped run says so once, not twice.
+        let stopped = "the measurements stopped in round 2 of 5: interrupted".to_string();
+        r.problems.insert(0, stopped.clone());
+        r.stopped = Some(stopped);
+        let lines = preamble(&r).join("\n");
+        assert_eq!(
+            lines.matches("the measurements stopped").count(),
+            1,
+            "{lines}"
+        );
+    }
 }

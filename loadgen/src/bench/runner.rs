@@ -38,6 +38,9 @@ struct Bench<'a> {
     args: &'a BenchArgs,
     interrupt: &'a Interrupt,
     pinning: Pinning,
+    /// The cores loadgen could run on before `--cpus` pinned it: where
+    /// unpinned children run.
+    all_cores: Vec<usize>,
     /// mock-upstream first, then the gateway, then peers.
     children: Vec<Child>,
     jobs: Vec<Job>,
@@ -46,6 +49,9 @@ struct Bench<'a> {
     up_addr: SocketAddr,
     gw_addr: SocketAddr,
     work: WorkDir,
+    /// The round the measurements stopped in, and why (a child exited,
+    /// Ctrl-C): the rounds before it are still reported.
+    stopped: Option<(usize, String)>,
 }
 
 /// Runs the whole bench and returns its report.
@@ -80,6 +86,7 @@ fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Be
         bail!("--repeat must be at least 1");
     }
     let pinning = Pinning::parse(&args.cpus)?;
+    let all_cores = pin::allowed();
     if let Some(c) = &pinning.loadgen {
         pin::pin_self(c)?;
     }
@@ -103,6 +110,7 @@ fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Be
         args,
         interrupt,
         pinning,
+        all_cores,
         children: Vec::new(),
         jobs: Vec::new(),
         peers: Vec::new(),
@@ -110,6 +118,7 @@ fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Be
         up_addr: unset,
         gw_addr: unset,
         work,
+        stopped: None,
     })
 }
 
@@ -225,6 +234,9 @@ impl Bench<'_> {
             job.result.requested = requested;
             job.result.skipped = skipped;
             job.server_pids = vec![if upstream { up } else { gw }];
+            let p = &self.pinning;
+            let server = if upstream { &p.upstream } else { &p.gateway };
+            job.cores = self.cores(&[server, &p.upstream]);
             if !upstream {
                 job.upstream_pids = vec![up];
                 job.control = job.result.route.has_middleware;
@@ -283,6 +295,7 @@ impl Bench<'_> {
                         job.result.skipped = skipped;
                         job.server_pids = pids.clone();
                         job.upstream_pids = vec![self.children[0].pid()];
+                        job.cores = self.cores(&[&self.pinning.peer, &self.pinning.upstream]);
                         self.jobs.push(job);
                     }
                     self.children.push(running.child);
@@ -353,6 +366,13 @@ impl Bench<'_> {
         e
     }
 
+    /// The cores loadgen and the processes pinned to `pins` can run on together.
+    fn cores(&self, pins: &[&Option<Vec<usize>>]) -> usize {
+        let mut all: Vec<Option<&[usize]>> = vec![self.pinning.loadgen.as_deref()];
+        all.extend(pins.iter().map(|p| p.as_deref()));
+        pin::cores_of(&self.all_cores, &all)
+    }
+
     fn live(&self) -> Vec<usize> {
         (0..self.jobs.len())
             .filter(|&i| self.jobs[i].result.skipped.is_none())
@@ -374,13 +394,24 @@ impl Bench<'_> {
     /// Phase 7: `--repeat` rounds; each runs every live route once, each
     /// round starting one route further along, so that no route always runs
     /// first (or right after the same neighbour).
+    ///
+    /// A run that cannot finish (a child exited, Ctrl-C, SIGTERM) ends the
+    /// measurements, not the bench: the runs already done are reported,
+    /// with why it stopped, so that an hour of rounds is not thrown away
+    /// for the last one. Only when no run finished is it an error.
     fn measure(&mut self) -> anyhow::Result<()> {
         let live = self.live();
         let rounds = self.args.repeat;
         for round in 0..rounds {
             for k in 0..live.len() {
                 let i = live[(k + round) % live.len()];
-                self.measure_one(i, round, rounds)?;
+                if let Err(e) = self.measure_one(i, round, rounds) {
+                    if self.jobs.iter().all(|j| j.result.runs.is_empty()) {
+                        return Err(e);
+                    }
+                    self.stopped = Some((round, format!("{e:#}")));
+                    return Ok(());
+                }
             }
         }
         Ok(())
@@ -478,6 +509,16 @@ impl Bench<'_> {
                 problems.push(format!("peer {} was not measured: {why}", p.name));
             }
         }
+        // Rounds begun: the report's pairing and its preamble count these.
+        let mut repeat = self.args.repeat;
+        let stopped = self.stopped.map(|(round, why)| {
+            repeat = round + 1;
+            format!(
+                "the measurements stopped in round {repeat} of {}: {why}; this report has only the runs completed before",
+                self.args.repeat
+            )
+        });
+        problems.splice(0..0, stopped.clone());
         let names = ["mock-upstream", "gateway"];
         let pins = [&self.pinning.upstream, &self.pinning.gateway];
         let processes = self
@@ -500,7 +541,7 @@ impl Bench<'_> {
             requests: self.args.requests,
             concurrency: self.args.concurrency,
             keepalive: self.args.keepalive,
-            repeat: self.args.repeat,
+            repeat,
             gateway_threads: self.args.gateway_threads,
             loadgen_cpus: self.pinning.loadgen.clone(),
             processes,
@@ -508,6 +549,7 @@ impl Bench<'_> {
             routes,
             comparisons: Vec::new(),
             design_choices: Vec::new(),
+            stopped,
             problems,
         };
         report.compare();

@@ -267,7 +267,10 @@ pub fn control_line(r: &BenchReport, target: &str) -> Option<String> {
          throughput {}, CPU per request {}: {}; differences within these bounds are the bench's noise.",
         ratio_cell(Some(rps)),
         ratio_cell(c(Metric::AllCpuPerRequest)),
-        if rps.significant() {
+        if rps.low.is_none() {
+            // One round: no interval, so nothing to contain 1 or not.
+            "with one round it has no interval, so this run says nothing about its own noise (use --repeat 3 or more)"
+        } else if rps.significant() {
             "its interval excludes 1, so this run was noisier than its intervals claim"
         } else {
             "its interval contains 1, as it should"
@@ -456,6 +459,51 @@ mod tests {
             "native ~1.10x faster (1 round: no interval)"
         );
         assert_eq!(difference(None, "native", "JS", "faster"), "n/a");
+    }
+
+    #[test]
+    fn the_aa_control_claims_nothing_about_an_interval_it_does_not_have() {
+        let mut r: BenchReport = serde_json::from_value(serde_json::json!({
+            "schema": "x", "requests": 1, "concurrency": 1, "keepalive": false, "repeat": 1,
+            "stamps": {"version": "0", "date": "d", "cores": 2, "command": "c"},
+            "processes": [], "peers": [], "routes": [], "comparisons": [], "problems": []
+        }))
+        .unwrap();
+        for (key, rps) in [("plain", 1000.0), ("plain-again", 1010.0)] {
+            let route = crate::bench::apis::Route::bare(key, key, "/plain/hello/", false);
+            let mut rr = RouteResult::new("ours", route);
+            rr.runs = vec![RunFigures {
+                rps,
+                all_cpu_us_per_req: Some(100.0),
+                ..RunFigures::default()
+            }];
+            rr.finish();
+            r.routes.push(rr);
+        }
+        r.compare();
+        let line = control_line(&r, "ours").unwrap();
+        assert!(!line.contains("contains 1"), "{line}");
+        assert!(line.contains("one round it has no interval"), "{line}");
+        // With rounds, the words follow the interval.
+        r.repeat = 2;
+        r.routes[0].runs.push(RunFigures {
+            round: 1,
+            rps: 1000.0,
+            all_cpu_us_per_req: Some(100.0),
+            ..RunFigures::default()
+        });
+        r.routes[1].runs.push(RunFigures {
+            round: 1,
+            rps: 990.0,
+            all_cpu_us_per_req: Some(100.0),
+            ..RunFigures::default()
+        });
+        r.compare();
+        let line = control_line(&r, "ours").unwrap();
+        assert!(
+            line.contains("its interval contains 1, as it should"),
+            "{line}"
+        );
     }
 
     #[test]
