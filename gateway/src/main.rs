@@ -227,6 +227,84 @@ fn parse_bound(s: &str) -> Result<usize, String> {
 /// Log lines waiting for stderr before new ones are dropped (a few MB).
 const LOG_LINES_BUFFERED: usize = 16_384;
 
+/// The log's writer: [`tracing_appender`]'s queue to the `gw-log` thread,
+/// which drops a line when [`LOG_LINES_BUFFERED`] are waiting. The first
+/// line that gets through after some were dropped carries, ahead of it, a
+/// line saying how many, so a log read later still accounts for every line
+/// (as `--log-rate`'s "like lines left out" does). Two atomic loads per
+/// line.
+struct LogWriter {
+    queue: tracing_appender::non_blocking::NonBlocking,
+    dropped: tracing_appender::non_blocking::ErrorCounter,
+    /// Dropped lines already said.
+    said: std::sync::atomic::AtomicUsize,
+}
+
+impl LogWriter {
+    fn new(queue: tracing_appender::non_blocking::NonBlocking) -> Self {
+        let dropped = queue.error_counter();
+        Self {
+            queue,
+            dropped,
+            said: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+/// One log line on its way to the queue (tracing's formatter writes each
+/// line with one `write_all`).
+struct LogLine<'a> {
+    queue: tracing_appender::non_blocking::NonBlocking,
+    log: &'a LogWriter,
+}
+
+impl std::io::Write for LogLine<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf).map(|()| buf.len())
+    }
+
+    fn write_all(&mut self, line: &[u8]) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let dropped = self.log.dropped.dropped_lines();
+        let said = self.log.said.load(Relaxed);
+        if dropped <= said {
+            return self.queue.write_all(line);
+        }
+        // The count and the line go as one message: both reach stderr, or
+        // neither does and the count grows by this line.
+        let mut both = format!(
+            "gateway: {} log lines dropped before this one: stderr was not taking them \
+             ({LOG_LINES_BUFFERED} were waiting)\n",
+            dropped - said
+        )
+        .into_bytes();
+        both.extend_from_slice(line);
+        self.queue.write_all(&both)?;
+        if self.log.dropped.dropped_lines() == dropped {
+            let _ = self
+                .log
+                .said
+                .compare_exchange(said, dropped, Relaxed, Relaxed);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.queue.flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogLine<'a>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LogLine {
+            queue: self.queue.clone(),
+            log: self,
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     // Lines are written to stderr by a thread of their own, and dropped
     // when LOG_LINES_BUFFERED are already waiting: a stderr nobody reads (a
@@ -234,12 +312,13 @@ fn main() -> std::process::ExitCode {
     // block each worker at its next log line, inside its event loop, so the
     // worker answered nothing more, not even /hello, and shutdown waited for
     // it for ever. The guard flushes what is queued at exit (for at most
-    // about a second).
+    // about a second). Dropped lines are counted and said (LogWriter).
     let (log_writer, _log_guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
         .buffered_lines_limit(LOG_LINES_BUFFERED)
         .thread_name("gw-log")
         .finish(std::io::stderr());
+    let log_writer = LogWriter::new(log_writer);
     // An unset RUST_LOG means info; one that does not parse means info
     // too, but is said (it was dropped without a word).
     let (filter, bad_filter) = match std::env::var("RUST_LOG") {

@@ -239,6 +239,94 @@ fn a_stderr_nobody_reads_never_stops_the_gateway_answering_or_exiting() {
 }
 
 #[test]
+fn log_lines_a_full_stderr_dropped_are_counted_in_the_log() {
+    use std::io::{Read, Write};
+    let dead = dead_addr();
+    let dir = tempfile::tempdir().unwrap();
+    write_api(
+        dir.path(),
+        "d",
+        &api_json("d", "/d/", &format!("http://{dead}"), true, Value::Null),
+    );
+    let (mut child, addr) = start_binary(
+        &[
+            "--apis",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "1",
+            "--log-rate",
+            "0",
+        ],
+        Stdio::piped(),
+    );
+    let mut stderr = child.stderr.take().unwrap();
+    // Each failing request logs one line. Unread, stderr takes a pipe's
+    // worth (64 KiB, a few hundred lines), the queue 16,384 more: the rest
+    // are dropped.
+    const REQUESTS: usize = 18_000;
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut answer = |conn: &mut std::net::TcpStream| {
+        write!(conn, "GET /d/x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.starts_with("HTTP/1.1 500"), "{status:?}");
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+    };
+    for _ in 0..REQUESTS {
+        answer(&mut conn);
+    }
+    // Now read stderr, and fail one request more: its line says what was
+    // dropped before it.
+    let read = std::thread::spawn(move || {
+        let mut all = String::new();
+        let _ = stderr.read_to_string(&mut all);
+        all
+    });
+    answer(&mut conn);
+    // The queue drains to the reader; the last line's count is in it once
+    // the gateway has exited.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(conn);
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = exits_within(&mut child, Duration::from_secs(30));
+    let _ = child.kill();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let log = read.join().unwrap();
+    let seen = log.matches("request answered 500").count();
+    let dropped: usize = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("gateway: "))
+        .filter_map(|l| l.split_once(" log lines dropped before this one"))
+        .map(|(n, _)| n.parse::<usize>().unwrap())
+        .sum();
+    assert!(dropped > 0, "nothing said dropped; {seen} lines seen");
+    // One worker: every failure is a line seen or one counted dropped.
+    assert_eq!(
+        seen + dropped,
+        REQUESTS + 1,
+        "seen {seen}, dropped {dropped}"
+    );
+}
+
+#[test]
 fn a_second_signal_during_shutdown_exits_at_once() {
     let (up, rec) = recorder_with_delay(Duration::from_secs(30));
     let dir = tempfile::tempdir().unwrap();
