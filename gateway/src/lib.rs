@@ -40,6 +40,7 @@ pub mod config;
 pub mod conn;
 pub mod control;
 pub mod error;
+mod forked;
 pub mod front;
 pub mod h1down;
 pub mod h1up;

@@ -159,8 +159,9 @@ const PANICKED: u8 = b'p';
 
 #[cfg(unix)]
 fn fork_and_parse(text: &str) -> Verdict {
+    use crate::forked::{pipe, reap};
     use std::io::Read;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::AsRawFd;
 
     // Opened before the fork: the child only points its stderr here, so the
     // overflow handler's message does not reach the gateway's log.
@@ -171,16 +172,10 @@ fn fork_and_parse(text: &str) -> Verdict {
     // The child's answer comes through a pipe rather than its exit status,
     // which a process ignoring SIGCHLD never sees (its children are reaped
     // by the kernel).
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills `fds` with two new descriptors on success.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Verdict::Unchecked(format!(
-            "cannot make a pipe: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: both descriptors are new and owned here alone.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (read, write) = match pipe() {
+        Ok(ends) => ends,
+        Err(e) => return Verdict::Unchecked(format!("cannot make a pipe: {e}")),
+    };
     // The lazily made statics a parse and compile touch (boa's table of
     // static strings), made here first: a child forked while another thread
     // was making one would wait for it forever.
@@ -273,24 +268,6 @@ fn readable_within(fd: &std::os::fd::OwnedFd, limit: Duration) -> bool {
             _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
             _ => return false,
         }
-    }
-}
-
-/// Waits for the child to end; its status, unless it was reaped already
-/// (SIGCHLD ignored).
-#[cfg(unix)]
-fn reap(pid: libc::pid_t) -> Option<libc::c_int> {
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid on our own child with a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Some(status);
-        }
-        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        return None;
     }
 }
 

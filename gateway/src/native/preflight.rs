@@ -35,6 +35,8 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
+#[cfg(unix)]
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -74,12 +76,15 @@ pub(crate) fn check_once(file: &Path) -> Result<(), String> {
 /// entry points lets a process live; otherwise why not, for the load error.
 #[cfg(unix)]
 pub(crate) fn check(file: &Path, limit: Duration) -> Result<(), String> {
+    use crate::forked::{pipe, reap};
     use std::os::unix::ffi::OsStrExt;
     let Ok(path) = CString::new(file.as_os_str().as_bytes()) else {
         return Ok(()); // a NUL in the path: dlopen in the gateway refuses it
     };
-    let (answer_r, answer_w) = pipe()?;
-    let (out_r, out_w) = pipe()?;
+    let ends =
+        || pipe().map_err(|e| format!("cannot make a pipe to check it in a child process: {e}"));
+    let (answer_r, answer_w) = ends()?;
+    let (out_r, out_w) = ends()?;
     // Made before the fork: the child allocates nothing of Rust's.
     let symbols: [&[u8]; 3] = [
         b"gw_plugin_abi_version\0",
@@ -96,8 +101,8 @@ pub(crate) fn check(file: &Path, limit: Duration) -> Result<(), String> {
         // child's copy of this thread.
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            libc::dup2(out_w.0, 1);
-            libc::dup2(out_w.0, 2);
+            libc::dup2(out_w.as_raw_fd(), 1);
+            libc::dup2(out_w.as_raw_fd(), 2);
             let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
             if !handle.is_null() {
                 for name in symbols {
@@ -111,7 +116,7 @@ pub(crate) fn check(file: &Path, limit: Duration) -> Result<(), String> {
                 }
             }
             let ok = b'k';
-            libc::write(answer_w.0, std::ptr::addr_of!(ok).cast(), 1);
+            libc::write(answer_w.as_raw_fd(), std::ptr::addr_of!(ok).cast(), 1);
             libc::_exit(0);
         }
     }
@@ -159,38 +164,12 @@ pub(crate) fn check(_file: &Path, _limit: Duration) -> Result<(), String> {
     Ok(())
 }
 
-/// One end of a pipe, closed on drop.
-#[cfg(unix)]
-struct Fd(libc::c_int);
-
-#[cfg(unix)]
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: our descriptor, closed once.
-        unsafe { libc::close(self.0) };
-    }
-}
-
-#[cfg(unix)]
-fn pipe() -> Result<(Fd, Fd), String> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills `fds` on success. Close-on-exec: another thread's
-    // child that execs must not keep the write ends (our end-of-file).
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!(
-            "cannot make a pipe to check it in a child process: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok((Fd(fds[0]), Fd(fds[1])))
-}
-
 /// Waits for the child's answer within `limit`, reading what it prints
 /// meanwhile (so a chatty child never blocks on a full pipe). `Some(true)`:
 /// it answered; `Some(false)`: it ended without answering; `None`: time ran
 /// out.
 #[cfg(unix)]
-fn wait(answer: &Fd, out: &Fd, limit: Duration) -> (Option<bool>, Vec<u8>) {
+fn wait(answer: &OwnedFd, out: &OwnedFd, limit: Duration) -> (Option<bool>, Vec<u8>) {
     let start = std::time::Instant::now();
     let mut printed = Vec::new();
     let mut out_open = true;
@@ -201,12 +180,12 @@ fn wait(answer: &Fd, out: &Fd, limit: Duration) -> (Option<bool>, Vec<u8>) {
         }
         let mut fds = [
             libc::pollfd {
-                fd: answer.0,
+                fd: answer.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
             libc::pollfd {
-                fd: if out_open { out.0 } else { -1 },
+                fd: if out_open { out.as_raw_fd() } else { -1 },
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -223,7 +202,7 @@ fn wait(answer: &Fd, out: &Fd, limit: Duration) -> (Option<bool>, Vec<u8>) {
         if fds[1].revents != 0 {
             let mut buf = [0u8; 4096];
             // SAFETY: reading into our buffer from our descriptor.
-            let got = unsafe { libc::read(out.0, buf.as_mut_ptr().cast(), buf.len()) };
+            let got = unsafe { libc::read(out.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if got <= 0 {
                 out_open = false;
             } else if printed.len() < KEEP {
@@ -233,7 +212,8 @@ fn wait(answer: &Fd, out: &Fd, limit: Duration) -> (Option<bool>, Vec<u8>) {
         if fds[0].revents != 0 {
             let mut byte = 0u8;
             // SAFETY: one byte into our variable.
-            let got = unsafe { libc::read(answer.0, std::ptr::addr_of_mut!(byte).cast(), 1) };
+            let got =
+                unsafe { libc::read(answer.as_raw_fd(), std::ptr::addr_of_mut!(byte).cast(), 1) };
             if got == 1 || got == 0 {
                 if got == 0 {
                     // Ended: what it printed last is still in the pipe.
@@ -247,10 +227,10 @@ fn wait(answer: &Fd, out: &Fd, limit: Duration) -> (Option<bool>, Vec<u8>) {
 
 /// Reads what is left in the output pipe without waiting.
 #[cfg(unix)]
-fn drain(out: &Fd, printed: &mut Vec<u8>) {
+fn drain(out: &OwnedFd, printed: &mut Vec<u8>) {
     loop {
         let mut fd = libc::pollfd {
-            fd: out.0,
+            fd: out.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
@@ -260,31 +240,13 @@ fn drain(out: &Fd, printed: &mut Vec<u8>) {
         }
         let mut buf = [0u8; 4096];
         // SAFETY: as in `wait`.
-        let got = unsafe { libc::read(out.0, buf.as_mut_ptr().cast(), buf.len()) };
+        let got = unsafe { libc::read(out.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if got <= 0 {
             return;
         }
         if printed.len() < KEEP {
             printed.extend_from_slice(&buf[..got as usize]);
         }
-    }
-}
-
-/// Waits for the child to end; its status, unless it was reaped already
-/// (SIGCHLD ignored).
-#[cfg(unix)]
-fn reap(pid: libc::pid_t) -> Option<libc::c_int> {
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid on our own child with a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Some(status);
-        }
-        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        return None;
     }
 }
 
