@@ -227,6 +227,9 @@ fn a_killed_bench_leaves_no_gateway_or_upstream_behind() {
         .args(["-n", "200000", "-c", "2", "--repeat", "1", "--warmup", "10"])
         .args(["--routes", "plain", "--apis", apis.to_str().unwrap()])
         .current_dir(common::bins::workspace())
+        // Killed, loadgen cannot remove its private directory: it goes in
+        // this test's, which is removed.
+        .env("TMPDIR", tmp.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
