@@ -20,6 +20,17 @@ pub struct Pinning {
     pub peer: Option<Vec<usize>>,
 }
 
+/// The machine's online cores, not the ones loadgen itself may run on: run
+/// under `taskset -c 1`, `available_parallelism` is 1, and `--cpus
+/// gateway=1` was refused as "core 1 does not exist" (a child may be pinned
+/// to any core the machine has, whatever loadgen's own mask).
+fn machine_cores() -> usize {
+    // SAFETY: sysconf reads a system value.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let own = std::thread::available_parallelism().map_or(1, |n| n.get());
+    usize::try_from(online).unwrap_or(0).max(own)
+}
+
 /// `0,2-3` into `[0, 2, 3]`.
 pub fn parse_list(s: &str) -> anyhow::Result<Vec<usize>> {
     let mut out = Vec::new();
@@ -58,7 +69,7 @@ impl Pinning {
                 None => (None, v.as_str()),
             };
             let cores = parse_list(list)?;
-            let cap = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let cap = machine_cores();
             if let Some(c) = cores.iter().find(|&&c| c >= cap) {
                 bail!(
                     "--cpus {v}: core {c} does not exist (this machine has cores 0-{})",
@@ -141,6 +152,31 @@ pub fn pin_self(cores: &[usize]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cores_outside_loadgens_own_mask_can_be_named() {
+        // As under `taskset -c 0`: this thread may run on core 0 alone.
+        if machine_cores() < 2 {
+            eprintln!("skipped: one core");
+            return;
+        }
+        std::thread::spawn(|| {
+            // SAFETY: cpu_set_t is plain data; the set names core 0.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(0, &mut set) };
+            // SAFETY: pins this thread alone, with a valid set.
+            let rc =
+                unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+            assert_eq!(rc, 0);
+            assert_eq!(std::thread::available_parallelism().unwrap().get(), 1);
+            let p = Pinning::parse(&["gateway=1".to_string()]).unwrap();
+            assert_eq!(p.gateway, Some(vec![1]));
+            let e = Pinning::parse(&[format!("gateway={}", machine_cores())]).unwrap_err();
+            assert!(e.to_string().contains("does not exist"), "{e}");
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn lists_and_ranges() {
