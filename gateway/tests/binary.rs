@@ -28,29 +28,17 @@ fn drains_on(signal: i32) {
         "a",
         &api_json("a", "/a/", &format!("http://{up}"), true, Value::Null),
     );
-    let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
-        .args([
+    let (mut child, addr) = start_binary(
+        &[
             "--apis",
             dir.path().to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
             "--threads",
             "2",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: std::net::SocketAddr = line
-        .trim()
-        .strip_prefix("gateway listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .unwrap();
+        ],
+        Stdio::null(),
+    );
 
     let in_flight = std::thread::spawn(move || get(addr, "/a/slow"));
     for _ in 0..500 {
@@ -142,24 +130,12 @@ fn placement_flags_reject_what_they_cannot_mean_naming_the_flag() {
 /// Starts the gateway binary with `args` and reads its address from its
 /// first stdout line; stderr as `stderr` says.
 fn start_binary(args: &[&str], stderr: Stdio) -> (std::process::Child, std::net::SocketAddr) {
-    let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("gateway listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .unwrap();
-    (child, addr)
+    common::spawn_listening(
+        common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(stderr),
+    )
 }
 
 /// One request on a fresh connection, `None` when no answer came within

@@ -36,28 +36,15 @@ fn spawn_binary_with(
     log: &Path,
     args: &[&str],
 ) -> (std::process::Child, std::net::SocketAddr) {
-    use std::io::BufRead;
-    let mut child = common::dies_with_test(&mut std::process::Command::new(env!(
-        "CARGO_BIN_EXE_gateway"
-    )))
-    .args(["--apis", dir.to_str().unwrap(), "--listen", listen])
-    .args(args)
-    .env("RUST_LOG", "info")
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::fs::File::create(log).unwrap())
-    .spawn()
-    .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("gateway listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .unwrap();
-    (child, addr)
+    common::spawn_listening(
+        common::dies_with_test(&mut std::process::Command::new(env!(
+            "CARGO_BIN_EXE_gateway"
+        )))
+        .args(["--apis", dir.to_str().unwrap(), "--listen", listen])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stderr(std::fs::File::create(log).unwrap()),
+    )
 }
 
 fn stop_binary(mut child: std::process::Child) {

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -37,24 +36,13 @@ impl Proc {
     }
 
     fn spawn(apis: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Proc {
-        let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
-            .args(["--apis", apis.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env("RUST_LOG", level)
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("gateway listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
+        let (child, addr) = common::spawn_listening(
+            common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
+                .args(["--apis", apis.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+                .args(extra)
+                .env("RUST_LOG", level)
+                .stderr(stderr),
+        );
         Proc { child, addr }
     }
 

@@ -63,25 +63,12 @@ fn counting_upstream() -> SocketAddr {
 
 /// Runs the gateway binary over `dir`; its child and address.
 fn spawn_gateway(dir: &std::path::Path) -> (std::process::Child, SocketAddr) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gateway"))
-        .args(["--apis", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .args(["--threads", "1"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("gateway listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .unwrap();
-    (child, addr)
+    common::spawn_listening(
+        std::process::Command::new(env!("CARGO_BIN_EXE_gateway"))
+            .args(["--apis", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(["--threads", "1"])
+            .stderr(std::process::Stdio::null()),
+    )
 }
 
 /// `VmHWM` (peak resident set) of process `pid`, in KiB.

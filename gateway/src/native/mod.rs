@@ -73,7 +73,11 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     // A Tyk Go plugin reads the definition's config_data even when
     // config_data_disabled (Tyk blanks it for JS only; ctx.GetDefinition
     // hands over the whole APIDefinition).
-    let go_api = info(&spec.config_data_written);
+    let go_api = if spec.config_data_disabled {
+        info(&spec.config_data_written)
+    } else {
+        api.clone()
+    };
     let resolve = |hook: Hook| -> Result<Vec<Entry>, LoadError> {
         let mut out = Vec::new();
         for e in spec.entries(hook) {

@@ -413,6 +413,27 @@ pub fn raw(addr: SocketAddr, request: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Spawns `cmd` (the gateway binary, with its arguments) with stdout piped,
+/// and reads the address it serves from its first stdout line, `gateway
+/// listening on ADDR`.
+pub fn spawn_listening(
+    cmd: &mut std::process::Command,
+) -> (std::process::Child, std::net::SocketAddr) {
+    use std::io::BufRead;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("gateway listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap();
+    (child, addr)
+}
+
 /// Makes the process `cmd` starts die with this test: the kernel sends it
 /// SIGKILL when the thread that spawned it exits (Linux `PR_SET_PDEATHSIG`),
 /// which a test's thread does when the test ends, panics, or the whole test
