@@ -182,9 +182,15 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
         !masks().contains_key("gw-js-adq"),
         "inline: no VM thread yet"
     );
+    // boa starts its VM thread at its first call (`VmPool::new`).
+    assert!(
+        !masks().contains_key("gw-js-adb"),
+        "no VM thread before the first call"
+    );
+    assert_eq!(calls(&gw, "adb", 0), "1");
     assert!(
         masks().contains_key("gw-js-adb"),
-        "boa always has its VM thread"
+        "boa runs on its VM thread"
     );
     // Under the budget (1 ms): still inline, state kept.
     assert_eq!(calls(&gw, "adq", 0), "4");

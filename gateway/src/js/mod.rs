@@ -187,7 +187,7 @@ impl Strategy {
     }
 }
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -304,31 +304,29 @@ struct JsFactory {
 }
 
 impl ChainFactory for JsFactory {
+    /// Builds no context: each is built where it runs, at the API's first
+    /// call on this worker (inline) or by its VM thread when that starts
+    /// (`VmPool`). The load-time build proved the scripts compile; a build
+    /// that fails here after all (top-level code that throws at random)
+    /// fails each call with 500, naming the field.
     fn instantiate(&self) -> Result<Chain, MwError> {
-        let vm = Vm::build(&self.sources).map_err(|e| {
-            MwError::not_loaded(format!(
-                "{}: {}: {}",
-                self.file.display(),
-                e.field,
-                e.message
-            ))
-        })?;
         let api = Rc::new(if self.threads == 0 {
             ApiVm::Inline(Box::new(InlineVm {
-                vm: tokio::sync::Mutex::new(Some(vm)),
+                vm: tokio::sync::Mutex::new(None),
                 sources: self.sources.clone(),
+                file: self.file.clone(),
                 timeout: self.timeout,
                 fresh: self.strategy == Strategy::Fresh,
             }))
         } else {
             // The VM threads build their own contexts (boa's are not
-            // `Send`); the one built above proved the scripts still load.
-            drop(vm);
+            // `Send`).
             let sources = self.sources.clone();
-            let build: vmthread::Builder<Vm> = Arc::new(move || build_vm(&sources));
+            let file = self.file.clone();
+            let build: vmthread::Builder<Vm> = Arc::new(move || build_vm(&sources, &file));
             let name = format!("gw-js-{}", self.sources.api_id);
             ApiVm::Threads(ThreadedVm {
-                pool: VmPool::new(&name, self.threads, self.wait, build),
+                pool: VmPool::new(&name, self.threads, self.wait, self.timeout, build),
                 timeout: self.timeout,
                 memory: self.sources.memory,
                 fresh: self.strategy == Strategy::Fresh,
@@ -447,11 +445,13 @@ fn outcome<T>(
     }
 }
 
-fn build_vm(sources: &Sources) -> Result<Vm, MwError> {
+fn build_vm(sources: &Sources, file: &Path) -> Result<Vm, MwError> {
     Vm::build(sources).map_err(|e| {
         MwError::not_loaded(format!(
-            "building the JS context failed: {}: {}",
-            e.field, e.message
+            "{}: building the JS context failed: {}: {}",
+            file.display(),
+            e.field,
+            e.message
         ))
     })
 }
@@ -463,6 +463,8 @@ struct InlineVm {
     /// slice boundary still owns the VM's frame stack.
     vm: tokio::sync::Mutex<Option<Vm>>,
     sources: Arc<Sources>,
+    /// The API's definition file, for errors.
+    file: PathBuf,
     timeout: Duration,
     /// [`Strategy::Fresh`]: the context is dropped after every call.
     fresh: bool,
@@ -475,10 +477,14 @@ impl InlineVm {
         if Instant::now() >= deadline {
             return (job, Err(timed_out(name, self.timeout)));
         }
-        let vm = match &mut *slot {
-            Some(vm) => vm,
-            empty => match build_vm(&self.sources) {
-                Ok(vm) => empty.insert(vm),
+        // A context built here (the API's first call on this worker, or
+        // after one was discarded) is not part of the call: the call's
+        // time starts once it is built, as on a VM thread (`vmthread.rs`,
+        // `built`).
+        let (vm, deadline) = match &mut *slot {
+            Some(vm) => (vm, deadline),
+            empty => match build_vm(&self.sources, &self.file) {
+                Ok(vm) => (empty.insert(vm), Instant::now() + self.timeout),
                 Err(e) => return (job, Err(e.context(name))),
             },
         };
@@ -526,7 +532,7 @@ impl ThreadedVm {
         // request fails anyway.
         let placeholder = job.placeholder();
         let memory = self.memory;
-        let work = move |slot: &mut Slot<Vm>| {
+        let work = move |slot: &mut Slot<Vm>, deadline: Instant| {
             let mut job = job;
             let mut retired = None;
             let r = match slot.get() {

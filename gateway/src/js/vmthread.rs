@@ -194,7 +194,8 @@ fn serve<S>(jobs: &inbox::Inbox<Job<S>>, build: Builder<S>, halt: Arc<Halt>, tid
     // SAFETY: gettid has no preconditions.
     tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
     let mut slot = Slot { state: None, build };
-    // Built ahead of the first call; a failure is reported by that call.
+    // Built before any job: the pool's first job on a new thread waits for
+    // the build ([`built`]); a failure is reported by the first call.
     let _ = slot.get();
     while let Some(job) = jobs.recv() {
         // A panic in a job (an engine bug) fails that call only: its answer
@@ -242,9 +243,52 @@ async fn settle<S: 'static, F: Future + Unpin>(
     }
 }
 
+/// Waits until the thread just started on `held` has built its state (or
+/// failed to: its first job then reports why), outside any call's
+/// deadline: a state's build is not a script call (it used to run when the
+/// gateway started), and a deadline of 100 ms must not be spent on a build
+/// a debug build of boa takes tens of milliseconds over. The wait is a
+/// no-op job, which the thread takes once its build returns.
+///
+/// The build's top-level code is held to `--jsvm-timeout` as at load,
+/// where it ran once in time; a build still running at `limit` (twice
+/// that, and a second: stuck in a native step no budget reaches) fails the
+/// waiting call with 500 and its thread is abandoned.
+async fn built<S: 'static>(
+    held: &mut Option<VmThread<S>>,
+    limit: Duration,
+) -> Result<(), RunError> {
+    let Some(thread) = held.as_ref() else {
+        return Err(RunError::Unavailable("the JS thread has exited".into()));
+    };
+    let (reply, mut pending) = answer::slot();
+    let sent = thread.jobs.send(
+        &thread.thread,
+        Box::new(move |_: &mut Slot<S>| reply.send(())),
+    );
+    if sent.is_err() {
+        *held = None;
+        return Err(RunError::Unavailable("the JS thread has exited".into()));
+    }
+    let end = tokio::time::Instant::now() + limit;
+    match settle(held, &mut pending, end).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(RunError::Unavailable(
+            "the JS thread ended while building its context".into(),
+        )),
+        Err(RunError::Timeout) => Err(RunError::Unavailable(format!(
+            "the JS context took longer than {limit:?} to build; its thread was abandoned"
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
 /// A lane: one VM thread slot of a pool and how many calls want it.
 struct Lane<S> {
     thread: tokio::sync::Mutex<Option<VmThread<S>>>,
+    /// A thread was started on this lane once: a thread missing now was
+    /// lost (abandoned, parked, exited), and replacing it is bounded.
+    started: Cell<bool>,
     /// Calls waiting for or holding this lane (to pick the least busy).
     load: Cell<usize>,
     /// The job of a call dropped while it ran, still on the thread.
@@ -301,6 +345,8 @@ pub(crate) struct VmPool<S> {
     name: String,
     /// Longest the I/O thread waits in place for an answer (`--jsvm-wait`).
     wait: Duration,
+    /// Longest a new thread's state may take to build ([`built`]).
+    build_limit: Duration,
     /// Mean time this API's recent jobs ran on their VM thread, each
     /// clamped at `wait`, in nanoseconds ([`answer::mix`]). The job's own
     /// time, not the wait seen from here: a wait inflated by scheduling
@@ -319,13 +365,27 @@ impl Drop for LoadGuard<'_> {
 }
 
 impl<S: 'static> VmPool<S> {
-    /// Starts `threads` (at least one) VM threads named `name`, each
-    /// building its state with `build`; the I/O thread waits in place for
-    /// an answer for up to `wait`.
-    pub(crate) fn new(name: &str, threads: usize, wait: Duration, build: Builder<S>) -> VmPool<S> {
+    /// A pool of `threads` (at least one) VM threads named `name`, each
+    /// building its state with `build`, whose top-level code is held to
+    /// `timeout` (`--jsvm-timeout`); the I/O thread waits in place for an
+    /// answer for up to `wait`.
+    ///
+    /// No thread starts here: a lane starts its thread, and the thread
+    /// builds its state, at the lane's first call ([`VmPool::run`]). A
+    /// gateway with 2,000 JS APIs and two workers built 4,000 contexts
+    /// before its first answer (boa: 3.6 GB, 4,000 threads, ~5 s) where
+    /// its traffic used a few.
+    pub(crate) fn new(
+        name: &str,
+        threads: usize,
+        wait: Duration,
+        timeout: Duration,
+        build: Builder<S>,
+    ) -> VmPool<S> {
         let lanes = (0..threads.max(1))
             .map(|_| Lane {
-                thread: tokio::sync::Mutex::new(VmThread::spawn(name, build.clone()).ok()),
+                thread: tokio::sync::Mutex::new(None),
+                started: Cell::new(false),
                 load: Cell::new(0),
                 orphan: Cell::new(None),
             })
@@ -335,17 +395,22 @@ impl<S: 'static> VmPool<S> {
             build,
             name: name.to_string(),
             wait,
+            build_limit: timeout.saturating_mul(2) + Duration::from_secs(1),
             recent_ns: Cell::new(0),
         }
     }
 
     /// Runs `job` on a VM thread and returns its answer, or
-    /// [`RunError::Timeout`] at `deadline` whatever the job is doing.
+    /// [`RunError::Timeout`] at `deadline` whatever the job is doing. The
+    /// job is given the deadline it must keep: `deadline`, moved later by
+    /// the time a thread started for this call took to build its state
+    /// (a build is not the call's: see [`built`]).
     pub(crate) async fn run<R, F>(&self, deadline: Instant, job: F) -> Result<R, RunError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut Slot<S>) -> R + Send + 'static,
+        F: FnOnce(&mut Slot<S>, Instant) -> R + Send + 'static,
     {
+        let mut deadline = deadline;
         // Phase 1: the least busy lane, waited for until the deadline.
         let lane = self
             .lanes
@@ -354,7 +419,7 @@ impl<S: 'static> VmPool<S> {
             .expect("a pool has a lane");
         lane.load.set(lane.load.get() + 1);
         let _load = LoadGuard(&lane.load);
-        let until = tokio::time::Instant::from_std(deadline);
+        let mut until = tokio::time::Instant::from_std(deadline);
         let mut held = tokio::time::timeout_at(until, lane.thread.lock())
             .await
             .map_err(|_| RunError::Timeout)?;
@@ -374,15 +439,20 @@ impl<S: 'static> VmPool<S> {
             back.orphan = None;
         }
 
-        // Phase 2: a live thread (replacing an abandoned one), and the job.
+        // Phase 2: a live thread (the lane's first, or one replacing an
+        // abandoned one), and the job.
         if held.is_none() {
+            // The bounds on lost threads hold back replacements only: an
+            // API whose lane never started has lost nothing, and serves as
+            // it would had its thread started with the gateway.
             let out = crate::heap::out_of_service();
-            if out.running >= MAX_ABANDONED {
+            let replacing = lane.started.get();
+            if replacing && out.running >= MAX_ABANDONED {
                 return Err(RunError::Unavailable(format!(
                     "{MAX_ABANDONED} stopped scripts are still running their last native step; not starting another JS thread"
                 )));
             }
-            if out.parked_full() {
+            if replacing && out.parked_full() {
                 return Err(RunError::Unavailable(format!(
                     "{} JS threads are parked for good, holding {} (at most {} threads and {}); not starting another JS thread until the gateway restarts",
                     out.parked,
@@ -392,6 +462,11 @@ impl<S: 'static> VmPool<S> {
                 )));
             }
             *held = Some(VmThread::spawn(&self.name, self.build.clone())?);
+            lane.started.set(true);
+            let building = Instant::now();
+            built(&mut held, self.build_limit).await?;
+            deadline += building.elapsed();
+            until = tokio::time::Instant::from_std(deadline);
         }
         let thread = held.as_ref().expect("just ensured");
         let (reply, pending) = answer::slot();
@@ -400,7 +475,7 @@ impl<S: 'static> VmPool<S> {
             &thread.thread,
             Box::new(move |slot: &mut Slot<S>| {
                 let started = Instant::now();
-                let answer = job(slot);
+                let answer = job(slot, deadline);
                 // Read here, where the job ended: the I/O thread may look
                 // later than that.
                 let late = Instant::now() >= deadline;

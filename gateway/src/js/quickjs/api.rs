@@ -34,6 +34,8 @@ use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
 #[derive(Clone)]
 pub(crate) struct Program {
     pub(crate) api_id: Arc<str>,
+    /// The API's definition file, for errors.
+    pub(crate) file: Arc<std::path::Path>,
     /// The TykJS prelude.
     pub(crate) prelude: Vec<u8>,
     /// Each distinct script once: (bytecode, definition field, file).
@@ -307,8 +309,37 @@ impl QjsApi {
         })
     }
 
+    /// The state, its context not built yet: the first call builds it
+    /// (see [`Self::ensure_built`]).
+    pub(crate) fn unbuilt(program: Arc<Program>) -> QjsApi {
+        QjsApi {
+            program,
+            live: None,
+            interrupted: false,
+        }
+    }
+
+    /// Builds the context if there is none (not built yet, or discarded by
+    /// a stopped call).
+    pub(crate) fn ensure_built(&mut self) -> Result<(), MwError> {
+        if self.live.is_none() {
+            let live = Live::build(&self.program).map_err(|e| {
+                MwError::not_loaded(format!(
+                    "{}: building the JS context failed: {}: {}",
+                    self.program.file.display(),
+                    e.field,
+                    e.message
+                ))
+            })?;
+            self.live = Some(live);
+        }
+        Ok(())
+    }
+
     /// Calls entry `index` on `req`, within the jsvm timeout.
+    /// A context built first is not part of the call's time.
     pub(crate) fn call(&mut self, index: usize, req: &mut MwRequest) -> Result<Flow, MwError> {
+        self.ensure_built()?;
         let deadline = Instant::now() + self.program.timeout;
         self.call_until(index, req, deadline)
     }
@@ -360,6 +391,7 @@ impl QjsApi {
         &mut self,
         f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>, &Keys) -> Result<T, Fail>,
     ) -> Result<T, MwError> {
+        self.ensure_built()?;
         let deadline = Instant::now() + self.program.timeout;
         self.with_until(deadline, f)
     }
@@ -384,15 +416,7 @@ impl QjsApi {
         deadline: Instant,
         f: impl for<'js> FnOnce(&Ctx<'js>, &Function<'js>, &Keys) -> Result<T, Fail>,
     ) -> Result<T, MwError> {
-        if self.live.is_none() {
-            let live = Live::build(&self.program).map_err(|e| {
-                MwError::not_loaded(format!(
-                    "rebuilding the JS context failed: {}: {}",
-                    e.field, e.message
-                ))
-            })?;
-            self.live = Some(live);
-        }
+        self.ensure_built()?;
         let p = &*self.program;
         // What TykMakeHttpRequest and TykBatchRequest may wait until.
         let _deadline = crate::js::tykapi::call_scope(deadline);

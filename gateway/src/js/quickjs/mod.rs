@@ -15,7 +15,8 @@
 //! ([`api::Program`], shared by every thread) and builds one context to prove
 //! they load and define every entry's object, so a user's mistake fails the
 //! load and names the field and file. Each worker then builds its own
-//! [`api::QjsApi`] per API (a QuickJS runtime is not `Send`); one runtime
+//! [`api::QjsApi`] per API at the API's first call there (a QuickJS
+//! runtime is not `Send`; an API nobody calls costs nothing); one runtime
 //! per API and worker makes `--jsvm-memory` a per-context limit and keeps
 //! two APIs' globals apart. Per request, a `persistent` context makes one
 //! request object whose fields live in Rust slots (`request.rs`), other
@@ -144,7 +145,6 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     Ok(Arc::new(QjsFactory {
         program,
         hooks,
-        file: spec.file.clone(),
         threads: opts.jsvm_threads,
         wait: opts.jsvm_wait,
         inline_first: !opts.jsvm_inline_budget.is_zero()
@@ -247,6 +247,7 @@ fn compile(
             response: read.response,
             json,
             api_id: Arc::from(spec.api_id.as_str()),
+            file: Arc::from(spec.file.as_path()),
             prelude,
             scripts,
             dispatch,
@@ -367,7 +368,6 @@ struct QjsFactory {
     program: Arc<Program>,
     /// The hook of each entry in `program.entries`.
     hooks: Vec<Hook>,
-    file: PathBuf,
     /// VM threads per worker (`--jsvm-threads`); 0 runs calls inline.
     threads: usize,
     /// `--jsvm-wait`.
@@ -390,32 +390,21 @@ impl QjsFactory {
             // A runtime is not `Send`: each VM thread builds its own.
             let p = program.clone();
             let build: vmthread::Builder<QjsApi> = Arc::new(move || {
-                QjsApi::new(p.clone()).map_err(|e| {
-                    MwError::not_loaded(format!(
-                        "building the JS context failed: {}: {}",
-                        e.field, e.message
-                    ))
-                })
+                let mut api = QjsApi::unbuilt(p.clone());
+                api.ensure_built().map(|()| api)
             });
             let name = format!("gw-js-{}", program.api_id);
-            VmPool::new(&name, threads.max(1), wait, build)
+            VmPool::new(&name, threads.max(1), wait, program.timeout, build)
         })
     }
 }
 
 impl ChainFactory for QjsFactory {
+    /// Builds no context: an inline API builds its own at its first call
+    /// on this worker, a VM thread when it starts (`VmPool`). The load-time
+    /// build proved the scripts compile.
     fn instantiate(&self) -> Result<Chain, MwError> {
-        let fail = |e: api::BuildError| {
-            MwError::not_loaded(format!(
-                "{}: {}: {}",
-                self.file.display(),
-                e.field,
-                e.message
-            ))
-        };
-        // Built here whatever the placement: a worker that cannot build the
-        // API's state fails to start with the file and field named.
-        let api = QjsApi::new(self.program.clone()).map_err(fail)?;
+        let api = QjsApi::unbuilt(self.program.clone());
         // Only request-phase APIs start inline: a response or endpoint call
         // that overran could not be run again (its inputs are moved).
         let adaptive = self.inline_first && self.program.requests == self.program.entries.len();
@@ -429,7 +418,6 @@ impl ChainFactory for QjsFactory {
                 make: self.pool_maker(),
             })
         } else {
-            drop(api);
             Place::Threads((self.pool_maker())())
         });
         let mut chain = Chain::default();
@@ -549,6 +537,17 @@ struct Adaptive {
 }
 
 impl Adaptive {
+    /// Builds the inline context if the API is still inline and has none.
+    fn prepare(&self) -> Result<(), MwError> {
+        if self.pool.get().is_some() {
+            return Ok(());
+        }
+        match self.inline.borrow_mut().as_mut() {
+            Some(api) => api.ensure_built(),
+            None => Ok(()),
+        }
+    }
+
     /// Moves the API to VM threads (once; later calls find the pool).
     fn migrate(&self, entry: &str) -> &VmPool<QjsApi> {
         self.pool.get_or_init(|| {
@@ -584,7 +583,8 @@ impl Place {
             },
         };
         let deadline = Instant::now() + timeout;
-        let job = move |slot: &mut Slot<QjsApi>| {
+        // `f` keeps its own clock (`QjsApi::with`), started on the thread.
+        let job = move |slot: &mut Slot<QjsApi>, _: Instant| {
             let (r, spent) = match slot.get() {
                 Ok(api) => {
                     let r = f(api);
@@ -632,7 +632,7 @@ impl QjsMiddleware {
     ) -> Result<Flow, MwError> {
         let owned = super::take_request(req);
         let index = self.index;
-        let job = move |slot: &mut Slot<QjsApi>| {
+        let job = move |slot: &mut Slot<QjsApi>, deadline: Instant| {
             let mut req = owned;
             let (r, spent) = match slot.get() {
                 Ok(api) => (api.call_until(index, &mut req, deadline), api.is_spent()),
@@ -704,6 +704,13 @@ impl Middleware for QjsMiddleware {
             return MwFuture::ready(r.map_err(|e| e.context(&self.name)));
         }
         MwFuture::pending(async move {
+            // Inline, the context is built (at the API's first call on this
+            // worker, or after a stopped call discarded it) before the
+            // call's time starts, as a VM thread's is (`vmthread.rs`,
+            // `built`): a build taking the slice would move the API at once.
+            if let Place::Adaptive(a) = &*self.place {
+                a.prepare().map_err(|e| e.context(&self.name))?;
+            }
             let deadline = Instant::now() + self.timeout;
             let r = match &*self.place {
                 Place::Inline(api) => api.borrow_mut().call(self.index, req),
