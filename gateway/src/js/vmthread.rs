@@ -246,9 +246,9 @@ async fn settle<S: 'static, F: Future + Unpin>(
 /// Waits until the thread just started on `held` has built its state (or
 /// failed to: its first job then reports why), outside any call's
 /// deadline: a state's build is not a script call (it used to run when the
-/// gateway started), and a deadline of 100 ms must not be spent on a build
-/// a debug build of boa takes tens of milliseconds over. The wait is a
-/// no-op job, which the thread takes once its build returns.
+/// gateway started), and may itself take most of `--jsvm-timeout` (its
+/// top-level code is held to that), which would leave the call nothing.
+/// The wait is a no-op job, which the thread takes once its build returns.
 ///
 /// The build's top-level code is held to `--jsvm-timeout` as at load,
 /// where it ran once in time; a build still running at `limit` (twice
