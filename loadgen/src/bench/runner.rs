@@ -73,18 +73,11 @@ pub fn run(
     Ok(bench.report(stamps))
 }
 
-/// Phase 1: validate flags, pin loadgen, make the private directory.
+/// Phase 1: pin loadgen, check the ports, make the private directory.
 fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Bench<'a>> {
-    if args.requests < args.concurrency as u64 || args.concurrency == 0 {
-        bail!(
-            "-n {} must be at least -c {} (and -c at least 1)",
-            args.requests,
-            args.concurrency
-        );
-    }
-    if args.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
+    // `bench::main` has checked already (a usage error exits 2 there);
+    // again for callers of `run` that did not.
+    args.check()?;
     let pinning = Pinning::parse(&args.cpus)?;
     let all_cores = pin::allowed();
     if let Some(c) = &pinning.loadgen {
