@@ -102,3 +102,55 @@ fn the_bench_builds_the_seeds_go_plugin_once_and_measures_it() {
     assert!(!stderr.contains("loadgen bench: building"), "{stderr}");
     assert!(go_route(&v)["skipped"].is_null());
 }
+
+/// A Go toolchain that only records being run (and says it is Go).
+fn recording_go(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let shim = dir.join("go-shim");
+    let calls = dir.join("go-calls");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\necho 'go version go1.22.0 linux/amd64'\n",
+            calls.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (shim, calls)
+}
+
+/// `--routes plain` ran the Go build (~30 s with Go installed): routes were
+/// chosen after the gateway started, and every Go plugin was built before.
+/// Now only a chosen route's plugin is built: a recording toolchain is
+/// never run, and is when the Go route is asked for.
+#[test]
+fn the_go_plugin_is_built_only_when_its_route_is_chosen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let apis = apis_dir(tmp.path());
+    let (shim, calls) = recording_go(tmp.path());
+    let shim = shim.to_str().unwrap();
+    let args = [
+        "-n", "20", "-c", "2", "--repeat", "1", "--warmup", "2", "--apis",
+    ];
+    let apis = apis.to_str().unwrap();
+    let out = bench_with(
+        &[&args[..], &[apis, "--routes", "plain"]].concat(),
+        &[("GO", shim)],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("loadgen bench: building"), "{stderr}");
+    assert!(
+        !calls.exists(),
+        "the Go toolchain was run for --routes plain"
+    );
+
+    // Asked for, the Go route's plugin is built (by the shim, which builds
+    // nothing: the route is then skipped, and the bench fails).
+    let routes = ["--routes", "plain,gopl-go-hello"];
+    let out = bench_with(&[&args[..], &[apis], &routes[..]].concat(), &[("GO", shim)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("loadgen bench: building"), "{stderr}");
+    assert!(calls.exists(), "{stderr}");
+}

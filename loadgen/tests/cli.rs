@@ -241,6 +241,34 @@ fn bad_input_is_one_clear_line_and_exit_2() {
     }
 }
 
+/// `loadgen bench`'s usage errors all exit 2, as clap's own do (an
+/// unknown flag, a value that does not parse); `-n` below `-c` and
+/// `--repeat 0` exited 1, as if the bench had run and failed. ab mode
+/// keeps 2 for `-c` above `-n` too (above): ab itself exits 22 (EINVAL)
+/// for that and for an unknown flag alike, so 2 for both is the same rule.
+#[test]
+fn bench_usage_errors_exit_2_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-binaries");
+    let cases: [(&[&str], &str); 6] = [
+        (&["-n", "5", "-c", "10"], "-n 5 must be at least -c 10"),
+        (&["-c", "0"], "-c at least 1"),
+        (&["--repeat", "0"], "--repeat must be at least 1"),
+        (&["--cpus", "x"], "\"x\" is not a core number"),
+        (&["--cpus", "gateway=100000"], "core 100000 does not exist"),
+        // clap's own, for comparison.
+        (&["--no-such-flag"], "--no-such-flag"),
+    ];
+    for (args, needle) in cases {
+        // No binaries where it would look: a usage error is found first.
+        let out = loadgen(&[&["bench", "--bin-dir", missing.to_str().unwrap()][..], args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("not found"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn an_unreachable_host_exits_1_with_the_reason() {
     let dead = common::DeadPort::new();

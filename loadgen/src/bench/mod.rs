@@ -52,6 +52,7 @@ pub const INTERRUPTED_MSG: &str = "interrupted";
     bin_name = "loadgen bench",
     about = "The seed's benchmark: native plugin vs JS middleware through the gateway, beside Tyk's numbers",
     after_help = "Exit status: 0 when every requested route and peer was measured with no failed request; \
+2 on a usage error (a flag or a value the bench cannot use, found before anything starts); \
 1 otherwise, with one line per reason on stderr; 130 on Ctrl-C, 143 on SIGTERM. A route whose middleware file is missing \
 (a plugin not built) is skipped with the reason; that fails the bench only when it was asked for by name \
 with --routes. A peer that is not installed fails the bench only when asked for with --peer, not with --peers."
@@ -130,6 +131,25 @@ pub struct BenchArgs {
     pub svg: Option<PathBuf>,
 }
 
+impl BenchArgs {
+    /// The checks of the flags that need nothing but the flags (and the
+    /// machine's cores): a failure is a usage error, exit status 2.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.requests < self.concurrency as u64 || self.concurrency == 0 {
+            anyhow::bail!(
+                "-n {} must be at least -c {} (and -c at least 1)",
+                self.requests,
+                self.concurrency
+            );
+        }
+        if self.repeat == 0 {
+            anyhow::bail!("--repeat must be at least 1");
+        }
+        pin::Pinning::parse(&self.cpus)?;
+        Ok(())
+    }
+}
+
 /// Ctrl-C (SIGINT) or SIGTERM for the whole bench: one handler, installed
 /// once by [`main`], awaited by every run's stop future and checked between
 /// phases. The value is the signal's number, 0 until one comes.
@@ -199,7 +219,10 @@ impl Interrupt {
 pub fn main(args: BenchArgs) -> i32 {
     let interrupt = Interrupt::install();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    if let Err(e) = render::check_outputs(&args) {
+    // Usage errors exit 2, as clap's own do (an unknown flag, a value
+    // that does not parse): every check of the flags alone is made here,
+    // before anything starts.
+    if let Err(e) = args.check().and_then(|()| render::check_outputs(&args)) {
         eprintln!("loadgen bench: {e:#}");
         return 2;
     }

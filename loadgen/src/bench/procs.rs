@@ -207,7 +207,8 @@ impl Child {
             match registered {
                 Ok(afd) => {
                     let _ = afd.readable().await;
-                    format!("{name} (pid {pid}) exited")
+                    let how = peek_status(pid).map_or_else(|| "exited".into(), ended);
+                    format!("{name} (pid {pid}) {how}")
                 }
                 Err(_) => std::future::pending().await,
             }
@@ -222,17 +223,19 @@ impl Child {
     /// How it ended, if it has.
     pub fn exited(&mut self) -> Option<String> {
         match self.inner.try_wait() {
-            Ok(Some(s)) => Some(format!("exited with {s}")),
+            Ok(Some(s)) => Some(ended(s)),
             _ => None,
         }
     }
 
-    /// The last lines of its stderr, for error messages.
+    /// The last lines of its stderr, for error messages. The log itself
+    /// is not named: it is in the bench's private directory, which is
+    /// gone by the time anyone reads the message.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(8)..].join("\n  ");
-        format!("its log ({}) ends with:\n  {tail}", self.log.display())
+        format!("its log ends with:\n  {tail}")
     }
 
     /// Lines of its stderr that contain every one of `needles`.
@@ -269,6 +272,74 @@ impl Drop for Child {
     }
 }
 
+/// How a child ended, in words: `exited with status 1`, `killed by signal
+/// 9 (SIGKILL)`.
+pub fn ended(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => {
+            let name = signal_name(sig).map(|n| format!(" ({n})"));
+            let core = if status.core_dumped() {
+                ", core dumped"
+            } else {
+                ""
+            };
+            format!("killed by signal {sig}{}{core}", name.unwrap_or_default())
+        }
+        _ => format!("ended ({status})"),
+    }
+}
+
+/// The names of the signals a child is likely to die of.
+fn signal_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGSYS => "SIGSYS",
+        _ => return None,
+    })
+}
+
+/// The status of child `pid`, which has exited, read without reaping it
+/// (`waitid` with `WNOWAIT`): the [`Child`] that owns it still reaps it
+/// when stopped. `None` if it cannot be read.
+fn peek_status(pid: u32) -> Option<std::process::ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    // SAFETY: siginfo_t is plain data; zeroed is a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOWAIT;
+    // SAFETY: waitid on our own child's pid, writing into `info`.
+    if unsafe { libc::waitid(libc::P_PID, pid, &mut info, flags) } != 0 {
+        return None;
+    }
+    // SAFETY: filled by a successful waitid for an exited child.
+    let status = unsafe { info.si_status() };
+    // As waitpid's status word: the code in the second byte, or the
+    // signal in the first (0x80 when it dumped core).
+    let raw = match info.si_code {
+        libc::CLD_EXITED => (status & 0xff) << 8,
+        libc::CLD_KILLED => status & 0x7f,
+        libc::CLD_DUMPED => (status & 0x7f) | 0x80,
+        _ => return None,
+    };
+    Some(std::process::ExitStatus::from_raw(raw))
+}
+
 /// Waits until `addr` answers `GET path` with any status (at most `timeout`).
 pub fn wait_ready(
     child: &mut Child,
@@ -292,5 +363,48 @@ pub fn wait_ready(
             );
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Starts `sh -c script` as a bench child and returns what the bench
+    /// says when it exits, and its log's tail.
+    fn end_of(script: &str) -> (String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let args = ["-c".to_string(), script.to_string()];
+        let how = Spawn {
+            name: "gateway",
+            program: Path::new("/bin/sh"),
+            args: &args,
+            cwd: dir.path(),
+            log: dir.path().join("gateway.log"),
+            cpus: None,
+        };
+        let child = Child::spawn(&how).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let why = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), child.exit_signal())
+                .await
+                .expect("the child exits")
+        });
+        (why, child.log_tail())
+    }
+
+    #[test]
+    fn a_child_that_exits_says_how_and_names_no_deleted_log() {
+        let (why, tail) = end_of("echo broken >&2; exit 3");
+        assert!(why.starts_with("gateway (pid "), "{why}");
+        assert!(why.ends_with(") exited with status 3"), "{why}");
+        assert_eq!(tail, "its log ends with:\n  broken");
+        let (why, _) = end_of("kill -9 $$");
+        assert!(why.ends_with(") killed by signal 9 (SIGKILL)"), "{why}");
+        let (why, _) = end_of("kill -SEGV $$");
+        assert!(why.contains(") killed by signal 11 (SIGSEGV"), "{why}");
     }
 }

@@ -63,8 +63,8 @@ pub fn run(
     let root = std::env::current_dir()?;
     let stamps = Stamps::collect(&root, command);
     let mut bench = setup(args, interrupt)?;
-    let found = bench.start_ours(&root)?;
-    bench.plan_ours(found)?;
+    let chosen = bench.start_ours(&root)?;
+    bench.plan_ours(chosen)?;
     bench.plan_peers()?;
     interrupt.check()?;
     bench.check_all();
@@ -73,18 +73,11 @@ pub fn run(
     Ok(bench.report(stamps))
 }
 
-/// Phase 1: validate flags, pin loadgen, make the private directory.
+/// Phase 1: pin loadgen, check the ports, make the private directory.
 fn setup<'a>(args: &'a BenchArgs, interrupt: &'a Interrupt) -> anyhow::Result<Bench<'a>> {
-    if args.requests < args.concurrency as u64 || args.concurrency == 0 {
-        bail!(
-            "-n {} must be at least -c {} (and -c at least 1)",
-            args.requests,
-            args.concurrency
-        );
-    }
-    if args.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
+    // `bench::main` has checked already (a usage error exits 2 there);
+    // again for callers of `run` that did not.
+    args.check()?;
     let pinning = Pinning::parse(&args.cpus)?;
     let all_cores = pin::allowed();
     if let Some(c) = &pinning.loadgen {
@@ -136,8 +129,10 @@ fn start_server(
 }
 
 impl Bench<'_> {
-    /// Phase 2: mock-upstream, the definitions rewritten for it, the gateway.
-    fn start_ours(&mut self, root: &Path) -> anyhow::Result<Vec<Found>> {
+    /// Phase 2: mock-upstream, the definitions rewritten for it, the
+    /// routes `--routes` chooses (and the Go plugins only they need,
+    /// built), the gateway.
+    fn start_ours(&mut self, root: &Path) -> anyhow::Result<Vec<Chosen>> {
         let args = self.args;
         let bin_dir = match &args.bin_dir {
             Some(d) => d.clone(),
@@ -176,6 +171,9 @@ impl Bench<'_> {
                 args.apis.display()
             );
         }
+        // Before the gateway starts: it loads each plugin once, so a
+        // library must exist by then.
+        let chosen = choose(found, &args.routes, root)?;
         let secret = format!("bench-{}-{}", std::process::id(), up_addr.port());
         let mut gw_args: Vec<String> = vec![
             "--apis".into(),
@@ -205,29 +203,14 @@ impl Bench<'_> {
             addr: gw_addr,
             secret,
         });
-        Ok(found)
+        Ok(chosen)
     }
 
-    /// Phase 3: our routes (as `--routes` selects them), the A/A control,
+    /// Phase 3: our routes (as `--routes` chose them), the A/A control,
     /// the upstream served directly, and `--compare` peers' seed routes.
-    fn plan_ours(&mut self, found: Vec<Found>) -> anyhow::Result<()> {
+    fn plan_ours(&mut self, chosen: Vec<Chosen>) -> anyhow::Result<()> {
         let (gw, up) = (self.children[1].pid(), self.children[0].pid());
-        let mut routes: Vec<(Route, Option<String>)> =
-            found.into_iter().map(|f| (f.route, f.skipped)).collect();
-        // The A/A control: the no-middleware route again, under another name.
-        if let Some((plain, _)) = routes.iter().find(|(r, _)| r.key == "plain") {
-            let mut again = plain.clone();
-            again.key = "plain-again".into();
-            again.label = "no middleware (again)".into();
-            routes.push((again, None));
-        }
-        routes.push((
-            Route::bare("upstream", "upstream direct", "/hello/", false),
-            None,
-        ));
-        let selected = select(&routes, &self.args.routes)?;
-        for ((route, skipped), requested) in routes.into_iter().zip(selected) {
-            let Some(requested) = requested else { continue };
+        for (route, skipped, requested) in chosen {
             let upstream = route.key == "upstream";
             let addr = if upstream { self.up_addr } else { self.gw_addr };
             let mut job = Job::new("ours", route, addr);
@@ -555,6 +538,44 @@ impl Bench<'_> {
         report.compare();
         report
     }
+}
+
+/// A route to measure: the route, why it is skipped (if it is), and
+/// whether `--routes` asked for it by name.
+type Chosen = (Route, Option<String>, bool);
+
+/// Our routes, the A/A control and the upstream, as `--routes` chooses
+/// them; the Go plugins of the chosen routes are built (and only theirs:
+/// `--routes plain` does not wait ~30 s for a Go build it does not use).
+fn choose(mut found: Vec<Found>, wanted: &[String], root: &Path) -> anyhow::Result<Vec<Chosen>> {
+    let mut routes: Vec<(Route, Option<String>)> = found
+        .iter()
+        .map(|f| (f.route.clone(), f.skipped.clone()))
+        .collect();
+    // The A/A control: the no-middleware route again, under another name.
+    if let Some((plain, _)) = routes.iter().find(|(r, _)| r.key == "plain") {
+        let mut again = plain.clone();
+        again.key = "plain-again".into();
+        again.label = "no middleware (again)".into();
+        routes.push((again, None));
+    }
+    routes.push((
+        Route::bare("upstream", "upstream direct", "/hello/", false),
+        None,
+    ));
+    let selected = select(&routes, wanted)?;
+    // `found` is the front of `routes`, in the same order.
+    for (i, f) in found.iter_mut().enumerate() {
+        if selected[i].is_some() {
+            f.build(root);
+            routes[i].1 = f.skipped.clone();
+        }
+    }
+    Ok(routes
+        .into_iter()
+        .zip(selected)
+        .filter_map(|((route, skipped), sel)| sel.map(|requested| (route, skipped, requested)))
+        .collect())
 }
 
 /// Which routes `--routes` selects: `Some(true)` asked for by name,
