@@ -140,16 +140,16 @@ impl Proxy {
         // (`ClientHeaders`), left here by the chain; merged into the
         // upstream's answer where it arrives, and below into any other.
         let mut client: ClientHeaders = None;
+        // Whether `result` is the upstream's answer to a chain run in
+        // place (whose headers are merged as Tyk merges the upstream's).
+        let mut upstream = false;
         let result = match self.plan(&mut req, remote, &mut client) {
             Ok(Plan::Encoded(route, up)) => {
                 // `req` is dropped where it lies when this returns: dropped
                 // here it would be moved (copied) into `drop` first.
                 let limit = self.upstream_timeout;
-                let mut sent = upstream::send_encoded(&self.pool, route.upstream, up, limit).await;
-                if client.is_some() {
-                    on_upstream_answer(&mut sent, &mut client);
-                }
-                sent
+                upstream = true;
+                upstream::send_encoded(&self.pool, route.upstream, up, limit).await
             }
             Ok(Plan::Stream(route, up, added)) => self.forward(route, up, added).await,
             Ok(Plan::Chain(route, chain, parts, body, remote)) => {
@@ -160,17 +160,22 @@ impl Proxy {
             Ok(Plan::Boxed(work)) => work.await,
             Err(e) => Err(e),
         };
-        let resp = match result {
+        let mut resp = match result {
             Ok(resp) => resp,
             Err(e) => {
+                upstream = false;
                 e.log(&self.log_gate);
                 e.response(format).map(|b| Either::Right(Full::new(b)))
             }
         };
-        match client {
-            None => resp,
-            Some(added) => on_written_answer(resp, *added, format, &self.log_gate),
+        // Edited in place: the common answer is not moved again.
+        if let Some(added) = client {
+            match upstream {
+                true => on_upstream_answer(&mut resp, *added, format, &self.log_gate),
+                false => on_written_answer(&mut resp, *added, format, &self.log_gate),
+            }
         }
+        resp
     }
 
     /// Routes the request and decides how it goes on: the upstream request
@@ -357,6 +362,12 @@ impl Proxy {
             .has(Hook::Response)
             .then(|| crate::response::head_of(&mw));
         let (body, added) = self.chain_upstream(route, chain, &mut parts, mw, remote)?;
+        // The format of a 500 for too many client headers: by the request
+        // as it goes upstream, which `parts` holds now.
+        let format = match client {
+            Some(_) => ErrorFormat::of(&parts.headers),
+            None => ErrorFormat::default(),
+        };
         let up = Request::from_parts(parts, body);
         let resp = self.forward(route, up, added).await?;
         // As in Tyk, response middleware sees the upstream's answer alone;
@@ -373,8 +384,8 @@ impl Proxy {
             }
             None => Ok(resp),
         };
-        if client.is_some() {
-            on_upstream_answer(&mut answer, client);
+        if let (Ok(resp), Some(added)) = (&mut answer, client.take()) {
+            on_upstream_answer(resp, *added, format, &self.log_gate);
         }
         answer
     }
@@ -836,17 +847,12 @@ fn framing_safe(mut added: HeaderMap) -> HeaderMap {
 #[cold]
 #[inline(never)]
 fn on_upstream_answer(
-    answer: &mut Result<Response<ClientBody>, ProxyError>,
-    client: &mut ClientHeaders,
+    resp: &mut Response<ClientBody>,
+    added: HeaderMap,
+    format: ErrorFormat,
+    gate: &crate::lograte::LogGate,
 ) {
-    // An error keeps them, for the caller to add to its answer.
-    let Ok(resp) = answer else {
-        return;
-    };
-    let Some(added) = client.take() else {
-        return;
-    };
-    let mut merged = framing_safe(*added);
+    let mut merged = framing_safe(added);
     let mut upstream = std::mem::take(resp.headers_mut());
     for name in &CORS {
         if merged.get(name).is_some_and(|v| !v.is_empty()) {
@@ -855,7 +861,11 @@ fn on_upstream_answer(
     }
     match append_all(&mut merged, upstream) {
         Ok(()) => *resp.headers_mut() = merged,
-        Err(_) => *answer = Err(too_many_client_headers()),
+        Err(_) => {
+            let e = too_many_client_headers();
+            e.log(gate);
+            *resp = e.response(format).map(|b| Either::Right(Full::new(b)));
+        }
     }
 }
 
@@ -869,11 +879,11 @@ fn on_upstream_answer(
 #[cold]
 #[inline(never)]
 fn on_written_answer(
-    mut resp: Response<ClientBody>,
+    resp: &mut Response<ClientBody>,
     added: HeaderMap,
     format: ErrorFormat,
     gate: &crate::lograte::LogGate,
-) -> Response<ClientBody> {
+) {
     let mut keep = HeaderMap::new();
     let mut last: Option<HeaderName> = None;
     for (name, value) in framing_safe(added) {
@@ -890,7 +900,6 @@ fn on_written_answer(
     if append_all(resp.headers_mut(), keep).is_err() {
         let e = too_many_client_headers();
         e.log(gate);
-        return e.response(format).map(|b| Either::Right(Full::new(b)));
+        *resp = e.response(format).map(|b| Either::Right(Full::new(b)));
     }
-    resp
 }
