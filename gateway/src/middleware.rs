@@ -66,7 +66,24 @@ pub struct MwRequest {
     /// The path and query a middleware wrote, once one has; `None` while
     /// they are `request_uri`'s.
     rewritten: Rewritten,
+    /// Headers a middleware added to the client's answer
+    /// ([`ClientHeaders`]); `None` until one does.
+    pub client_headers: ClientHeaders,
 }
+
+/// Headers a middleware added, in the request phase, to whatever answer
+/// the client gets for the request (a native plugin's `add_client_header`,
+/// ABI 1.3; the Go adapter's headers set on `rw.Header()` by a handler that
+/// did not write): merged into that answer by [`crate::proxy`]'s
+/// `merge_client_headers`. Boxed and `None` until used, so a request whose
+/// middleware adds none carries one null pointer.
+pub type ClientHeaders = Option<Box<HeaderMap>>;
+
+/// The most lines [`ClientHeaders`] holds, over all the middleware of a
+/// request: `http`'s `HeaderMap` bounds distinct names (32,768) but not the
+/// values of one name, and a plugin copying unbounded input into one
+/// header would grow the answer without end.
+pub const MAX_CLIENT_HEADER_LINES: usize = 1 << 15;
 
 impl MwRequest {
     /// The request with the client's target `request_uri`, whose path and
@@ -85,6 +102,7 @@ impl MwRequest {
             remote_addr,
             request_uri,
             rewritten: None,
+            client_headers: None,
         }
     }
 
@@ -123,6 +141,9 @@ impl MwRequest {
             remote_addr: self.remote_addr,
             request_uri: self.request_uri.clone(),
             rewritten: self.rewritten.clone(),
+            // The copy is a head for the response phase, which has no use
+            // for them.
+            client_headers: None,
         }
     }
 
@@ -181,6 +202,8 @@ pub struct LentRequest<'h> {
     body: Bytes,
     remote_addr: SocketAddr,
     rewritten: Rewritten,
+    /// As [`MwRequest::client_headers`].
+    client_headers: ClientHeaders,
 }
 
 impl<'h> LentRequest<'h> {
@@ -191,7 +214,13 @@ impl<'h> LentRequest<'h> {
             body: Bytes::new(),
             remote_addr: remote,
             rewritten: None,
+            client_headers: None,
         }
+    }
+
+    /// Takes the headers middleware added to the client's answer.
+    pub fn take_client_headers(&mut self) -> ClientHeaders {
+        self.client_headers.take()
     }
 
     /// The request's method, headers and original target, as edited.
@@ -243,6 +272,16 @@ impl ReqMut<'_, '_> {
             ReqMut::Owned(r) => &r.method,
             ReqMut::Lent(r) => r.head.method(),
         }
+    }
+
+    /// The headers middleware added to the client's answer
+    /// ([`ClientHeaders`]), made empty on first use.
+    pub fn client_headers_mut(&mut self) -> &mut HeaderMap {
+        let slot = match self {
+            ReqMut::Owned(r) => &mut r.client_headers,
+            ReqMut::Lent(r) => &mut r.client_headers,
+        };
+        slot.get_or_insert_with(Box::default)
     }
 
     /// The method, to change.

@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue, MaxSizeReached};
+use http::HeaderMap;
 use http::{Request, Response, Uri};
 use http_body_util::{Either, Full};
 
@@ -35,7 +36,7 @@ use crate::body::{
 use crate::config::{ApiSpec, Hook};
 use crate::error::{ErrorFormat, Kind, Origin, ProxyError};
 use crate::middleware::{
-    ApiChain, Flow, LentRequest, MwError, MwErrorKind, MwRequest, MwResponse, ReqMut,
+    ApiChain, ClientHeaders, Flow, LentRequest, MwError, MwErrorKind, MwRequest, MwResponse, ReqMut,
 };
 use crate::pool::{Pool, ResponseBody, UpstreamBody, UpstreamId};
 use crate::router::{self, Router};
@@ -135,28 +136,46 @@ impl Proxy {
         remote: SocketAddr,
     ) -> Response<ClientBody> {
         let format = ErrorFormat::of(req.headers());
-        let result = match self.plan(&mut req, remote) {
+        // Headers the request's middleware added to the client's answer
+        // (`ClientHeaders`), left here by the chain; merged into the
+        // upstream's answer where it arrives, and below into any other.
+        let mut client: ClientHeaders = None;
+        // Whether `result` is the upstream's answer to a chain run in
+        // place (whose headers are merged as Tyk merges the upstream's).
+        let mut upstream = false;
+        let result = match self.plan(&mut req, remote, &mut client) {
             Ok(Plan::Encoded(route, up)) => {
                 // `req` is dropped where it lies when this returns: dropped
                 // here it would be moved (copied) into `drop` first.
                 let limit = self.upstream_timeout;
+                upstream = true;
                 upstream::send_encoded(&self.pool, route.upstream, up, limit).await
             }
             Ok(Plan::Stream(route, up, added)) => self.forward(route, up, added).await,
             Ok(Plan::Chain(route, chain, parts, body, remote)) => {
-                self.through_chain(route, chain, parts, body, remote).await
+                self.through_chain(route, chain, parts, body, remote, &mut client)
+                    .await
             }
             Ok(Plan::Answer(resp)) => Ok(resp),
             Ok(Plan::Boxed(work)) => work.await,
             Err(e) => Err(e),
         };
-        match result {
+        let mut resp = match result {
             Ok(resp) => resp,
             Err(e) => {
+                upstream = false;
                 e.log(&self.log_gate);
                 e.response(format).map(|b| Either::Right(Full::new(b)))
             }
+        };
+        // Edited in place: the common answer is not moved again.
+        if let Some(added) = client {
+            match upstream {
+                true => on_upstream_answer(&mut resp, *added, format, &self.log_gate),
+                false => on_written_answer(&mut resp, *added, format, &self.log_gate),
+            }
         }
+        resp
     }
 
     /// Routes the request and decides how it goes on: the upstream request
@@ -166,6 +185,7 @@ impl Proxy {
         &'a self,
         req: &mut Request<ClientIn>,
         remote: SocketAddr,
+        client: &mut ClientHeaders,
     ) -> Result<Plan<'a>, ProxyError> {
         let route = self
             .router
@@ -221,7 +241,7 @@ impl Proxy {
             // Native or wasm middleware and no body to read: the chain
             // runs here and the request goes on like one without.
             Some(Ok(chain)) if chain.runs_in_place() && ended => {
-                self.in_place(route, chain, req, remote)
+                self.in_place(route, chain, req, remote, client)
             }
             Some(Ok(chain)) => {
                 let (parts, body) = take(req);
@@ -304,14 +324,19 @@ impl Proxy {
         mut parts: http::request::Parts,
         body: RequestBody,
         remote: SocketAddr,
+        client: &mut ClientHeaders,
     ) -> Result<Response<ClientBody>, ProxyError> {
         // Held until the exchange ends: the body (or what middleware made
         // of it) lives that long.
         let (body, _share) = read_body(body, &self.buffered).await?;
         let mut mw = chain_request(&mut parts, body, remote);
-        // A hook's future is built only if the chain has the hook.
+        // A hook's future is built only if the chain has the hook. After
+        // each, the headers it added to the client's answer go to
+        // `client`, whatever answer the request ends with.
         if chain.has(Hook::Pre) {
-            if let Some(resp) = run_hook(chain, Hook::Pre, &mut mw).await? {
+            let end = run_hook(chain, Hook::Pre, &mut mw).await;
+            collect_client_headers(&mut mw, client)?;
+            if let Some(resp) = end? {
                 return Ok(resp);
             }
         }
@@ -325,7 +350,9 @@ impl Proxy {
             }
         }
         if chain.has(Hook::Post) {
-            if let Some(resp) = run_hook(chain, Hook::Post, &mut mw).await? {
+            let end = run_hook(chain, Hook::Post, &mut mw).await;
+            collect_client_headers(&mut mw, client)?;
+            if let Some(resp) = end? {
                 return Ok(resp);
             }
         }
@@ -335,9 +362,17 @@ impl Proxy {
             .has(Hook::Response)
             .then(|| crate::response::head_of(&mw));
         let (body, added) = self.chain_upstream(route, chain, &mut parts, mw, remote)?;
+        // The format of a 500 for too many client headers: by the request
+        // as it goes upstream, which `parts` holds now.
+        let format = match client {
+            Some(_) => ErrorFormat::of(&parts.headers),
+            None => ErrorFormat::default(),
+        };
         let up = Request::from_parts(parts, body);
         let resp = self.forward(route, up, added).await?;
-        match head {
+        // As in Tyk, response middleware sees the upstream's answer alone;
+        // the client headers are merged into what it leaves.
+        let mut answer = match head {
             Some(head) => {
                 Box::pin(crate::response::upstream_answer(
                     chain,
@@ -348,7 +383,11 @@ impl Proxy {
                 .await
             }
             None => Ok(resp),
+        };
+        if let (Ok(resp), Some(added)) = (&mut answer, client.take()) {
+            on_upstream_answer(resp, *added, format, &self.log_gate);
         }
+        answer
     }
 
     /// An API whose chain [`ApiChain::runs_in_place`], for a request with
@@ -362,6 +401,7 @@ impl Proxy {
         chain: &'a ApiChain,
         req: &mut Request<ClientIn>,
         remote: SocketAddr,
+        client: &mut ClientHeaders,
     ) -> Result<Plan<'a>, ProxyError> {
         reserve_chain_room(req.headers_mut());
         let mut lent = LentRequest::new(req, remote);
@@ -371,10 +411,15 @@ impl Proxy {
             if chain.has(hook) {
                 match chain.run_now(hook, ReqMut::Lent(&mut lent)) {
                     Ok(Flow::Continue) => {}
-                    end => return ended_in_place(end),
+                    end => {
+                        *client = lent.take_client_headers();
+                        return ended_in_place(end);
+                    }
                 }
             }
         }
+        // Whatever answer the request now gets, the caller adds these to.
+        *client = lent.take_client_headers();
         // A path or query a middleware wrote is cleaned and checked as a
         // URI; the client's, parsed already, is written as it is.
         let written = match lent.is_rewritten() {
@@ -713,4 +758,148 @@ fn write_target(dst: &mut Vec<u8>, spec: &ApiSpec, path: &str, query: Option<&st
         "{:?}",
         String::from_utf8_lossy(&dst[start..])
     );
+}
+
+/// Moves the headers the hook just run added to the client's answer from
+/// `mw` to `client`, after any an earlier hook added. Fails only past a
+/// header map's bound (32,768 lines), as the adding itself would.
+#[inline(always)]
+fn collect_client_headers(
+    mw: &mut MwRequest,
+    client: &mut ClientHeaders,
+) -> Result<(), ProxyError> {
+    match (mw.client_headers.take(), client.as_deref_mut()) {
+        (None, _) => Ok(()),
+        (Some(new), None) => {
+            *client = Some(new);
+            Ok(())
+        }
+        (Some(new), Some(old)) => {
+            if old.len() + new.len() > crate::middleware::MAX_CLIENT_HEADER_LINES {
+                return Err(too_many_client_headers());
+            }
+            append_all(old, *new).map_err(|_| too_many_client_headers())
+        }
+    }
+}
+
+/// Appends every line of `from` to `to`.
+fn append_all(to: &mut HeaderMap, from: HeaderMap) -> Result<(), MaxSizeReached> {
+    let mut last: Option<HeaderName> = None;
+    for (name, value) in from {
+        // `into_iter` names a header once, then yields its further values
+        // with `None`.
+        if let Some(n) = name {
+            last = Some(n);
+        }
+        if let Some(n) = &last {
+            to.try_append(n.clone(), value)?;
+        }
+    }
+    Ok(())
+}
+
+#[cold]
+fn too_many_client_headers() -> ProxyError {
+    let e = MwError::bad_answer(
+        "too many headers for the client's answer: a request's middleware adds at most 32,768 lines",
+    );
+    ProxyError::with_cause(Kind::MiddlewareFailed, Origin::Middleware, e)
+}
+
+/// The CORS headers Tyk's `removeDuplicateCORSHeader` (gateway/reverse_proxy.go)
+/// takes from a plugin over the upstream's.
+const CORS: [HeaderName; 6] = [
+    header::ACCESS_CONTROL_ALLOW_ORIGIN,
+    header::ACCESS_CONTROL_EXPOSE_HEADERS,
+    header::ACCESS_CONTROL_MAX_AGE,
+    header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+    header::ACCESS_CONTROL_ALLOW_METHODS,
+    header::ACCESS_CONTROL_ALLOW_HEADERS,
+];
+
+/// The names a middleware may not add to an answer: hop-by-hop ones and
+/// `Content-Length`, which the gateway sets from the body it sends (a
+/// middleware's would break the framing: Go's server, in Tyk, sends the
+/// plugin's `Content-Length` beside the upstream's and cuts the body at
+/// the first). As a middleware's written answer is cleaned
+/// ([`middleware_response`]).
+fn framing_safe(mut added: HeaderMap) -> HeaderMap {
+    upstream::remove_hop_by_hop(&mut added);
+    added.remove(header::CONTENT_LENGTH);
+    added
+}
+
+/// The upstream's answer with the headers middleware added to the
+/// client's, as Tyk merges them. A Tyk Go plugin's `rw` wraps the client's
+/// own `ResponseWriter`, so what a handler that did not write set on
+/// `rw.Header()` is still in that map when the proxy answers, and
+/// `ReverseProxy.HandleResponse` (gateway/reverse_proxy.go) copies the
+/// upstream's headers into it with `copyHeader`, which `Add`s each value:
+/// the plugin's values come first, the upstream's follow under the same
+/// name (both are sent). Its `removeDuplicateCORSHeader` drops the
+/// upstream's CORS headers the plugin set ([`CORS`]). `HandleResponse`
+/// strips hop-by-hop headers from the upstream's only; the plugin's reach
+/// Go's server, which frames the answer itself: here they are dropped
+/// ([`framing_safe`]). Response middleware ran first and saw the
+/// upstream's answer alone, as Tyk's does (its chain edits `res` before
+/// `HandleResponse` copies it).
+#[cold]
+#[inline(never)]
+fn on_upstream_answer(
+    resp: &mut Response<ClientBody>,
+    added: HeaderMap,
+    format: ErrorFormat,
+    gate: &crate::lograte::LogGate,
+) {
+    let mut merged = framing_safe(added);
+    let mut upstream = std::mem::take(resp.headers_mut());
+    for name in &CORS {
+        if merged.get(name).is_some_and(|v| !v.is_empty()) {
+            upstream.remove(name);
+        }
+    }
+    match append_all(&mut merged, upstream) {
+        Ok(()) => *resp.headers_mut() = merged,
+        Err(_) => {
+            let e = too_many_client_headers();
+            e.log(gate);
+            *resp = e.response(format).map(|b| Either::Right(Full::new(b)));
+        }
+    }
+}
+
+/// An answer the gateway or a middleware wrote, with the headers middleware
+/// added to the client's: the answer's own names win and the others are
+/// added. In Tyk the same map is written by its error handler
+/// (`ErrorHandler.HandleError`, gateway/handler_error.go, which `Set`s
+/// `Content-Type` over a plugin's and `Add`s `X-Generator`), so the
+/// proxy's 500 when the upstream is down carries a Go plugin's headers
+/// too; a later plugin writing its own answer writes into the same map.
+#[cold]
+#[inline(never)]
+fn on_written_answer(
+    resp: &mut Response<ClientBody>,
+    added: HeaderMap,
+    format: ErrorFormat,
+    gate: &crate::lograte::LogGate,
+) {
+    let mut keep = HeaderMap::new();
+    let mut last: Option<HeaderName> = None;
+    for (name, value) in framing_safe(added) {
+        if let Some(n) = name {
+            last = Some(n);
+        }
+        match &last {
+            Some(n) if !resp.headers().contains_key(n) => keep.append(n.clone(), value),
+            _ => false,
+        };
+    }
+    // `keep` holds fewer lines than the map they came from, which the
+    // adding bounded; with the answer's own they may pass the bound.
+    if append_all(resp.headers_mut(), keep).is_err() {
+        let e = too_many_client_headers();
+        e.log(gate);
+        *resp = e.response(format).map(|b| Either::Right(Full::new(b)));
+    }
 }

@@ -421,3 +421,34 @@ fn apis_naming_one_library_share_its_state() {
     assert_eq!(count("/a/"), first + 2);
     gw.stop();
 }
+
+/// ABI 1.3 from the Rust SDK: `add_client_header` reaches the client on
+/// the proxied answer (the upstream's headers after it) and on an answer a
+/// later middleware writes (whose own names win); `set_method` sends the
+/// method upstream, and a method that is not a token fails the request.
+#[test]
+fn a_native_plugins_client_headers_and_method_reach_client_and_upstream() {
+    let (_dir, gw, rec) = serve_test_plugin("ch", &["ClientHeader"], &[]);
+    let got = get(gw.addr, "/ch/");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(values(&got.headers, "x-native-client"), ["from-native"]);
+    assert_eq!(values(&got.headers, "x-both"), ["native"]);
+    assert_eq!(values(&got.headers, "x-upstream"), ["recorder"]);
+    assert!(rec.last().headers.get("x-native-client").is_none());
+    assert_eq!(rec.last().method, "GET");
+    let got = send(gw.addr, "GET", "/ch/", &[("X-Method", "POST")], b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(rec.last().method, "POST");
+    let got = send(gw.addr, "GET", "/ch/", &[("X-Method", "G ET")], b"");
+    assert_eq!(got.status, 500, "{}", got.text());
+    assert_eq!(got.json()["error"], TYK_500);
+    assert_eq!(rec.count(), 2);
+    gw.stop();
+
+    let (_dir, gw, rec) = serve_test_plugin("cht", &["ClientHeader"], &["Teapot"]);
+    let got = get(gw.addr, "/cht/");
+    assert_eq!(got.status, 418, "{}", got.text());
+    assert_eq!(values(&got.headers, "x-native-client"), ["from-native"]);
+    assert_eq!(rec.count(), 0);
+    gw.stop();
+}

@@ -1005,3 +1005,320 @@ fn a_go_answers_headers_are_those_set_before_its_status() {
     assert_eq!(rec.count(), 0);
     gw.stop();
 }
+
+/// An upstream that answers `proxied` with headers a Go handler also sets
+/// (`X-Both`, a CORS header, `Content-Type`), recording what it saw.
+fn answering_upstream() -> (std::net::SocketAddr, common::Recorder) {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    let rec = common::Recorder::default();
+    let r = rec.clone();
+    let addr = common::upstream_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let r = r.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = body.collect().await.unwrap().to_bytes();
+            r.seen.lock().unwrap().push(common::Seen {
+                method: parts.method,
+                uri: parts.uri.to_string(),
+                version: parts.version,
+                headers: parts.headers,
+                body,
+            });
+            let resp = http::Response::builder()
+                .header("X-Both", "upstream")
+                .header("X-Upstream", "yes")
+                .header("Access-Control-Allow-Origin", "https://upstream.example")
+                .header("Content-Type", "application/json")
+                .body(Full::new(Bytes::from_static(b"proxied")))
+                .unwrap();
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    (addr, rec)
+}
+
+fn all(got: &common::Got, name: &str) -> Vec<String> {
+    got.headers
+        .get_all(name)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect()
+}
+
+/// Headers a handler sets on `rw.Header()` without writing reach the
+/// client on the proxied answer, as in Tyk (rw wraps the client's writer,
+/// and its proxy's copyHeader `Add`s the upstream's values after them):
+/// same name from both, the plugin's value first and the upstream's
+/// after; a CORS header the plugin set replaces the upstream's
+/// (removeDuplicateCORSHeader). They were dropped. Both request paths:
+/// a GET (the chain runs in place) and a POST with a body (buffered).
+#[test]
+fn headers_a_go_handler_sets_without_writing_reach_the_proxied_answer() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go(
+            "headers_a_go_handler_sets_without_writing_reach_the_proxied_answer",
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = answering_upstream();
+    go_api(dir.path(), "ch", &lib, "ClientHeaders", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for (method, body) in [("GET", &b""[..]), ("POST", &b"a body"[..])] {
+        let got = send(gw.addr, method, "/ch/x", &[], body);
+        assert_eq!(got.status, 200, "{method}: {}", got.text());
+        assert_eq!(got.text(), "proxied", "{method}");
+        assert_eq!(all(&got, "x-plugin"), ["from-plugin"], "{method}");
+        assert_eq!(all(&got, "x-plugin-multi"), ["one", "two"], "{method}");
+        assert_eq!(all(&got, "x-both"), ["plugin", "upstream"], "{method}");
+        assert_eq!(all(&got, "x-upstream"), ["yes"], "{method}");
+        assert_eq!(
+            all(&got, "access-control-allow-origin"),
+            ["https://plugin.example"],
+            "{method}"
+        );
+        assert_eq!(
+            all(&got, "content-type"),
+            ["text/x-plugin", "application/json"],
+            "{method}"
+        );
+        assert_eq!(all(&got, "content-length"), ["7"], "{method}");
+    }
+    assert_eq!(rec.count(), 2);
+    // The headers are the client's: none went upstream.
+    assert!(rec.last().headers.get("x-plugin").is_none());
+    gw.stop();
+}
+
+/// Such headers are written as the adapter writes an answer's (as Go's
+/// server does): CR and LF in a value become spaces, a name that is not a
+/// token is dropped; a value with a NUL fails the request (500) and
+/// nothing is proxied, as on the written-answer path.
+#[test]
+fn a_go_handlers_client_headers_are_cleaned_as_a_written_answers() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handlers_client_headers_are_cleaned_as_a_written_answers");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = answering_upstream();
+    go_api(dir.path(), "raw", &lib, "ClientHeadersRaw", &up.to_string());
+    go_api(dir.path(), "nul", &lib, "ClientHeadersNul", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let got = get(gw.addr, "/raw/");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.text(), "proxied");
+    assert_eq!(all(&got, "x-echo"), ["a  Injected: yes"]);
+    assert_eq!(all(&got, "x-fine"), ["kept"]);
+    assert!(!got.headers.contains_key("injected"), "{:?}", got.headers);
+    assert!(
+        got.headers.keys().all(|k| !k.as_str().contains("bad")),
+        "{:?}",
+        got.headers
+    );
+    assert_eq!(rec.count(), 1);
+    let got = get(gw.addr, "/nul/");
+    assert_eq!(got.status, 500, "{}", got.text());
+    assert_eq!(got.json()["error"], TYK_500);
+    assert_eq!(rec.count(), 1, "a failed request is not proxied");
+    gw.stop();
+}
+
+/// Framing and hop-by-hop headers a handler sets without writing
+/// (`Content-Length: 3`, `Transfer-Encoding: chunked`, `Connection:
+/// close`, ...) never reach the proxied answer: its body is framed from
+/// the upstream's, whole, and the connection stays open for the next
+/// request. (In Tyk Go's server sends a plugin's Content-Length beside the
+/// upstream's and cuts the body at the first.)
+#[test]
+fn framing_headers_a_go_handler_sets_without_writing_do_not_frame_the_answer() {
+    use std::io::Write;
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go(
+            "framing_headers_a_go_handler_sets_without_writing_do_not_frame_the_answer",
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = answering_upstream();
+    go_api(
+        dir.path(),
+        "fr",
+        &lib,
+        "ClientHeadersFraming",
+        &up.to_string(),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let mut s = std::net::TcpStream::connect(gw.addr).unwrap();
+    for i in 0..3 {
+        write!(s, "GET /fr/{i} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let (head, body) = common::raw::read_framed_response(&mut s)
+            .unwrap_or_else(|| panic!("request {i}: no answer on the kept-alive connection"));
+        let head = head.to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert_eq!(body, b"proxied", "{head}");
+        assert!(head.contains("x-framed: fine"), "{head}");
+        assert!(head.contains("content-length: 7\r\n"), "{head}");
+        for gone in [
+            "content-length: 3",
+            "transfer-encoding",
+            "connection: close",
+            "keep-alive",
+            "upgrade",
+        ] {
+            assert!(!head.contains(gone), "{gone} in {head}");
+        }
+    }
+    assert_eq!(rec.count(), 3);
+    gw.stop();
+}
+
+/// A handler that sets more header values than an answer holds without
+/// writing fails its request with 500 (the host refuses past 32,768
+/// lines, and the adapter stops handing them over); the gateway serves on.
+#[test]
+fn a_go_handler_flooding_client_headers_fails_its_request_only() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handler_flooding_client_headers_fails_its_request_only");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = answering_upstream();
+    go_api(
+        dir.path(),
+        "flood",
+        &lib,
+        "ClientHeadersFlood",
+        &up.to_string(),
+    );
+    go_api(dir.path(), "ch", &lib, "ClientHeaders", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for _ in 0..2 {
+        let got = get(gw.addr, "/flood/");
+        assert_eq!(got.status, 500, "{}", got.text());
+        assert_eq!(got.json()["error"], TYK_500);
+        assert!(got.headers.get("x-flood").is_none());
+        let got = get(gw.addr, "/ch/");
+        assert_eq!(got.status, 200);
+        assert_eq!(all(&got, "x-plugin"), ["from-plugin"]);
+    }
+    assert_eq!(rec.count(), 2);
+    gw.stop();
+}
+
+/// The upstream down: Tyk's error handler writes its 500 into the same
+/// map the plugin's headers are in (`HandleError` `Set`s `Content-Type`
+/// and `Add`s `X-Generator`), so they reach the client on the error
+/// answer too; its own `Content-Type` wins.
+#[test]
+fn a_go_handlers_client_headers_ride_tyks_error_when_the_upstream_is_down() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go(
+            "a_go_handlers_client_headers_ride_tyks_error_when_the_upstream_is_down",
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dead = common::dead_addr();
+    go_api(
+        dir.path(),
+        "down",
+        &lib,
+        "ClientHeaders",
+        &dead.addr().to_string(),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for (method, body) in [("GET", &b""[..]), ("POST", &b"a body"[..])] {
+        let got = send(gw.addr, method, "/down/", &[], body);
+        assert_eq!(got.status, 500, "{method}: {}", got.text());
+        assert_eq!(
+            got.json()["error"],
+            "There was a problem proxying the request"
+        );
+        assert_eq!(all(&got, "x-plugin"), ["from-plugin"], "{method}");
+        assert_eq!(all(&got, "x-both"), ["plugin"], "{method}");
+        assert_eq!(all(&got, "content-type"), ["application/json"], "{method}");
+        assert_eq!(all(&got, "x-generator"), ["tyk.io"], "{method}");
+    }
+    gw.stop();
+}
+
+/// A goroutine the handler left that keeps setting headers once the
+/// handler returned (and did not write) reaches neither this proxied
+/// answer nor another: rw is sealed on return, and what is sent is the
+/// map as the handler left it. Inline and bounded.
+#[test]
+fn a_goroutine_setting_client_headers_after_return_reaches_nothing() {
+    let name = "a_goroutine_setting_client_headers_after_return_reaches_nothing";
+    let (Some(inline), Some(bounded)) = (go_plugin(FIXTURE), go_plugin_bounded(FIXTURE)) else {
+        return skip_without_go(name);
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = answering_upstream();
+    go_api(
+        dir.path(),
+        "late",
+        &inline,
+        "LateClientHeaders",
+        &up.to_string(),
+    );
+    go_api(
+        dir.path(),
+        "late-b",
+        &bounded,
+        "LateClientHeaders",
+        &up.to_string(),
+    );
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for path in ["/late/", "/late-b/"] {
+        for i in 0..300 {
+            let got = get(gw.addr, path);
+            assert_eq!(got.status, 200, "{path} {i}: {}", got.text());
+            assert_eq!(got.text(), "proxied", "{path} {i}");
+            assert_eq!(all(&got, "x-now"), ["1"], "{path} {i}");
+            assert!(!got.headers.contains_key("x-late"), "{path} {i}");
+        }
+    }
+    assert_eq!(rec.count(), 600);
+    gw.stop();
+}
+
+/// `r.Method` edits go upstream, as in Tyk (its proxy sends the plugin's
+/// `*http.Request`): GET becomes POST, an extension token goes as it is,
+/// an empty method is GET (net/http's client). A method that is not a
+/// token fails the request closed (500; Go's client refuses it too) and
+/// nothing is proxied. The method was not carried at all.
+#[test]
+fn a_go_handlers_method_edit_goes_upstream() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_handlers_method_edit_goes_upstream");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "m", &lib, "Method", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let cases = [
+        ("GET", "POST", &b""[..], "POST"),
+        ("GET", "PURGE", &b""[..], "PURGE"),
+        ("DELETE", "", &b""[..], "GET"),
+        ("PUT", "PATCH", &b"a body"[..], "PATCH"),
+    ];
+    for (i, (sent, set, body, want)) in cases.into_iter().enumerate() {
+        let got = send(gw.addr, sent, "/m/x", &[("X-Method", set)], body);
+        assert_eq!(got.status, 200, "{sent}->{set:?}: {}", got.text());
+        assert_eq!(rec.count(), i + 1);
+        let seen = rec.last();
+        assert_eq!(seen.method.as_str(), want, "{sent}->{set:?}");
+        assert_eq!(seen.body, body, "{sent}->{set:?}");
+    }
+    for bad in ["G ET", "(GET)", "GE/T"] {
+        let got = send(gw.addr, "GET", "/m/x", &[("X-Method", bad)], b"");
+        assert_eq!(got.status, 500, "{bad:?}: {}", got.text());
+        assert_eq!(got.json()["error"], TYK_500);
+    }
+    assert_eq!(rec.count(), cases.len(), "a bad method is not proxied");
+    gw.stop();
+}

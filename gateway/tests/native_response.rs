@@ -90,6 +90,28 @@ fn a_library_built_before_abi_1_2_cannot_be_a_response_entry() {
     gw.stop();
 }
 
+/// A response hook built against ABI 1.2 (minor 2) on a gateway that
+/// speaks 1.3: the gateway compared the library's minor with its own, and
+/// once that was 3 it refused every 1.2 response hook at load. The
+/// response phase came with 1.2, and that is what is asked of it now.
+#[test]
+fn a_response_entry_built_against_abi_1_2_still_serves() {
+    let p = plugins();
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    let mut def = native_api("r12", "/r12/", &up.to_string(), &[], &[]);
+    def["custom_middleware"]["response"] =
+        json!([{"name": "Stamp12", "path": p.abi_1_2.to_str().unwrap()}]);
+    write_api(dir.path(), "r12", &def);
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    let r = get(gw.addr, "/r12/");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.headers["x-abi-1-2"], "stamped");
+    assert_eq!(rec.count(), 1);
+    gw.stop();
+}
+
 #[test]
 fn wasm_response_entries_fail_closed() {
     let dir = tempfile::tempdir().unwrap();

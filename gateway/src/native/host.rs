@@ -10,14 +10,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
 use http::uri::PathAndQuery;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use plugin_sdk::abi::{
     GwHeader, GwHost, GwRequest, GwStr, ABI_VERSION, GW_FOUND, GW_LOG_ERROR, GW_LOG_INFO,
     GW_LOG_WARN, GW_NOT_FOUND, GW_OK, GW_REJECTED,
 };
 
 use crate::intern::{BadPair, HeaderCache};
-use crate::middleware::{MwResponse, ReqMut};
+use crate::middleware::{MwResponse, ReqMut, MAX_CLIENT_HEADER_LINES};
 
 /// What a plugin may read about the API it serves: fixed at load, shared by
 /// every call of every entry of the API.
@@ -95,6 +95,8 @@ pub(crate) static HOST: GwHost = GwHost {
     delete_response_header: super::response::delete_response_header,
     response_body: super::response::response_body,
     set_response_body: super::response::set_response_body,
+    set_method,
+    add_client_header,
 };
 
 pub(super) fn s(bytes: &[u8]) -> GwStr {
@@ -285,6 +287,14 @@ pub(super) fn too_many(_: http::header::MaxSizeReached) -> String {
 }
 
 #[cold]
+fn too_many_client_headers() -> String {
+    format!(
+        "too many headers for the client's answer: a request's middleware adds at most \
+         {MAX_CLIENT_HEADER_LINES} lines"
+    )
+}
+
+#[cold]
 fn bad_name(raw: &[u8]) -> String {
     format!("invalid header name {:?}", String::from_utf8_lossy(raw))
 }
@@ -437,4 +447,37 @@ unsafe extern "C" fn log(req: *const GwRequest, level: u32, message: GwStr) {
 
 unsafe extern "C" fn call_budget_us(req: *const GwRequest) -> u64 {
     guard(0, || unsafe { ctx(req) }.api.budget_us)
+}
+
+unsafe extern "C" fn set_method(req: *mut GwRequest, method: GwStr) -> i32 {
+    edit(req, |c| {
+        // SAFETY: the plugin's buffer, alive during the callback.
+        let raw = unsafe { bytes(method) };
+        // `Method::from_bytes` takes any HTTP token (RFC 9110's tchar),
+        // case kept, as Go's client does (its validMethod); an empty
+        // method or one with a space or a control byte is refused.
+        let m = Method::from_bytes(raw).map_err(|_| {
+            format!(
+                "invalid method {:?}: a method must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)",
+                String::from_utf8_lossy(raw)
+            )
+        })?;
+        *c.req.method_mut() = m;
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn add_client_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
+    edit(req, |c| {
+        let (n, v) = header_pair(name, value)?;
+        let added = c.req.client_headers_mut();
+        if added.len() >= MAX_CLIENT_HEADER_LINES {
+            // The request fails (500): its answer must not carry the
+            // lines that made it fail.
+            added.clear();
+            return Err(too_many_client_headers());
+        }
+        added.try_append(n, v).map_err(too_many)?;
+        Ok(())
+    })
 }

@@ -36,6 +36,12 @@ use crate::middleware::{
 use host::{ApiInfo, Ctx, HOST};
 use library::OpenError;
 
+/// The ABI minor version that brought the response phase (1.2): a library
+/// built against it or later may be a response entry. Not
+/// [`plugin_sdk::abi::ABI_MINOR`], which grows with every addition: a
+/// response hook built against 1.2 was refused once the SDK spoke 1.3.
+const RESPONSE_PHASE_MINOR: u32 = 2;
+
 /// One resolved entry: the symbol's name and its address. Plain data, so the
 /// factory is `Send + Sync` and instances are trivially cheap.
 #[derive(Clone)]
@@ -94,14 +100,14 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
                         e.path
                     )));
                 }
-                if hook == Hook::Response && lib.minor() < plugin_sdk::abi::ABI_MINOR {
+                if hook == Hook::Response && lib.minor() < RESPONSE_PHASE_MINOR {
                     return Err(OpenError::Path(format!(
                         "library {:?} was built for ABI 1.{} and has no response phase; a response \
-                         entry needs a plugin built against ABI 1.{} or later (this gateway's \
-                         plugin-sdk, or gw_plugin.h's GW_PLUGIN_EXPORT_ABI_VERSION())",
+                         entry needs a plugin built against ABI 1.{RESPONSE_PHASE_MINOR} or later \
+                         (this gateway's plugin-sdk, or gw_plugin.h's \
+                         GW_PLUGIN_EXPORT_ABI_VERSION())",
                         e.path,
                         lib.minor().max(1),
-                        plugin_sdk::abi::ABI_MINOR
                     )));
                 }
                 if lib.is_go() {

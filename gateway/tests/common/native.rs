@@ -23,6 +23,8 @@ pub struct Plugins {
     pub no_version: PathBuf,
     /// A C library built before ABI 1.2 (no minor version symbol).
     pub pre_1_2: PathBuf,
+    /// A C library built against ABI 1.2 (minor 2), with a response hook.
+    pub abi_1_2: PathBuf,
 }
 
 pub fn workspace() -> PathBuf {
@@ -77,6 +79,11 @@ pub fn plugins() -> &'static Plugins {
             ),
             pre_1_2: cc(
                 &ws.join("gateway/tests/fixtures/pre_1_2.c"),
+                &include,
+                &c_dir,
+            ),
+            abi_1_2: cc(
+                &ws.join("gateway/tests/fixtures/abi_1_2.c"),
                 &include,
                 &c_dir,
             ),

@@ -1,5 +1,5 @@
 /*
- * gw_plugin.h: the gateway's native plugin ABI, version 1 (1.2), for C and C++.
+ * gw_plugin.h: the gateway's native plugin ABI, version 1 (1.3), for C and C++.
  *
  * This declares exactly what plugins/sdk/src/abi.rs declares for Rust; the
  * two change together, and GW_PLUGIN_ABI_VERSION with them.
@@ -23,8 +23,8 @@
  *
  * Versions: GW_PLUGIN_ABI_VERSION changes only on incompatible changes.
  * Callbacks added later are appended to GwHost (ABI 1.1: api_id,
- * config_data, log, call_budget_us; ABI 1.2: the response_* callbacks)
- * and host->size grows: test
+ * config_data, log, call_budget_us; ABI 1.2: the response_* callbacks;
+ * ABI 1.3: set_method, add_client_header) and host->size grows: test
  * GW_HOST_HAS(host, field) before calling one, so the plugin also runs on an
  * older gateway. Fields before api_id are always there (GW_HOST_BASE_SIZE).
  *
@@ -58,7 +58,7 @@ extern "C" {
 
 #define GW_PLUGIN_ABI_VERSION 1u
 /* Which appended callbacks this header knows (exported by the macro below). */
-#define GW_PLUGIN_ABI_MINOR 2u
+#define GW_PLUGIN_ABI_MINOR 3u
 
 /* Plugin return values. */
 #define GW_CONTINUE 0
@@ -160,6 +160,16 @@ typedef struct GwHost {
     /* The upstream's whole buffered body, and its replacement. */
     GwStr (*response_body)(const GwRequest *req);
     int32_t (*set_response_body)(GwRequest *req, GwStr body);
+
+    /* ---- ABI 1.3, request-phase edits: check GW_HOST_HAS(host, field). ---- */
+    /* Replace the method sent upstream (an HTTP token, e.g. "POST"). */
+    int32_t (*set_method)(GwRequest *req, GwStr method);
+    /* Add a header to the answer the client gets for this request: these
+     * values first, the upstream's added after them (Tyk's rw.Header().Add
+     * before proxying); on an answer the gateway or a later middleware
+     * writes, its names win. Hop-by-hop names and Content-Length are
+     * dropped when sent. Refused in the response phase. */
+    int32_t (*add_client_header)(GwRequest *req, GwStr name, GwStr value);
 } GwHost;
 
 /* Every version-1 host has at least the callbacks before api_id. */

@@ -20,6 +20,12 @@
 //! the response phase the `response_*` callbacks find nothing and refuse
 //! edits.
 //!
+//! ABI 1.3 adds two request-phase edits a Tyk Go plugin makes through its
+//! real `*http.Request` and `http.ResponseWriter`: `set_method` (the method
+//! that goes upstream) and `add_client_header` (a header for the answer the
+//! client gets, added before the upstream's, as Tyk's `rw.Header().Add`
+//! before the request is proxied).
+//!
 //! # Memory
 //!
 //! Strings are [`GwStr`] (pointer + length, not NUL-terminated, borrowed).
@@ -55,7 +61,8 @@ use core::marker::PhantomData;
 /// History: 1.0 had the callbacks up to `set_error`; 1.1 appended `api_id`,
 /// `config_data`, `log` and `call_budget_us`; 1.2 appended the response
 /// phase's callbacks (`response_status` .. `set_response_body`) and the
-/// [`ABI_MINOR_SYMBOL`] export.
+/// [`ABI_MINOR_SYMBOL`] export; 1.3 appended `set_method` and
+/// `add_client_header`.
 pub const ABI_VERSION: u32 = 1;
 
 /// The minor version of [`ABI_VERSION`] this SDK speaks: which appended
@@ -63,8 +70,9 @@ pub const ABI_VERSION: u32 = 1;
 /// host serves a library as a response entry (`custom_middleware.response`)
 /// only from minor 2 on, so a plugin written for the request phase cannot
 /// be named as a response hook by mistake and silently edit a request that
-/// has already been sent.
-pub const ABI_MINOR: u32 = 2;
+/// has already been sent. (Minor 3's callbacks are request-phase ones: a
+/// plugin checks the table for them, the host needs no minor to serve it.)
+pub const ABI_MINOR: u32 = 3;
 
 /// The symbol, of type [`GwAbiVersionFn`], that returns [`ABI_MINOR`]. A
 /// library without it is minor 1 or older.
@@ -274,6 +282,22 @@ pub struct GwHost {
     pub response_body: unsafe extern "C" fn(req: *const GwRequest) -> GwStr,
     /// Replaces the response body; the host fixes `Content-Length`.
     pub set_response_body: unsafe extern "C" fn(req: *mut GwRequest, body: GwStr) -> i32,
+
+    // ---- ABI 1.3: request-phase edits; check `size` before use. ----
+    /// Replaces the method that goes upstream (`POST`, or any other HTTP
+    /// token, case kept). A method that is not a token is refused, and the
+    /// request fails with 500.
+    pub set_method: unsafe extern "C" fn(req: *mut GwRequest, method: GwStr) -> i32,
+    /// Adds `value` to header `name` of the answer the client gets for this
+    /// request, whichever it is: the plugin's values come first and the
+    /// answer's own are added after them (Tyk's `rw.Header().Add` from a
+    /// Go plugin that does not write, then its proxy's `copyHeader`); on an
+    /// answer the gateway or a later middleware writes, that answer's names
+    /// win. Hop-by-hop names and `Content-Length` are dropped when the
+    /// answer is sent: they would break its framing. Refused in the
+    /// response phase (use `set_response_header` there).
+    pub add_client_header:
+        unsafe extern "C" fn(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32,
 }
 
 impl GwHost {

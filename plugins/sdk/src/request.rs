@@ -421,6 +421,55 @@ impl<'a> Request<'a> {
         self.response_edit(has, call, || "the response body".to_string())
     }
 
+    // ---- Request-phase edits of ABI 1.3 ----
+
+    /// Replaces the method that goes upstream (`"POST"`, or any other HTTP
+    /// token). A method that is not a token is refused and the request then
+    /// fails with 500; on a host older than ABI 1.3 this is an error.
+    pub fn set_method(&mut self, method: &str) -> Result<(), PluginError> {
+        let m = GwStr::new(method.as_bytes());
+        let has = host_has!(self.host, set_method);
+        // SAFETY: valid table and handle; called only when present.
+        let call = |h: &GwHost, r| unsafe { (h.set_method)(r, m) };
+        self.newer_edit(has, call, || format!("method {method:?}"))
+    }
+
+    /// Adds a value to header `name` of the answer the client gets for this
+    /// request, as a Tyk Go plugin's `rw.Header().Add` before the request
+    /// is proxied: these values come first and the upstream's own are added
+    /// after them; on an answer the gateway or a later middleware writes,
+    /// that answer's names win. Hop-by-hop names and `Content-Length` are
+    /// dropped when the answer is sent. An error on a host older than ABI
+    /// 1.3, and in the response phase (use `set_response_header` there).
+    pub fn add_client_header(
+        &mut self,
+        name: &str,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), PluginError> {
+        let (n, v) = (GwStr::new(name.as_bytes()), GwStr::new(value.as_ref()));
+        let has = host_has!(self.host, add_client_header);
+        // SAFETY: valid table and handle; the host copies n and v.
+        let call = |h: &GwHost, r| unsafe { (h.add_client_header)(r, n, v) };
+        self.newer_edit(has, call, || format!("client header {name:?}"))
+    }
+
+    /// The edit of an ABI 1.3 callback: refused on an older host.
+    fn newer_edit(
+        &mut self,
+        has: bool,
+        call: impl FnOnce(&GwHost, *mut GwRequest) -> i32,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), PluginError> {
+        if !has {
+            return Err(PluginError(format!(
+                "this gateway is older than ABI 1.3: cannot set {}",
+                what()
+            )));
+        }
+        let rc = call(self.host, self.raw.as_ptr());
+        self.edit(rc, what)
+    }
+
     pub(crate) fn set_error(&mut self, message: &str) {
         // SAFETY: as above.
         unsafe { (self.host.set_error)(self.raw.as_ptr(), GwStr::new(message.as_bytes())) }

@@ -139,7 +139,43 @@ fn table(size: usize) -> GwHost {
         delete_response_header: r_set1,
         response_body: r_body,
         set_response_body: r_set1,
+        set_method: n_set1,
+        add_client_header: n_set2,
     }
+}
+
+/// Calls of the ABI 1.3 stubs below.
+static NEW13_CALLS: AtomicUsize = AtomicUsize::new(0);
+unsafe extern "C" fn n_set1(_: *mut GwRequest, _: GwStr) -> i32 {
+    NEW13_CALLS.fetch_add(1, Ordering::SeqCst);
+    GW_OK
+}
+unsafe extern "C" fn n_set2(_: *mut GwRequest, _: GwStr, _: GwStr) -> i32 {
+    NEW13_CALLS.fetch_add(1, Ordering::SeqCst);
+    GW_OK
+}
+
+/// A plugin built against ABI 1.3 on a 1.2 gateway: `set_method` and
+/// `add_client_header` are errors saying why, and the table past its size
+/// is never read; on a 1.3 table they are called.
+#[test]
+fn a_1_2_host_has_no_method_or_client_header_edits_and_none_is_called() {
+    NEW13_CALLS.store(0, Ordering::SeqCst);
+    let v1_2 = std::mem::offset_of!(GwHost, set_method);
+    let host = table(v1_2);
+    let mut handle = 0u8;
+    // SAFETY: as in `read_new`.
+    let mut req = unsafe { Request::from_raw(&host, &mut handle as *mut u8 as *mut GwRequest) };
+    let e = req.set_method("POST").unwrap_err();
+    assert!(e.message().contains("older than ABI 1.3"), "{e}");
+    assert!(req.add_client_header("x", "y").is_err());
+    assert_eq!(NEW13_CALLS.load(Ordering::SeqCst), 0);
+    let full = table(std::mem::size_of::<GwHost>());
+    // SAFETY: as above.
+    let mut req = unsafe { Request::from_raw(&full, &mut handle as *mut u8 as *mut GwRequest) };
+    req.set_method("POST").unwrap();
+    req.add_client_header("x", "y").unwrap();
+    assert_eq!(NEW13_CALLS.load(Ordering::SeqCst), 2);
 }
 
 #[test]

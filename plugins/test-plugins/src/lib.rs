@@ -11,6 +11,18 @@ fn noop(_: &mut Request<'_>) -> Result<(), PluginError> {
     Ok(())
 }
 
+/// ABI 1.3: adds a header to the client's answer and sends the request
+/// upstream with the method named in `X-Method` (when present).
+fn client_header(req: &mut Request<'_>) -> Result<(), PluginError> {
+    req.add_client_header("X-Native-Client", "from-native")?;
+    req.add_client_header("X-Both", "native")?;
+    if let Some(m) = req.header("x-method") {
+        let m = String::from_utf8_lossy(m).into_owned();
+        req.set_method(&m)?;
+    }
+    Ok(())
+}
+
 /// Sets, appends and deletes headers.
 fn edit_headers(req: &mut Request<'_>) -> Result<(), PluginError> {
     req.set_header("X-Set", "replaced")?;
@@ -224,6 +236,7 @@ fn framing(req: &mut Request<'_>) -> Result<(), PluginError> {
 }
 
 export_plugin!(
+    ClientHeader => client_header,
     Framing => framing,
     StampResponse => stamp_response,
     EditRequestLate => edit_request_late,
