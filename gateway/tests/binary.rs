@@ -169,8 +169,16 @@ fn exits_within(
     None
 }
 
-#[test]
-fn a_stderr_nobody_reads_never_stops_the_gateway_answering_or_exiting() {
+/// A one-worker gateway whose only API, `/d/`, proxies to a dead address,
+/// so that every request to it logs one failure line (no `--log-rate`
+/// limit), with its stderr a pipe for the test (`child.stderr`). The
+/// definitions' directory and the dead address are held by the first
+/// value.
+fn failing_with_piped_stderr() -> (
+    (tempfile::TempDir, DeadAddr),
+    std::process::Child,
+    std::net::SocketAddr,
+) {
     let dead = dead_addr();
     let dir = tempfile::tempdir().unwrap();
     write_api(
@@ -178,9 +186,7 @@ fn a_stderr_nobody_reads_never_stops_the_gateway_answering_or_exiting() {
         "d",
         &api_json("d", "/d/", &format!("http://{dead}"), true, Value::Null),
     );
-    // stderr is a pipe this test holds open and never reads: once its
-    // buffer (64 KiB) is full, a write to it blocks.
-    let (mut child, addr) = start_binary(
+    let (child, addr) = start_binary(
         &[
             "--apis",
             dir.path().to_str().unwrap(),
@@ -193,6 +199,14 @@ fn a_stderr_nobody_reads_never_stops_the_gateway_answering_or_exiting() {
         ],
         Stdio::piped(),
     );
+    ((dir, dead), child, addr)
+}
+
+#[test]
+fn a_stderr_nobody_reads_never_stops_the_gateway_answering_or_exiting() {
+    // stderr is a pipe this test holds open and never reads: once its
+    // buffer (64 KiB) is full, a write to it blocks.
+    let (_held, mut child, addr) = failing_with_piped_stderr();
     let _unread = child.stderr.take().unwrap();
     // Each request logs its proxy failure (a line of a few hundred bytes):
     // well over the pipe's buffer in all.
@@ -217,26 +231,7 @@ fn a_stderr_nobody_reads_never_stops_the_gateway_answering_or_exiting() {
 #[test]
 fn log_lines_a_full_stderr_dropped_are_counted_in_the_log() {
     use std::io::{Read, Write};
-    let dead = dead_addr();
-    let dir = tempfile::tempdir().unwrap();
-    write_api(
-        dir.path(),
-        "d",
-        &api_json("d", "/d/", &format!("http://{dead}"), true, Value::Null),
-    );
-    let (mut child, addr) = start_binary(
-        &[
-            "--apis",
-            dir.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--threads",
-            "1",
-            "--log-rate",
-            "0",
-        ],
-        Stdio::piped(),
-    );
+    let (_held, mut child, addr) = failing_with_piped_stderr();
     let mut stderr = child.stderr.take().unwrap();
     // Each failing request logs one line. Unread, stderr takes a pipe's
     // worth (64 KiB, a few hundred lines), the queue 16,384 more: the rest

@@ -60,17 +60,7 @@ impl Proc {
 
     /// Threads of the gateway whose name starts with `prefix`.
     fn threads_named(&self, prefix: &str) -> usize {
-        let dir = format!("/proc/{}/task", self.child.id());
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.filter_map(Result::ok)
-                    .filter(|t| {
-                        std::fs::read_to_string(t.path().join("comm"))
-                            .is_ok_and(|c| c.starts_with(prefix))
-                    })
-                    .count()
-            })
-            .unwrap_or(0)
+        common::threads_named(self.child.id(), prefix)
     }
 }
 

@@ -58,13 +58,7 @@ impl Gw {
 
     /// The gateway's threads whose name starts with `prefix`.
     fn threads_named(&self, prefix: &str) -> usize {
-        std::fs::read_dir(format!("/proc/{}/task", self.child.id()))
-            .unwrap()
-            .filter_map(Result::ok)
-            .filter(|t| {
-                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
-            })
-            .count()
+        common::threads_named(self.child.id(), prefix)
     }
 }
 

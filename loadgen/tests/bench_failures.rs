@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::bins::{apis_dir, bench, bin_dir, validate};
+use common::bins::{apis_dir, bench, bin_dir, children, validate};
 use serde_json::Value;
 
 /// A definition whose plugin file does not exist, beside the repo's.
@@ -193,16 +193,6 @@ fn outside_the_repo_root_the_bench_says_where_it_looked_and_what_to_pass() {
         help.contains("only when it was asked for by name"),
         "{help}"
     );
-}
-
-/// The pids of `pid`'s children (its main thread's; the bench starts every
-/// child from its main thread).
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
 }
 
 fn alive(pid: u32) -> bool {

@@ -10,17 +10,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bins::{apis_dir, assert_children_gone, bench, bin_dir, validate, workspace};
+use common::bins::{apis_dir, assert_children_gone, bench, bin_dir, children, validate, workspace};
 use serde_json::Value;
-
-/// The pids of `pid`'s children (the bench starts them from its main thread).
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
 
 /// The bench's private directories left in `tmp`.
 fn left_in(tmp: &Path) -> Vec<String> {

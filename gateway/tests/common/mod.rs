@@ -460,3 +460,18 @@ pub fn dies_with_test(cmd: &mut std::process::Command) -> &mut std::process::Com
     }
     cmd
 }
+
+/// Threads of process `pid` whose name starts with `prefix`
+/// (`/proc/PID/task/*/comm`; 0 once the process is gone).
+pub fn threads_named(pid: u32, prefix: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with(prefix))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}

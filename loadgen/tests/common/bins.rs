@@ -156,3 +156,13 @@ pub fn start_ready(
     procs::wait_ready(&mut child, addr, ready_path, timeout).unwrap();
     (child, addr)
 }
+
+/// The pids of `pid`'s children (its main thread's; the bench starts every
+/// child from its main thread).
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
