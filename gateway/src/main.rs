@@ -32,7 +32,7 @@ struct Args {
     /// Longest a JS middleware call may run before the request gets 500 (Tyk's jsvm_timeout)
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     jsvm_timeout: Duration,
-    /// JS VM threads per worker and API (at most 256; each holds its own JS context, ~0.8 MiB with boa); 0 runs scripts inline on the I/O thread (no isolation)
+    /// JS VM threads per worker and API (at most 256; each builds its own JS context at its first call, ~0.9 MiB with boa); 0 runs scripts inline on the I/O thread (no isolation)
     #[arg(long, default_value_t = 1, value_parser = parse_jsvm_threads)]
     jsvm_threads: usize,
     /// How long a worker's I/O thread waits in place (blocked, not spinning) for a VM thread's answer before it serves other connections; APIs whose calls usually take longer are never waited for; 0 always serves others first
@@ -123,17 +123,17 @@ fn parse_listen(s: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{s:?} resolves to no address"))
 }
 
-/// Most `--jsvm-threads`: each thread builds its own context when it
-/// starts (~0.8 MiB with boa), for every JS API on every worker, so
-/// `--jsvm-threads 100000` asked for ~80 GB per API and worker and was
-/// taken.
+/// Most `--jsvm-threads`: each thread builds its own context at its first
+/// call (~0.9 MiB with boa), for every JS API on every worker, so
+/// `--jsvm-threads 100000` could ask for ~90 GB per API and worker under
+/// load, and was taken.
 const MAX_JSVM_THREADS: usize = 256;
 
 fn parse_jsvm_threads(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if n <= MAX_JSVM_THREADS => Ok(n),
         _ => Err(format!(
-            "{s:?} is not a count of VM threads from 0 to {MAX_JSVM_THREADS} (each starts a JS context per API and worker, ~0.8 MiB with boa)"
+            "{s:?} is not a count of VM threads from 0 to {MAX_JSVM_THREADS} (each builds a JS context per API and worker, ~0.9 MiB with boa)"
         )),
     }
 }
