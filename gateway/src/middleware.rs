@@ -40,7 +40,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 
 use crate::config::{ApiSpec, JsEngine};
-use crate::stats::{CallRecorder, ErrorCounter, Started, Stats};
+use crate::stats::{CallRecorder, ErrorCounter, RunRecorder, Started, Stats};
 
 /// The request as a middleware sees and edits it.
 ///
@@ -686,6 +686,13 @@ pub trait Middleware {
     /// The entry's `name` (symbol or JS object), for logs and stats.
     fn name(&self) -> &str;
 
+    /// Takes the recorder of the time this entry's calls run on a JS VM
+    /// thread (`GET /tyk/stats` `vm_thread`): a driver that hands its calls
+    /// to another thread keeps it and records each job's own time there.
+    /// The default, for drivers whose calls run where they are made, drops
+    /// it.
+    fn time_vm_runs(&mut self, _runs: RunRecorder) {}
+
     /// In this phase (`pre` or `post`, whichever lists the entry) the
     /// middleware runs on `req` and may edit any of it in place. The gateway
     /// calls it once per request, in the order the definition lists the
@@ -743,6 +750,13 @@ pub trait ResponseMiddleware {
     /// The entry's `name`, for logs and stats.
     fn name(&self) -> &str;
 
+    /// Takes the recorder of the time this entry's calls run on a JS VM
+    /// thread (`GET /tyk/stats` `vm_thread`): a driver that hands its calls
+    /// to another thread keeps it and records each job's own time there.
+    /// The default, for drivers whose calls run where they are made, drops
+    /// it.
+    fn time_vm_runs(&mut self, _runs: RunRecorder) {}
+
     /// In this phase the upstream has answered: `resp` holds its status,
     /// headers (hop-by-hop ones removed) and whole body, and the middleware
     /// may edit any of them in place. `req` is the request as it went
@@ -756,6 +770,13 @@ pub trait ResponseMiddleware {
 pub trait Endpoint {
     /// The endpoint's `response_function_name`, for logs and stats.
     fn name(&self) -> &str;
+
+    /// Takes the recorder of the time this entry's calls run on a JS VM
+    /// thread (`GET /tyk/stats` `vm_thread`): a driver that hands its calls
+    /// to another thread keeps it and records each job's own time there.
+    /// The default, for drivers whose calls run where they are made, drops
+    /// it.
+    fn time_vm_runs(&mut self, _runs: RunRecorder) {}
 
     /// In this phase the request matched the endpoint's path and method
     /// (after `pre`): the endpoint answers it. An error answers 500, or
@@ -863,10 +884,12 @@ pub struct ApiChain {
 impl ApiChain {
     /// Wraps `chain`, registering one recorder per entry in `stats`.
     pub fn new(spec: &ApiSpec, chain: Chain, stats: &Stats) -> ApiChain {
+        let id = spec.api_id.as_str();
         let wrap = |hook: Hook, list: Vec<Box<dyn Middleware>>| {
             list.into_iter()
-                .map(|m| {
-                    let rec = stats.recorder(&spec.api_id, hook, m.name());
+                .map(|mut m| {
+                    m.time_vm_runs(stats.run_recorder(id, hook, m.name()));
+                    let rec = stats.recorder(id, hook, m.name());
                     (m, rec)
                 })
                 .collect()
@@ -874,16 +897,18 @@ impl ApiChain {
         let response: Vec<_> = chain
             .response
             .into_iter()
-            .map(|m| {
-                let rec = stats.recorder(&spec.api_id, Hook::Response, m.name());
+            .map(|mut m| {
+                m.time_vm_runs(stats.run_recorder(id, Hook::Response, m.name()));
+                let rec = stats.recorder(id, Hook::Response, m.name());
                 (m, rec)
             })
             .collect();
         let endpoints: Vec<_> = chain
             .endpoints
             .into_iter()
-            .map(|m| {
-                let rec = stats.recorder(&spec.api_id, Hook::Virtual, m.name());
+            .map(|mut m| {
+                m.time_vm_runs(stats.run_recorder(id, Hook::Virtual, m.name()));
+                let rec = stats.recorder(id, Hook::Virtual, m.name());
                 (m, rec)
             })
             .collect();

@@ -28,6 +28,9 @@ type Counts = Arc<[AtomicU64; MwErrorKind::ALL.len()]>;
 #[derive(Clone, Default)]
 pub struct Stats {
     inner: Arc<Mutex<Vec<(Key, Shared)>>>,
+    /// The time calls ran on a JS VM thread, per entry and worker
+    /// ([`RunRecorder`]): registered at an entry's first such call.
+    runs: Arc<Mutex<Vec<(Key, Shared)>>>,
     /// One counter set per worker per API (and per route's own failures).
     errors: Arc<Mutex<Vec<(String, Counts)>>>,
 }
@@ -54,6 +57,34 @@ pub use gateway_wire::ErrorCount;
 pub struct CallRecorder {
     counts: Shared,
     clock: &'static quanta::Clock,
+}
+
+/// One worker's histogram of the time one entry's calls ran on a JS VM
+/// thread: from the moment the thread took the job to its answer, without
+/// the hand-off and the wait for the thread that the entry's call time
+/// ([`CallRecorder`]) includes. The counts are made at the first recorded
+/// job, so entries whose calls never leave the I/O thread (native, wasm,
+/// JS inline) hold none.
+pub struct RunRecorder {
+    stats: Stats,
+    key: Key,
+    counts: std::cell::OnceCell<Shared>,
+}
+
+impl RunRecorder {
+    /// Records one job's run time, measured on its VM thread.
+    pub fn record(&self, ran: Duration) {
+        let counts = self.counts.get_or_init(|| {
+            let counts = Arc::new(CallCounts::new());
+            self.stats
+                .runs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((self.key.clone(), counts.clone()));
+            counts
+        });
+        counts.record(u64::try_from(ran.as_nanos()).unwrap_or(u64::MAX));
+    }
 }
 
 /// When a timed call started: a raw reading of the call clock
@@ -190,7 +221,26 @@ fn lowest_of(i: usize) -> u64 {
 
 /// One entry's call times, µs: the `/tyk/stats` wire format, defined once
 /// in `gateway-wire` for the gateway and loadgen both.
-pub use gateway_wire::CallSummary;
+pub use gateway_wire::{CallSummary, RunSummary};
+
+/// The histograms of `list`, merged over workers per key, in key order.
+fn merge(list: &Mutex<Vec<(Key, Shared)>>) -> BTreeMap<Key, Histogram<u64>> {
+    let list = list.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out: BTreeMap<Key, Histogram<u64>> = BTreeMap::new();
+    for (key, counts) in list.iter() {
+        let h = counts.histogram();
+        match out.get_mut(key) {
+            Some(acc) => {
+                // Same bounds everywhere, so adding cannot fail.
+                let _ = acc.add(&h);
+            }
+            None => {
+                out.insert(key.clone(), h);
+            }
+        }
+    }
+    out
+}
 
 impl Stats {
     /// A new recorder for one worker's instance of a middleware entry.
@@ -206,40 +256,51 @@ impl Stats {
         }
     }
 
+    /// A recorder of the time one worker's instance of an entry runs its
+    /// calls on a VM thread (`/tyk/stats` `vm_thread`).
+    pub fn run_recorder(&self, api_id: &str, hook: Hook, name: &str) -> RunRecorder {
+        RunRecorder {
+            stats: self.clone(),
+            key: (api_id.to_string(), hook, name.to_string()),
+            counts: std::cell::OnceCell::new(),
+        }
+    }
+
     /// Merged histograms, per (api, hook, middleware), in key order.
     pub fn merged(&self) -> BTreeMap<(String, Hook, String), Histogram<u64>> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out: BTreeMap<Key, Histogram<u64>> = BTreeMap::new();
-        for (key, counts) in inner.iter() {
-            let h = counts.histogram();
-            match out.get_mut(key) {
-                Some(acc) => {
-                    // Same bounds everywhere, so adding cannot fail.
-                    let _ = acc.add(&h);
-                }
-                None => {
-                    out.insert(key.clone(), h);
-                }
-            }
-        }
-        out
+        merge(&self.inner)
     }
 
     /// Per-middleware summaries, in key order.
     pub fn summaries(&self) -> Vec<CallSummary> {
         let us = |ns: u64| ns as f64 / 1000.0;
+        let mean_us = |h: &Histogram<u64>| if h.is_empty() { 0.0 } else { h.mean() / 1000.0 };
+        let mut runs = merge(&self.runs);
         self.merged()
             .into_iter()
-            .map(|((api_id, hook, middleware), h)| CallSummary {
-                api_id,
-                hook: hook.as_str().to_string(),
-                middleware,
-                count: h.len(),
-                mean_us: if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
-                p50_us: us(h.value_at_quantile(0.5)),
-                p90_us: us(h.value_at_quantile(0.9)),
-                p99_us: us(h.value_at_quantile(0.99)),
-                max_us: us(h.max()),
+            .map(|(key, h)| {
+                let vm_thread = runs
+                    .remove(&key)
+                    .filter(|r| !r.is_empty())
+                    .map(|r| RunSummary {
+                        count: r.len(),
+                        mean_us: mean_us(&r),
+                        p50_us: us(r.value_at_quantile(0.5)),
+                        p99_us: us(r.value_at_quantile(0.99)),
+                    });
+                let (api_id, hook, middleware) = key;
+                CallSummary {
+                    api_id,
+                    hook: hook.as_str().to_string(),
+                    middleware,
+                    count: h.len(),
+                    mean_us: mean_us(&h),
+                    p50_us: us(h.value_at_quantile(0.5)),
+                    p90_us: us(h.value_at_quantile(0.9)),
+                    p99_us: us(h.value_at_quantile(0.99)),
+                    max_us: us(h.max()),
+                    vm_thread,
+                }
             })
             .collect()
     }
@@ -288,9 +349,11 @@ impl Stats {
     /// Clears every histogram and failure count (the bench resets between
     /// routes).
     pub fn reset(&self) {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        for (_, counts) in inner.iter() {
-            counts.reset();
+        for list in [&self.inner, &self.runs] {
+            let list = list.lock().unwrap_or_else(|p| p.into_inner());
+            for (_, counts) in list.iter() {
+                counts.reset();
+            }
         }
         let errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
         for (_, counts) in errors.iter() {
@@ -321,6 +384,37 @@ mod tests {
         assert_eq!((s[1].hook.as_str(), s[1].count), ("post", 1));
         stats.reset();
         assert!(stats.summaries().iter().all(|s| s.count == 0));
+    }
+
+    /// A VM thread's job times merge per entry like the call times, sit
+    /// beside them in the entry's summary, and are absent for an entry
+    /// none of whose jobs ran (made before any call, or reset).
+    #[test]
+    fn vm_thread_run_times_join_their_entry() {
+        let stats = Stats::default();
+        let call = stats.recorder("api", Hook::Pre, "mw");
+        let other = stats.recorder("api", Hook::Post, "mw");
+        let (a, b) = (
+            stats.run_recorder("api", Hook::Pre, "mw"),
+            stats.run_recorder("api", Hook::Pre, "mw"),
+        );
+        let _unused = stats.run_recorder("api", Hook::Post, "mw");
+        assert!(stats.summaries().iter().all(|s| s.vm_thread.is_none()));
+        for _ in 0..3 {
+            call.record(Duration::from_micros(20));
+            other.record(Duration::from_micros(1));
+        }
+        a.record(Duration::from_micros(4));
+        b.record(Duration::from_micros(6));
+        let s = stats.summaries();
+        assert_eq!((s[0].hook.as_str(), s[0].count), ("pre", 3));
+        let vm = s[0].vm_thread.as_ref().expect("pre ran on a VM thread");
+        assert_eq!(vm.count, 2);
+        assert!((vm.mean_us - 5.0).abs() < 0.01, "{vm:?}");
+        assert!((vm.p99_us - 6.0).abs() < 0.01, "{vm:?}");
+        assert_eq!((s[1].hook.as_str(), &s[1].vm_thread), ("post", &None));
+        stats.reset();
+        assert!(stats.summaries().iter().all(|s| s.vm_thread.is_none()));
     }
 
     /// The call clock (the TSC, scaled) agrees with the OS clock: a call

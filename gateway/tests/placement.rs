@@ -203,6 +203,20 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     assert_eq!(calls(&gw, "adq", 0), "2");
     // On the VM thread a long call is simply run (no budget there).
     assert_eq!(calls(&gw, "adq", 30), "3");
+    // `/tyk/stats` times the jobs that ran on a VM thread beside the
+    // calls: all of boa's; QuickJS's from the move on (the call that
+    // overran, run again there, and the two after it), out of its 7.
+    let entry = |api: &str| {
+        let all = gw.stats.summaries();
+        all.into_iter()
+            .find(|s| s.api_id == api)
+            .unwrap_or_else(|| panic!("no stats for {api}"))
+    };
+    let (b, q) = (entry("adb"), entry("adq"));
+    assert_eq!(b.count, 1, "{b:?}");
+    assert_eq!(b.vm_thread.as_ref().map(|v| v.count), Some(1), "{b:?}");
+    assert_eq!(q.count, 7, "{q:?}");
+    assert_eq!(q.vm_thread.as_ref().map(|v| v.count), Some(3), "{q:?}");
     gw.stop();
 
     // Off: the kernel's placement, the process's whole mask.
@@ -253,5 +267,9 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     let m = masks();
     assert_eq!(m["gw-worker-0"], vec![process.clone()], "JS inline: {m:?}");
     assert!(!m.contains_key("gw-js-inlb"), "no VM thread inline: {m:?}");
+    // Inline, a call has no job elsewhere to time.
+    let all = gw.stats.summaries();
+    let b = all.iter().find(|s| s.api_id == "inlb").expect("inlb stats");
+    assert_eq!((b.count, &b.vm_thread), (1, &None), "{b:?}");
     gw.stop();
 }

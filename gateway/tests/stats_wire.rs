@@ -68,6 +68,19 @@ fn gateway_stats_round_trip_through_loadgens_reader() {
         ] {
             assert!((a - b).abs() <= b.abs() * 1e-12, "{r:?} vs {h:?}");
         }
+        match (&r.vm_thread, &h.vm_thread) {
+            (Some(r), Some(h)) => {
+                assert_eq!(r.count, h.count);
+                for (a, b) in [
+                    (r.mean_us, h.mean_us),
+                    (r.p50_us, h.p50_us),
+                    (r.p99_us, h.p99_us),
+                ] {
+                    assert!((a - b).abs() <= b.abs() * 1e-12, "{r:?} vs {h:?}");
+                }
+            }
+            (r, h) => assert_eq!(r.is_none(), h.is_none(), "{r:?} vs {h:?}"),
+        }
     }
     const THROWS: u64 = 4;
     for _ in 0..THROWS {
@@ -100,13 +113,23 @@ fn gateway_stats_round_trip_through_loadgens_reader() {
         "{entry:?}"
     );
     assert!(entry.mean_us > 0.0, "{entry:?}");
+    // boa runs on a VM thread by default: every call's job ran there, and
+    // its own time there crossed the wire beside the call's.
+    let vm = entry
+        .vm_thread
+        .as_ref()
+        .expect("the job times on the VM thread");
+    assert_eq!(vm.count, CALLS, "{entry:?}");
+    assert!(vm.mean_us > 0.0 && vm.p50_us > 0.0, "{entry:?}");
 
     // loadgen's reset is the gateway's reset.
     control.reset().expect("loadgen resets /tyk/stats");
     let after = control.stats().unwrap();
     assert_eq!(after.len(), 2);
     assert!(
-        after.iter().all(|s| (s.count, s.mean_us) == (0, 0.0)),
+        after
+            .iter()
+            .all(|s| (s.count, s.mean_us) == (0, 0.0) && s.vm_thread.is_none()),
         "{after:?}"
     );
     assert!(control.stats_body().unwrap().errors.is_empty());

@@ -10,6 +10,7 @@ use super::{empty_request, ApiVm};
 use crate::middleware::{
     Endpoint, Flow, MwError, MwFutureOf, MwRequest, MwResponse, ResponseMiddleware,
 };
+use crate::stats::RunRecorder;
 
 /// A call of entry `index` of one phase, with the data it reads and edits.
 pub(crate) enum Job {
@@ -112,11 +113,19 @@ pub(crate) struct JsResponse {
     pub(crate) name: String,
     pub(crate) index: usize,
     pub(crate) api: Rc<ApiVm>,
+    /// The time its calls run on a VM thread.
+    pub(crate) runs: Option<RunRecorder>,
 }
 
 impl ResponseMiddleware for JsResponse {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn time_vm_runs(&mut self, runs: RunRecorder) {
+        if let ApiVm::Threads(_) = &*self.api {
+            self.runs = Some(runs);
+        }
     }
 
     fn call<'a>(&'a self, req: &'a MwRequest, resp: &'a mut MwResponse) -> MwFutureOf<'a, ()> {
@@ -133,7 +142,7 @@ impl ResponseMiddleware for JsResponse {
                 req: req.clone(),
                 resp: std::mem::replace(resp, placeholder),
             };
-            let (back, done) = self.api.run(&self.name, job).await;
+            let (back, done) = self.api.run(&self.name, job, self.runs.as_ref()).await;
             if let Job::Response { resp: back, .. } = back {
                 *resp = back;
             }
@@ -147,11 +156,19 @@ pub(crate) struct JsEndpoint {
     pub(crate) name: String,
     pub(crate) index: usize,
     pub(crate) api: Rc<ApiVm>,
+    /// The time its calls run on a VM thread.
+    pub(crate) runs: Option<RunRecorder>,
 }
 
 impl Endpoint for JsEndpoint {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn time_vm_runs(&mut self, runs: RunRecorder) {
+        if let ApiVm::Threads(_) = &*self.api {
+            self.runs = Some(runs);
+        }
     }
 
     fn call<'a>(&'a self, req: &'a MwRequest) -> MwFutureOf<'a, MwResponse> {
@@ -160,7 +177,7 @@ impl Endpoint for JsEndpoint {
                 index: self.index,
                 req: req.clone(),
             };
-            match self.api.run(&self.name, job).await.1? {
+            match self.api.run(&self.name, job, self.runs.as_ref()).await.1? {
                 Done::Answer(resp) => Ok(resp),
                 _ => Err(MwError::internal(format!(
                     "{}: the JS host answered the wrong phase",

@@ -196,6 +196,7 @@ use crate::config::{ApiSpec, Hook, JsEngine, LoadError};
 use crate::middleware::{
     Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
+use crate::stats::RunRecorder;
 
 use jobs::{Done, Job};
 use vm::{CallError, Sources, Vm};
@@ -338,6 +339,7 @@ impl ChainFactory for JsFactory {
                 name: name.clone(),
                 index,
                 api: api.clone(),
+                runs: None,
             });
             match hook {
                 Hook::Pre => chain.pre.push(mw),
@@ -349,6 +351,7 @@ impl ChainFactory for JsFactory {
                 name: name.clone(),
                 index,
                 api: api.clone(),
+                runs: None,
             }));
         }
         chain.endpoints =
@@ -357,6 +360,7 @@ impl ChainFactory for JsFactory {
                     name: name.to_string(),
                     index,
                     api: api.clone(),
+                    runs: None,
                 })
             });
         Ok(chain)
@@ -375,19 +379,31 @@ enum ApiVm {
 impl ApiVm {
     /// Runs `job` where this API's context lives; hands the job back (its
     /// request and response, edited) with the outcome.
-    async fn run(&self, name: &str, job: Job) -> (Job, Result<Done, MwError>) {
+    /// On a VM thread, the job's own time there goes to `runs`.
+    async fn run(
+        &self,
+        name: &str,
+        job: Job,
+        runs: Option<&RunRecorder>,
+    ) -> (Job, Result<Done, MwError>) {
         match self {
             ApiVm::Inline(vm) => vm.run(name, job).await,
-            ApiVm::Threads(vm) => vm.run(name, job).await,
+            ApiVm::Threads(vm) => vm.run(name, job, runs).await,
         }
     }
 
-    async fn call(&self, index: usize, name: &str, req: &mut MwRequest) -> Result<Flow, MwError> {
+    async fn call(
+        &self,
+        index: usize,
+        name: &str,
+        req: &mut MwRequest,
+        runs: Option<&RunRecorder>,
+    ) -> Result<Flow, MwError> {
         let job = Job::Request {
             index,
             req: take_request(req),
         };
-        let (back, done) = self.run(name, job).await;
+        let (back, done) = self.run(name, job, runs).await;
         if let Job::Request { req: back, .. } = back {
             *req = back;
         }
@@ -524,7 +540,12 @@ struct ThreadedVm {
 }
 
 impl ThreadedVm {
-    async fn run(&self, name: &str, job: Job) -> (Job, Result<Done, MwError>) {
+    async fn run(
+        &self,
+        name: &str,
+        job: Job,
+        runs: Option<&RunRecorder>,
+    ) -> (Job, Result<Done, MwError>) {
         let deadline = Instant::now() + self.timeout;
         let fresh = self.fresh;
         // What the caller gets back when the job never returns (timeout):
@@ -553,7 +574,7 @@ impl ThreadedVm {
             }
             (job, r, retired)
         };
-        match self.pool.run(deadline, work).await {
+        match self.pool.run(deadline, runs, work).await {
             Ok((back, r, retired)) => {
                 if let Some(live) = retired {
                     retire_warning(name, live, self.memory);
@@ -607,6 +628,8 @@ struct JsMiddleware {
     name: String,
     index: usize,
     api: Rc<ApiVm>,
+    /// The time its calls run on a VM thread.
+    runs: Option<RunRecorder>,
 }
 
 impl Middleware for JsMiddleware {
@@ -614,7 +637,16 @@ impl Middleware for JsMiddleware {
         &self.name
     }
 
+    fn time_vm_runs(&mut self, runs: RunRecorder) {
+        if let ApiVm::Threads(_) = &*self.api {
+            self.runs = Some(runs);
+        }
+    }
+
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
-        MwFuture::pending(self.api.call(self.index, &self.name, req))
+        MwFuture::pending(
+            self.api
+                .call(self.index, &self.name, req, self.runs.as_ref()),
+        )
     }
 }

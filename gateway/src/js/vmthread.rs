@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 
 use crate::heap::Halt;
 use crate::middleware::MwError;
+use crate::stats::RunRecorder;
 
 mod answer;
 mod inbox;
@@ -404,8 +405,14 @@ impl<S: 'static> VmPool<S> {
     /// [`RunError::Timeout`] at `deadline` whatever the job is doing. The
     /// job is given the deadline it must keep: `deadline`, moved later by
     /// the time a thread started for this call took to build its state
-    /// (a build is not the call's: see [`built`]).
-    pub(crate) async fn run<R, F>(&self, deadline: Instant, job: F) -> Result<R, RunError>
+    /// (a build is not the call's: see [`built`]). The time the job ran on
+    /// its thread goes to `runs`, the calling entry's recorder, when given.
+    pub(crate) async fn run<R, F>(
+        &self,
+        deadline: Instant,
+        runs: Option<&RunRecorder>,
+        job: F,
+    ) -> Result<R, RunError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Slot<S>, Instant) -> R + Send + 'static,
@@ -519,6 +526,9 @@ impl<S: 'static> VmPool<S> {
                 }
             }
         };
+        if let (Ok((_, ran, _)), Some(runs)) = (&got, runs) {
+            runs.record(*ran);
+        }
         match got {
             // Past the deadline: a timeout, as it would be a moment later
             // (the thread, which answered, is kept).

@@ -203,5 +203,10 @@ pub fn add_middleware(fig: &mut RunFigures, stats: &[CallStats], complete: u64) 
         fig.mw_p99_us = Some(s.p99_us);
         fig.mw_mean_us = Some(s.mean_us);
         fig.mw_calls_per_req = Some(s.count as f64 / complete.max(1) as f64);
+        if let Some(vm) = &s.vm_thread {
+            fig.mw_vm_mean_us = Some(vm.mean_us);
+            fig.mw_vm_p50_us = Some(vm.p50_us);
+            fig.mw_vm_share = Some(vm.count as f64 / s.count.max(1) as f64);
+        }
     }
 }

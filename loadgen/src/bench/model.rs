@@ -67,6 +67,19 @@ pub struct RunFigures {
     pub mw_mean_us: Option<f64>,
     /// Middleware calls per request.
     pub mw_calls_per_req: Option<f64>,
+    /// Mean time the middleware's jobs ran on a JS VM thread, µs: the
+    /// script's own time there, without the hand-off and the wait for the
+    /// thread that `mw_mean_us` includes. None for calls made in place
+    /// (native, wasm, JS inline).
+    #[serde(default)]
+    pub mw_vm_mean_us: Option<f64>,
+    /// Median time the jobs ran on their VM thread, µs.
+    #[serde(default)]
+    pub mw_vm_p50_us: Option<f64>,
+    /// The share of the calls that ran on a VM thread (QuickJS starts in
+    /// place and moves an API whose call overruns its slice).
+    #[serde(default)]
+    pub mw_vm_share: Option<f64>,
 }
 
 /// One latency curve point.

@@ -287,6 +287,7 @@ fn time_table(r: &BenchReport) -> Table {
             "middleware mean",
             "middleware p50",
             "middleware p99",
+            "of it on a VM thread (mean / p50)",
             "calls/request",
             "gateway CPU/request",
             "upstream CPU/request",
@@ -303,6 +304,7 @@ fn time_table(r: &BenchReport) -> Table {
             cell(f, |f| f.mw_mean_us.map(|v| format!("{v:.2} µs"))),
             cell(f, |f| f.mw_p50_us.map(|v| format!("{v:.2} µs"))),
             cell(f, |f| f.mw_p99_us.map(|v| format!("{v:.2} µs"))),
+            cell(f, vm_cell),
             cell(f, |f| f.mw_calls_per_req.map(|v| format!("{v:.2}"))),
             cell(f, |f| f.server_cpu_us_per_req.map(us)),
             cell(f, |f| f.upstream_cpu_us_per_req.map(us)),
@@ -315,10 +317,24 @@ fn time_table(r: &BenchReport) -> Table {
     t.notes = vec![
         "middleware = time inside the middleware call, from the gateway's own histograms (GET /tyk/stats); the mean \
          includes what the median hides (GC pauses, spare-object batches);".into(),
+        "of it on a VM thread = the script's own time on its JS VM thread, from the moment the thread took the job to \
+         its answer (the share of calls that ran there when not all did); the rest of the middleware time is the \
+         hand-off (waking the thread, then the I/O thread) and the wait behind other calls on that thread;".into(),
         "gateway CPU/request above the no-middleware route's is what the middleware costs in all (call + marshalling);".into(),
         "for \"upstream direct\" the gateway column is mock-upstream's own CPU.".into(),
     ];
     t
+}
+
+/// The time a route's jobs ran on their VM thread, or nothing for calls
+/// made in place.
+fn vm_cell(f: &RunFigures) -> Option<String> {
+    let (mean, p50) = (f.mw_vm_mean_us?, f.mw_vm_p50_us?);
+    let mut out = format!("{mean:.2} / {p50:.2} µs");
+    if let Some(share) = f.mw_vm_share.filter(|s| *s < 0.995) {
+        out += &format!(" ({:.0}% of calls)", share * 100.0);
+    }
+    Some(out)
 }
 
 /// Table 3: every further route of ours against the native plugin.
@@ -424,6 +440,27 @@ fn targets_table(r: &BenchReport) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A VM thread's job time shows beside the call's, with the share of
+    /// calls when only some ran there; calls made in place show none.
+    #[test]
+    fn vm_thread_time_cell() {
+        let f = |mean, p50, share| RunFigures {
+            mw_vm_mean_us: mean,
+            mw_vm_p50_us: p50,
+            mw_vm_share: share,
+            ..RunFigures::default()
+        };
+        let all = f(Some(10.75), Some(5.891), Some(1.0));
+        assert_eq!(vm_cell(&all).as_deref(), Some("10.75 / 5.89 µs"));
+        let some = f(Some(3.0), Some(2.5), Some(0.25));
+        assert_eq!(
+            vm_cell(&some).as_deref(),
+            Some("3.00 / 2.50 µs (25% of calls)")
+        );
+        assert_eq!(vm_cell(&f(None, None, None)), None);
+        assert_eq!(cell(Some(&f(None, None, None)), vm_cell), "n/a");
+    }
 
     fn ci(ratio: f64, low: f64, high: f64) -> RatioCi {
         RatioCi {

@@ -99,6 +99,7 @@ use crate::middleware::{
 
 use super::vmthread::{self, RunError, Slot, VmPool};
 use super::{tykjson, Strategy};
+use crate::stats::RunRecorder;
 use api::{Program, QjsApi};
 
 /// Default `--jsvm-inline-budget`: a few hundred ordinary calls' worth,
@@ -427,6 +428,7 @@ impl ChainFactory for QjsFactory {
                 index,
                 place: place.clone(),
                 timeout: self.program.timeout,
+                runs: None,
             });
             match hook {
                 Hook::Pre => chain.pre.push(mw),
@@ -441,6 +443,7 @@ impl ChainFactory for QjsFactory {
                 index,
                 place: place.clone(),
                 timeout: self.program.timeout,
+                runs: None,
             }));
         }
         let endpoints = &p.entries[first..];
@@ -450,6 +453,7 @@ impl ChainFactory for QjsFactory {
                 index: first + j,
                 place: place.clone(),
                 timeout: self.program.timeout,
+                runs: None,
             })
         });
         Ok(chain)
@@ -462,11 +466,17 @@ struct QjsResponse {
     index: usize,
     place: Rc<Place>,
     timeout: std::time::Duration,
+    /// The time its calls run on a VM thread.
+    runs: Option<RunRecorder>,
 }
 
 impl ResponseMiddleware for QjsResponse {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn time_vm_runs(&mut self, runs: RunRecorder) {
+        self.runs = self.place.may_leave().then_some(runs);
     }
 
     fn call<'a>(&'a self, req: &'a MwRequest, resp: &'a mut MwResponse) -> MwFutureOf<'a, ()> {
@@ -475,7 +485,7 @@ impl ResponseMiddleware for QjsResponse {
             let mut owned = resp.clone();
             let r = self
                 .place
-                .with(self.timeout, move |api| {
+                .with(self.timeout, self.runs.as_ref(), move |api| {
                     api.call_response(index, &owned_req, &mut owned)
                         .map(|()| owned)
                 })
@@ -492,6 +502,8 @@ struct QjsEndpoint {
     index: usize,
     place: Rc<Place>,
     timeout: std::time::Duration,
+    /// The time its calls run on a VM thread.
+    runs: Option<RunRecorder>,
 }
 
 impl Endpoint for QjsEndpoint {
@@ -499,11 +511,17 @@ impl Endpoint for QjsEndpoint {
         &self.name
     }
 
+    fn time_vm_runs(&mut self, runs: RunRecorder) {
+        self.runs = self.place.may_leave().then_some(runs);
+    }
+
     fn call<'a>(&'a self, req: &'a MwRequest) -> MwFutureOf<'a, MwResponse> {
         Box::pin(async move {
             let (index, owned) = (self.index, req.clone());
             self.place
-                .with(self.timeout, move |api| api.call_endpoint(index, &owned))
+                .with(self.timeout, self.runs.as_ref(), move |api| {
+                    api.call_endpoint(index, &owned)
+                })
                 .await
                 .map_err(|e| e.context(&self.name))
         })
@@ -562,11 +580,21 @@ impl Adaptive {
 }
 
 impl Place {
+    /// True when calls may run on a VM thread (now or after a move).
+    fn may_leave(&self) -> bool {
+        !matches!(self, Place::Inline(_))
+    }
+
     /// Runs `f` on the API's state: at once inline, or on a VM thread
     /// within `timeout` (the response phase and virtual endpoints; the
     /// request phase has its own path, which hands the request over
-    /// without a copy).
-    async fn with<T, F>(&self, timeout: std::time::Duration, f: F) -> Result<T, MwError>
+    /// without a copy); a job's own time there goes to `runs`.
+    async fn with<T, F>(
+        &self,
+        timeout: std::time::Duration,
+        runs: Option<&RunRecorder>,
+        f: F,
+    ) -> Result<T, MwError>
     where
         T: Send + 'static,
         F: FnOnce(&mut QjsApi) -> Result<T, MwError> + Send + 'static,
@@ -597,7 +625,7 @@ impl Place {
             }
             r
         };
-        match pool.run(deadline, job).await {
+        match pool.run(deadline, runs, job).await {
             Ok(r) => r,
             Err(RunError::Timeout) => Err(MwError::timed_out(format!(
                 "stopped after the jsvm timeout ({timeout:?})"
@@ -618,6 +646,8 @@ struct QjsMiddleware {
     index: usize,
     place: Rc<Place>,
     timeout: std::time::Duration,
+    /// The time its calls run on a VM thread.
+    runs: Option<RunRecorder>,
 }
 
 impl QjsMiddleware {
@@ -645,7 +675,7 @@ impl QjsMiddleware {
             }
             (req, r)
         };
-        match pool.run(deadline, job).await {
+        match pool.run(deadline, self.runs.as_ref(), job).await {
             Ok((back, r)) => {
                 *req = back;
                 r
@@ -696,6 +726,10 @@ impl QjsMiddleware {
 impl Middleware for QjsMiddleware {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn time_vm_runs(&mut self, runs: RunRecorder) {
+        self.runs = self.place.may_leave().then_some(runs);
     }
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
