@@ -28,6 +28,9 @@ pub struct Plugins {
     /// `fixtures/big_body.c`: bodies of the size `X-Size` asks for, handed
     /// to `set_body`, `set_response_body` and `respond`.
     pub big_body: PathBuf,
+    /// `fixtures/fd_probe.c`: its constructor records the descriptors of the
+    /// process loading it (`GW_FD_PROBE`).
+    pub fd_probe: PathBuf,
 }
 
 pub fn workspace() -> PathBuf {
@@ -92,6 +95,11 @@ pub fn plugins() -> &'static Plugins {
             ),
             big_body: cc(
                 &ws.join("gateway/tests/fixtures/big_body.c"),
+                &include,
+                &c_dir,
+            ),
+            fd_probe: cc(
+                &ws.join("gateway/tests/fixtures/fd_probe.c"),
                 &include,
                 &c_dir,
             ),
