@@ -19,40 +19,6 @@ fn js_mw(name: &str, path: &str) -> Value {
     json!({"driver": "otto", "pre": [{"name": name, "path": path}]})
 }
 
-/// Runs the real binary over `dir` with `--listen listen`; returns its child
-/// and address (from its startup line). stderr goes to `log`.
-fn spawn_binary(
-    dir: &Path,
-    listen: &str,
-    log: &Path,
-) -> (std::process::Child, std::net::SocketAddr) {
-    spawn_binary_with(dir, listen, log, &["--threads", "2"])
-}
-
-/// [`spawn_binary`] with `args` (and no `--threads 2`).
-fn spawn_binary_with(
-    dir: &Path,
-    listen: &str,
-    log: &Path,
-    args: &[&str],
-) -> (std::process::Child, std::net::SocketAddr) {
-    common::spawn_listening(
-        common::dies_with_test(&mut std::process::Command::new(env!(
-            "CARGO_BIN_EXE_gateway"
-        )))
-        .args(["--apis", dir.to_str().unwrap(), "--listen", listen])
-        .args(args)
-        .env("RUST_LOG", "info")
-        .stderr(std::fs::File::create(log).unwrap()),
-    )
-}
-
-fn stop_binary(mut child: std::process::Child) {
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    assert!(child.wait().unwrap().success());
-}
-
 /// A script's `log` cannot forge log lines: its control characters are
 /// escaped, on both engines (Tyk's logrus quotes such a message).
 #[test]

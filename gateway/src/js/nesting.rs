@@ -159,14 +159,15 @@ const PANICKED: u8 = b'p';
 
 #[cfg(unix)]
 fn fork_and_parse(text: &str) -> Verdict {
-    use crate::forked::{pipe, reap};
+    use crate::forked::{keep_only, null, pipe, reap};
     use std::io::Read;
     use std::os::fd::AsRawFd;
 
-    // Opened before the fork: the child only points its stderr here, so the
-    // overflow handler's message does not reach the gateway's log.
-    let null = match std::fs::OpenOptions::new().write(true).open("/dev/null") {
-        Ok(f) => f,
+    // Opened before the fork: the child points its standard descriptors
+    // here, so the overflow handler's message does not reach the gateway's
+    // log.
+    let null = match null() {
+        Ok(fd) => fd,
         Err(e) => return Verdict::Unchecked(format!("cannot open /dev/null: {e}")),
     };
     // The child's answer comes through a pipe rather than its exit status,
@@ -188,14 +189,17 @@ fn fork_and_parse(text: &str) -> Verdict {
     // destructors shared with the parent.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // SAFETY: dup2 and write on open descriptors; `_exit` ends the
-        // child without unwinding into the copy of the parent's thread.
+        // SAFETY: keep_only in the child just forked, on open descriptors;
+        // `_exit` ends the child without unwinding into the copy of the
+        // parent's thread.
         unsafe {
-            libc::dup2(null.as_raw_fd(), 2);
+            // Only /dev/null and the answer pipe: the gateway's sockets and
+            // files are not the child's to hold (`forked.rs`).
+            let answer = keep_only(null.as_raw_fd(), null.as_raw_fd(), write.as_raw_fd());
             let parsed =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_and_compile(text)));
-            let answer = if parsed.is_ok() { FIT } else { PANICKED };
-            libc::write(write.as_raw_fd(), std::ptr::addr_of!(answer).cast(), 1);
+            let verdict = if parsed.is_ok() { FIT } else { PANICKED };
+            libc::write(answer, std::ptr::addr_of!(verdict).cast(), 1);
             libc::_exit(0);
         }
     }

@@ -18,6 +18,7 @@ use plugin_sdk::abi::{
 
 use crate::intern::{BadPair, HeaderCache};
 use crate::middleware::{MwResponse, ReqMut, MAX_CLIENT_HEADER_LINES};
+use crate::proxy::MAX_BUFFERED_BODY;
 
 /// What a plugin may read about the API it serves: fixed at load, shared by
 /// every call of every entry of the API.
@@ -286,6 +287,28 @@ pub(super) fn too_many(_: http::header::MaxSizeReached) -> String {
     "too many header fields: a request or response holds at most 32,768".to_string()
 }
 
+/// Refuses a body past `bound`, before the host copies it: every other
+/// body the gateway holds whole is bounded (`MAX_BUFFERED_BODY`, 413 for
+/// a client's; `MAX_BUFFERED_RESPONSE`, 500 for an upstream's; the Go
+/// adapter's replaced body and answer), and so is what a JS call may
+/// allocate for one (`heap::BODY_FACTOR` counts on bodies of 32 MiB at
+/// most). Without it one call of `set_body` copied whatever the plugin
+/// handed over, a gigabyte as readily as a byte.
+pub(super) fn within(body: &[u8], bound: usize, callback: &str, what: &str) -> Result<(), String> {
+    if body.len() > bound {
+        return Err(too_large(body.len(), bound, callback, what));
+    }
+    Ok(())
+}
+
+#[cold]
+fn too_large(len: usize, bound: usize, callback: &str, what: &str) -> String {
+    format!(
+        "{callback}: a body of {len} bytes is past the {} MiB bound on {what} ({bound} bytes)",
+        bound >> 20
+    )
+}
+
 #[cold]
 fn too_many_client_headers() -> String {
     format!(
@@ -368,7 +391,14 @@ unsafe extern "C" fn set_query(req: *mut GwRequest, query: *const GwStr) -> i32 
 unsafe extern "C" fn set_body(req: *mut GwRequest, body: GwStr) -> i32 {
     edit(req, |c| {
         // SAFETY: the plugin's buffer, alive during the callback.
-        let new = Bytes::copy_from_slice(unsafe { bytes(body) });
+        let raw = unsafe { bytes(body) };
+        within(
+            raw,
+            MAX_BUFFERED_BODY,
+            "set_body",
+            "a request body held for middleware",
+        )?;
+        let new = Bytes::copy_from_slice(raw);
         // The body is sent whole, so its length is known: a stale
         // Content-Length or a chunked Transfer-Encoding would corrupt it.
         c.req.set_body(new);
@@ -399,11 +429,18 @@ unsafe extern "C" fn respond(
             let (n, v) = header_pair(line.name, line.value)?;
             map.try_append(n, v).map_err(too_many)?;
         }
+        // SAFETY: the plugin's buffer, alive during the callback.
+        let body = unsafe { bytes(body) };
+        within(
+            body,
+            MAX_BUFFERED_BODY,
+            "respond",
+            "a middleware's own answer",
+        )?;
         c.response = Some(Box::new(MwResponse {
             status,
             headers: map,
-            // SAFETY: the plugin's buffer, alive during the callback.
-            body: Bytes::copy_from_slice(unsafe { bytes(body) }),
+            body: Bytes::copy_from_slice(body),
         }));
         Ok(())
     })

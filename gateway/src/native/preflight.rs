@@ -14,7 +14,9 @@
 //! the same.
 //!
 //! So [`check`] forks; the child (a copy of the calling thread alone) points
-//! its stdout and stderr at a pipe, `dlopen`s the library, calls the ABI's
+//! its stdin at `/dev/null` and its stdout and stderr at a pipe, closes every
+//! other descriptor but its answer pipe (`forked::keep_only`: the gateway's
+//! sockets and files are not the library's to keep), `dlopen`s the library, calls the ABI's
 //! entry points a load calls (the version, the minor version and the Go
 //! adapter's marker: a Go library's exported calls wait for its `init()`s to
 //! finish), writes one byte to a second pipe and `_exit`s. A child that dies
@@ -76,7 +78,7 @@ pub(crate) fn check_once(file: &Path) -> Result<(), String> {
 /// entry points lets a process live; otherwise why not, for the load error.
 #[cfg(unix)]
 pub(crate) fn check(file: &Path, limit: Duration) -> Result<(), String> {
-    use crate::forked::{pipe, reap};
+    use crate::forked::{keep_only, null, pipe, reap};
     use std::os::unix::ffi::OsStrExt;
     let Ok(path) = CString::new(file.as_os_str().as_bytes()) else {
         return Ok(()); // a NUL in the path: dlopen in the gateway refuses it
@@ -85,14 +87,16 @@ pub(crate) fn check(file: &Path, limit: Duration) -> Result<(), String> {
         || pipe().map_err(|e| format!("cannot make a pipe to check it in a child process: {e}"));
     let (answer_r, answer_w) = ends()?;
     let (out_r, out_w) = ends()?;
+    let null =
+        null().map_err(|e| format!("cannot open /dev/null to check it in a child process: {e}"))?;
     // Made before the fork: the child allocates nothing of Rust's.
     let symbols: [&[u8]; 3] = [
         b"gw_plugin_abi_version\0",
         b"gw_plugin_abi_minor\0",
         b"gw_go_adapter_handlers\0",
     ];
-    // SAFETY: the child calls only async-signal-safe functions (dup2,
-    // prctl, write, _exit) besides dlopen/dlsym and the library's own
+    // SAFETY: the child calls only async-signal-safe functions (prctl,
+    // keep_only's, write, _exit) besides dlopen/dlsym and the library's own
     // entry points, which glibc's fork leaves usable (see the module doc);
     // it never returns into the caller's frames.
     let pid = unsafe { libc::fork() };
@@ -101,8 +105,7 @@ pub(crate) fn check(file: &Path, limit: Duration) -> Result<(), String> {
         // child's copy of this thread.
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            libc::dup2(out_w.as_raw_fd(), 1);
-            libc::dup2(out_w.as_raw_fd(), 2);
+            let answer = keep_only(null.as_raw_fd(), out_w.as_raw_fd(), answer_w.as_raw_fd());
             let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
             if !handle.is_null() {
                 for name in symbols {
@@ -116,11 +119,11 @@ pub(crate) fn check(file: &Path, limit: Duration) -> Result<(), String> {
                 }
             }
             let ok = b'k';
-            libc::write(answer_w.as_raw_fd(), std::ptr::addr_of!(ok).cast(), 1);
+            libc::write(answer, std::ptr::addr_of!(ok).cast(), 1);
             libc::_exit(0);
         }
     }
-    drop((answer_w, out_w));
+    drop((answer_w, out_w, null));
     if pid < 0 {
         // No child, no verdict: load as before rather than refuse a sound
         // library on a busy system.

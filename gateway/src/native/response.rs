@@ -14,10 +14,11 @@ use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::StatusCode;
 use plugin_sdk::abi::{GwHeader, GwRequest, GwStr, GW_CONTINUE, GW_FOUND, GW_NOT_FOUND};
 
-use super::host::{any_edit, bytes, ctx, guard, header_pair, lookup, s, Ctx, HOST};
+use super::host::{any_edit, bytes, ctx, guard, header_pair, lookup, s, within, Ctx, HOST};
 use super::Entry;
 use crate::intern::HeaderCache;
 use crate::middleware::{MwError, MwFutureOf, MwRequest, MwResponse, ReqMut, ResponseMiddleware};
+use crate::response::MAX_BUFFERED_RESPONSE;
 
 /// The answer of a live response call, if this is one.
 ///
@@ -146,7 +147,14 @@ pub(super) unsafe extern "C" fn response_body(req: *const GwRequest) -> GwStr {
 pub(super) unsafe extern "C" fn set_response_body(req: *mut GwRequest, body: GwStr) -> i32 {
     edit(req, |r| {
         // SAFETY: the plugin's buffer, alive during the callback.
-        r.body = Bytes::copy_from_slice(unsafe { bytes(body) });
+        let raw = unsafe { bytes(body) };
+        within(
+            raw,
+            MAX_BUFFERED_RESPONSE,
+            "set_response_body",
+            "a response body held for response middleware",
+        )?;
+        r.body = Bytes::copy_from_slice(raw);
         // The proxy frames the whole body from its length.
         r.headers.remove(CONTENT_LENGTH);
         r.headers.remove(TRANSFER_ENCODING);

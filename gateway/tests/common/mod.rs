@@ -434,6 +434,41 @@ pub fn spawn_listening(
     (child, addr)
 }
 
+/// Runs the real binary over `dir` with `--listen listen`; returns its child
+/// and address (from its startup line). stderr goes to `log`.
+pub fn spawn_binary(
+    dir: &Path,
+    listen: &str,
+    log: &Path,
+) -> (std::process::Child, std::net::SocketAddr) {
+    spawn_binary_with(dir, listen, log, &["--threads", "2"])
+}
+
+/// [`spawn_binary`] with `args` (and no `--threads 2`).
+pub fn spawn_binary_with(
+    dir: &Path,
+    listen: &str,
+    log: &Path,
+    args: &[&str],
+) -> (std::process::Child, std::net::SocketAddr) {
+    spawn_listening(
+        dies_with_test(&mut std::process::Command::new(env!(
+            "CARGO_BIN_EXE_gateway"
+        )))
+        .args(["--apis", dir.to_str().unwrap(), "--listen", listen])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stderr(std::fs::File::create(log).unwrap()),
+    )
+}
+
+/// Stops the binary with SIGTERM; it must exit cleanly.
+pub fn stop_binary(mut child: std::process::Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert!(child.wait().unwrap().success());
+}
+
 /// Makes the process `cmd` starts die with this test: the kernel sends it
 /// SIGKILL when the thread that spawned it exits (Linux `PR_SET_PDEATHSIG`),
 /// which a test's thread does when the test ends, panics, or the whole test

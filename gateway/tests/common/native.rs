@@ -25,6 +25,12 @@ pub struct Plugins {
     pub pre_1_2: PathBuf,
     /// A C library built against ABI 1.2 (minor 2), with a response hook.
     pub abi_1_2: PathBuf,
+    /// `fixtures/big_body.c`: bodies of the size `X-Size` asks for, handed
+    /// to `set_body`, `set_response_body` and `respond`.
+    pub big_body: PathBuf,
+    /// `fixtures/fd_probe.c`: its constructor records the descriptors of the
+    /// process loading it (`GW_FD_PROBE`).
+    pub fd_probe: PathBuf,
 }
 
 pub fn workspace() -> PathBuf {
@@ -84,6 +90,16 @@ pub fn plugins() -> &'static Plugins {
             ),
             abi_1_2: cc(
                 &ws.join("gateway/tests/fixtures/abi_1_2.c"),
+                &include,
+                &c_dir,
+            ),
+            big_body: cc(
+                &ws.join("gateway/tests/fixtures/big_body.c"),
+                &include,
+                &c_dir,
+            ),
+            fd_probe: cc(
+                &ws.join("gateway/tests/fixtures/fd_probe.c"),
                 &include,
                 &c_dir,
             ),

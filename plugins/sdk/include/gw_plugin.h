@@ -124,10 +124,13 @@ typedef struct GwHost {
     int32_t (*set_path)(GwRequest *req, GwStr path);
     /* Replace the query (without '?'); NULL removes it. */
     int32_t (*set_query)(GwRequest *req, const GwStr *query);
-    /* Replace the body; the gateway fixes Content-Length. */
+    /* Replace the body; the gateway fixes Content-Length. At most 32 MiB
+     * (the gateway's bound on a body held for middleware): a longer one is
+     * refused (GW_REJECTED) and the request fails. */
     int32_t (*set_body)(GwRequest *req, GwStr body);
     /* Answer the request yourself: when the plugin then returns GW_CONTINUE,
-     * the chain stops, nothing is proxied, and the client gets exactly this. */
+     * the chain stops, nothing is proxied, and the client gets exactly this.
+     * The body is at most 32 MiB, as set_body's. */
     int32_t (*respond)(GwRequest *req, uint16_t status, const GwHeader *headers,
                        size_t header_count, GwStr body);
     /* Say why the plugin is about to return GW_ERROR (logged, not sent). */
@@ -157,7 +160,8 @@ typedef struct GwHost {
     int32_t (*set_response_header)(GwRequest *req, GwStr name, GwStr value);
     int32_t (*append_response_header)(GwRequest *req, GwStr name, GwStr value);
     int32_t (*delete_response_header)(GwRequest *req, GwStr name);
-    /* The upstream's whole buffered body, and its replacement. */
+    /* The upstream's whole buffered body, and its replacement (at most
+     * 32 MiB, as set_body's). */
     GwStr (*response_body)(const GwRequest *req);
     int32_t (*set_response_body)(GwRequest *req, GwStr body);
 

@@ -216,12 +216,14 @@ pub struct GwHost {
     pub set_path: unsafe extern "C" fn(req: *mut GwRequest, path: GwStr) -> i32,
     /// Replaces the query string (without `?`); a NULL `query` removes it.
     pub set_query: unsafe extern "C" fn(req: *mut GwRequest, query: *const GwStr) -> i32,
-    /// Replaces the body; the host fixes `Content-Length`.
+    /// Replaces the body; the host fixes `Content-Length`. At most 32 MiB
+    /// (the host's bound on a body held for middleware): a longer one is
+    /// refused and fails the request.
     pub set_body: unsafe extern "C" fn(req: *mut GwRequest, body: GwStr) -> i32,
     /// Answers the request: after the plugin returns [`GW_CONTINUE`], the
     /// chain stops, nothing is proxied, and the client gets exactly this
-    /// status (200..=599), these headers and this body. Calling it again
-    /// replaces the earlier answer.
+    /// status (200..=599), these headers and this body (at most 32 MiB, as
+    /// `set_body`). Calling it again replaces the earlier answer.
     pub respond: unsafe extern "C" fn(
         req: *mut GwRequest,
         status: u16,
@@ -280,7 +282,8 @@ pub struct GwHost {
     pub delete_response_header: unsafe extern "C" fn(req: *mut GwRequest, name: GwStr) -> i32,
     /// The upstream's whole (buffered) response body.
     pub response_body: unsafe extern "C" fn(req: *const GwRequest) -> GwStr,
-    /// Replaces the response body; the host fixes `Content-Length`.
+    /// Replaces the response body; the host fixes `Content-Length`. At
+    /// most 32 MiB, as `set_body`.
     pub set_response_body: unsafe extern "C" fn(req: *mut GwRequest, body: GwStr) -> i32,
 
     // ---- ABI 1.3: request-phase edits; check `size` before use. ----

@@ -231,7 +231,8 @@ impl<'a> Request<'a> {
         self.edit(rc, || format!("query {query:?}"))
     }
 
-    /// Replaces the body; the gateway fixes `Content-Length`.
+    /// Replaces the body; the gateway fixes `Content-Length`. At most 32 MiB:
+    /// a longer one is refused and the request fails.
     pub fn set_body(&mut self, body: impl AsRef<[u8]>) -> Result<(), PluginError> {
         // SAFETY: as above.
         let rc = unsafe { (self.host.set_body)(self.raw.as_ptr(), GwStr::new(body.as_ref())) };
@@ -239,7 +240,8 @@ impl<'a> Request<'a> {
     }
 
     /// Answers the request: when the middleware returns `Ok`, the chain
-    /// stops, nothing is proxied, and the client gets exactly this.
+    /// stops, nothing is proxied, and the client gets exactly this. The
+    /// body is at most 32 MiB, as [`Request::set_body`]'s.
     pub fn respond(
         &mut self,
         status: u16,
@@ -412,7 +414,8 @@ impl<'a> Request<'a> {
         self.response_edit(has, call, || format!("response header {name:?}"))
     }
 
-    /// Replaces the response body; the gateway fixes `Content-Length`.
+    /// Replaces the response body; the gateway fixes `Content-Length`. At
+    /// most 32 MiB, as [`Request::set_body`]'s.
     pub fn set_response_body(&mut self, body: impl AsRef<[u8]>) -> Result<(), PluginError> {
         let b = GwStr::new(body.as_ref());
         let has = host_has!(self.host, set_response_body);
