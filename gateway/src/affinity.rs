@@ -33,17 +33,20 @@
 
 use std::sync::OnceLock;
 
-use crate::config::{ApiSpec, Driver};
+use crate::config::{ApiSpec, Driver, Placement};
 
 /// Whether pinning pays for these APIs: some run JS (middleware or virtual
-/// endpoints) and scripts run on VM threads (`--jsvm-threads` above 0).
-/// QuickJS APIs start inline but may move to a VM thread at run time, so
-/// they count too.
+/// endpoints) on VM threads (`--jsvm-threads` above 0, or the definition's
+/// `placement` says so). QuickJS APIs start inline but may move to a VM
+/// thread at run time, so they count too; an API placed `inline` does not.
 pub fn worth_pinning<'a>(jsvm_threads: usize, apis: impl IntoIterator<Item = &'a ApiSpec>) -> bool {
-    jsvm_threads > 0
-        && apis
-            .into_iter()
-            .any(|a| a.driver == Some(Driver::Js) || !a.virtual_endpoints.is_empty())
+    apis.into_iter()
+        .filter(|a| a.driver == Some(Driver::Js) || !a.virtual_endpoints.is_empty())
+        .any(|a| match a.placement {
+            None => jsvm_threads > 0,
+            Some(Placement::Inline) => false,
+            Some(Placement::Threads | Placement::Adaptive) => true,
+        })
 }
 
 /// The CPUs the process was allowed to run on at start (its affinity mask,

@@ -37,7 +37,7 @@ mod validate;
 mod virtuals;
 
 pub use definition::{
-    ApiDefinition, CustomMiddleware, Driver, JsEngine, MiddlewareEntry, ProxyConfig,
+    ApiDefinition, CustomMiddleware, Driver, JsEngine, MiddlewareEntry, Placement, ProxyConfig,
 };
 pub use read::{load_dir, parse_definition};
 pub use validate::normalize_listen_path;
@@ -95,6 +95,8 @@ pub struct ApiSpec {
     pub config_data_written: Value,
     /// `custom_middleware.strategy` as written (checked by the JS host).
     pub strategy: String,
+    /// `custom_middleware.placement`; `None` means the gateway's choice.
+    pub placement: Option<Placement>,
     /// Enabled `response` entries, in order.
     pub response: Vec<MiddlewareEntry>,
     /// The served version's enabled `extended_paths.virtual` entries.

@@ -75,6 +75,26 @@ fn write_js_apis(dir: &Path, suffix: &str) {
     }
 }
 
+/// `id` on `engine` running `spin_counter.js`, placed as `placement` says
+/// (`custom_middleware.placement`; "" leaves it to the gateway).
+fn write_placed(dir: &Path, id: &str, engine: &str, placement: &str) {
+    let up = format!("http://{}", common::mock());
+    let script = format!(
+        "{}/tests/js_fixtures/spin_counter.js",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut mw = json!({
+        "driver": "otto",
+        "engine": engine,
+        "pre": [{ "name": "spinCounter", "path": script }]
+    });
+    if !placement.is_empty() {
+        mw["placement"] = json!(placement);
+    }
+    let v = common::api_json(id, &format!("/{id}/"), &up, true, mw);
+    common::write_api(dir, id, &v);
+}
+
 /// A gateway with `threads` workers serving the definitions in `dir`, the
 /// rest of `config` as given.
 fn start(dir: &Path, threads: usize, config: GatewayConfig) -> common::TestGateway {
@@ -271,5 +291,81 @@ fn workers_and_their_vm_threads_share_a_core_unless_affinity_is_off_or_idle() {
     let all = gw.stats.summaries();
     let b = all.iter().find(|s| s.api_id == "inlb").expect("inlb stats");
     assert_eq!((b.count, &b.vm_thread), (1, &None), "{b:?}");
+    gw.stop();
+
+    // A definition's `placement` overrides the gateway's choice for its
+    // API alone: boa inline beside boa on its VM thread, QuickJS on VM
+    // threads from its first call, QuickJS inline for good (a call past
+    // the budget does not move it). A placement an engine cannot honour,
+    // or one that does not exist, fails that API's load, naming the field.
+    let dir = tempfile::tempdir().unwrap();
+    write_placed(dir.path(), "pdb", "boa", "");
+    write_placed(dir.path(), "pib", "boa", "inline");
+    write_placed(dir.path(), "ptq", "quickjs", "threads");
+    write_placed(dir.path(), "piq", "quickjs", "inline");
+    write_placed(dir.path(), "pab", "boa", "adaptive");
+    write_placed(dir.path(), "pxq", "quickjs", "sideways");
+    let gw = start(dir.path(), 1, GatewayConfig::default());
+    let errors: Vec<String> = gw.load_errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for (file, what) in [
+        ("pab.json", "needs engine"),
+        ("pxq.json", "is not a JS placement"),
+    ] {
+        assert!(
+            errors.iter().any(|e| e.contains(file)
+                && e.contains("custom_middleware.placement")
+                && e.contains(what)),
+            "{file}: {errors:?}"
+        );
+    }
+    for api in ["pdb", "pib", "ptq", "piq"] {
+        assert_eq!(calls(&gw, api, 0), "1", "{api}");
+    }
+    assert_eq!(calls(&gw, "piq", 30), "2", "inline for good: state kept");
+    assert_eq!(calls(&gw, "ptq", 0), "2");
+    let m = masks();
+    for api in ["pdb", "ptq"] {
+        assert!(m.contains_key(&format!("gw-js-{api}")), "{api}: {m:?}");
+    }
+    for api in ["pib", "piq"] {
+        assert!(!m.contains_key(&format!("gw-js-{api}")), "{api}: {m:?}");
+    }
+    let all = gw.stats.summaries();
+    let ran = |api: &str| {
+        let s = all.iter().find(|s| s.api_id == api).expect("stats");
+        s.vm_thread.as_ref().map(|v| v.count)
+    };
+    assert_eq!(
+        [ran("pdb"), ran("pib"), ran("ptq"), ran("piq")],
+        [Some(1), None, Some(2), None]
+    );
+    gw.stop();
+
+    // Placed inline, an API needs no VM thread, so its worker is left to
+    // the kernel even with `--jsvm-threads 1`; placed on threads, its VM
+    // thread is kept beside its worker even with `--jsvm-threads 0`.
+    let dir = tempfile::tempdir().unwrap();
+    write_placed(dir.path(), "oib", "boa", "inline");
+    let gw = start(dir.path(), 1, GatewayConfig::default());
+    assert_eq!(calls(&gw, "oib", 0), "1");
+    let m = masks();
+    assert_eq!(m["gw-worker-0"], vec![process.clone()], "inline: {m:?}");
+    gw.stop();
+    let dir = tempfile::tempdir().unwrap();
+    write_placed(dir.path(), "otb", "boa", "threads");
+    let gw = start(
+        dir.path(),
+        1,
+        GatewayConfig {
+            jsvm_threads: 0,
+            ..GatewayConfig::default()
+        },
+    );
+    assert_eq!(calls(&gw, "otb", 0), "1");
+    let m = masks();
+    let worker = &m["gw-worker-0"];
+    assert_eq!(worker, &vec![vec![process[0]]], "pinned: {m:?}");
+    assert_eq!(m["gw-js-otb"], *worker, "beside its worker: {m:?}");
     gw.stop();
 }

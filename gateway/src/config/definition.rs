@@ -93,6 +93,11 @@ pub struct CustomMiddleware {
     /// the field.
     #[serde(default)]
     pub strategy: String,
+    /// JS only: where calls run (`threads`, `inline`, `adaptive`); empty
+    /// takes the gateway's choice (`--jsvm-threads`, and QuickJS's
+    /// `--jsvm-inline-budget`). Not a Tyk field.
+    #[serde(default)]
+    pub placement: String,
 }
 
 /// One middleware in a `pre`/`post`/`response` list.
@@ -157,6 +162,35 @@ pub enum JsEngine {
     Boa,
     /// QuickJS (the quickjs-ng fork, through rquickjs).
     QuickJs,
+}
+
+/// Where an API's JS calls run (`custom_middleware.placement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// On VM threads of the API's own, beside each worker: a script that
+    /// never ends inside a native step holds its thread, never the
+    /// worker's other connections (at least one thread, `--jsvm-threads`
+    /// when more).
+    Threads,
+    /// On the worker's I/O thread, as `--jsvm-threads 0` runs every API:
+    /// no hand-off, and no isolation (boa cannot be stopped inside a
+    /// builtin, so such a call holds the worker until it returns).
+    Inline,
+    /// QuickJS only: inline, each call within `--jsvm-inline-budget`,
+    /// until one overruns it; then on VM threads for good.
+    Adaptive,
+}
+
+impl Placement {
+    /// Parses a definition's value; `None` for a name no placement has.
+    pub fn parse(name: &str) -> Option<Placement> {
+        match name {
+            "threads" => Some(Placement::Threads),
+            "inline" => Some(Placement::Inline),
+            "adaptive" => Some(Placement::Adaptive),
+            _ => None,
+        }
+    }
 }
 
 impl JsEngine {

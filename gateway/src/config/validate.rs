@@ -7,7 +7,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{
-    ApiDefinition, ApiSpec, CustomMiddleware, Driver, JsEngine, LoadError, MiddlewareEntry, Target,
+    ApiDefinition, ApiSpec, CustomMiddleware, Driver, JsEngine, LoadError, MiddlewareEntry,
+    Placement, Target,
 };
 
 /// Tyk's `ValidListenPath`: a leading `/` added, `.`/`..` segments and
@@ -45,6 +46,7 @@ pub(super) fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadE
     let target = Target::parse(&proxy.target_url).map_err(|m| err("proxy.target_url", m))?;
     let strategy = def.custom_middleware.strategy.clone();
     let engine = engine(file, &def.custom_middleware.engine)?;
+    let placement = placement(file, &def.custom_middleware.placement)?;
     let config_data_disabled = def.config_data_disabled;
     let (pre, post, response, driver) = validate_middleware(file, def.custom_middleware)?;
     Ok(ApiSpec {
@@ -70,6 +72,7 @@ pub(super) fn validate(file: &Path, def: ApiDefinition) -> Result<ApiSpec, LoadE
         config_data_disabled,
         engine,
         strategy,
+        placement,
         virtual_endpoints: Vec::new(),
     })
 }
@@ -128,6 +131,21 @@ fn engine(file: &Path, name: &str) -> Result<Option<JsEngine>, LoadError> {
                 file,
                 "custom_middleware.engine",
                 format!("{name:?} is not a JS engine; use \"boa\" or \"quickjs\""),
+            )
+        }),
+    }
+}
+
+fn placement(file: &Path, name: &str) -> Result<Option<Placement>, LoadError> {
+    match name {
+        "" => Ok(None),
+        name => Placement::parse(name).map(Some).ok_or_else(|| {
+            LoadError::new(
+                file,
+                "custom_middleware.placement",
+                format!(
+                    "{name:?} is not a JS placement; use \"threads\", \"inline\" or \"adaptive\""
+                ),
             )
         }),
     }

@@ -192,7 +192,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{ApiSpec, Hook, JsEngine, LoadError};
+use crate::config::{ApiSpec, Hook, JsEngine, LoadError, Placement};
 use crate::middleware::{
     Chain, ChainFactory, Flow, HostOptions, Middleware, MwError, MwFuture, MwRequest,
 };
@@ -255,12 +255,26 @@ fn load_boa(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
             spec.file.display()
         );
     }
+    let threads = match spec.placement {
+        None => opts.jsvm_threads,
+        Some(Placement::Threads) => opts.jsvm_threads.max(1),
+        Some(Placement::Inline) => 0,
+        Some(Placement::Adaptive) => {
+            return Err(LoadError::new(
+                &spec.file,
+                "custom_middleware.placement",
+                "\"adaptive\" needs engine \"quickjs\": boa cannot be stopped inside a builtin, so a \
+                 call that overran its slice on the I/O thread could not be moved; use \"threads\" or \
+                 \"inline\"",
+            ))
+        }
+    };
     Ok(Arc::new(JsFactory {
         sources,
         hooks,
         timeout: opts.jsvm_timeout,
         file: spec.file.clone(),
-        threads: opts.jsvm_threads,
+        threads,
         wait: opts.jsvm_wait,
         strategy,
         slots: read.slots,

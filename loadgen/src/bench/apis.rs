@@ -62,6 +62,11 @@ pub struct MiddlewareKind {
     pub engine: Option<String>,
     /// JS only: `persistent` (the default), `tyk-json`, `fresh`, or as written.
     pub strategy: Option<String>,
+    /// JS only: where calls run, as the definition's `placement` says
+    /// (`threads`, `inline`, `adaptive`, or as written); `None` leaves it
+    /// to the gateway (boa on VM threads, QuickJS inline first).
+    #[serde(default)]
+    pub placement: Option<String>,
     /// What the middleware does: the seed's request-phase middleware, or a
     /// capability with work of its own. Only routes of one role are compared.
     #[serde(default)]
@@ -100,12 +105,14 @@ impl Role {
 }
 
 impl MiddlewareKind {
-    /// A JS route on the gateway's default engine with its default strategy.
+    /// A JS route on the gateway's default engine with its default
+    /// strategy, placed where the gateway places it.
     pub fn is_default_js(&self) -> bool {
         self.family == "js"
             && self.role == Role::Request
             && self.engine.as_deref() == Some(DEFAULT_ENGINE)
             && self.strategy.as_deref() == Some(DEFAULT_STRATEGY)
+            && self.placement.is_none()
     }
 
     /// The column title: "native plugin", "JS (VM)", "JS QuickJS tyk-json",
@@ -124,6 +131,7 @@ impl MiddlewareKind {
                     .into_iter()
                     .chain(engine)
                     .chain(strategy)
+                    .chain(self.placement.as_deref())
                     .chain(self.role.words())
                     .collect();
                 parts.join(" ")
@@ -262,6 +270,7 @@ pub fn kind_of(def: &Value) -> Option<MiddlewareKind> {
         family: family.to_string(),
         engine: js.then(|| lower("engine").unwrap_or_else(|| DEFAULT_ENGINE.into())),
         strategy: js.then(|| lower("strategy").unwrap_or_else(|| DEFAULT_STRATEGY.into())),
+        placement: lower("placement").filter(|_| js),
         driver,
         role,
     })
@@ -630,6 +639,21 @@ mod tests {
             )),
             ("js".into(), "JS (VM)".into())
         );
+        // A placement the definition gives is its own route, not the
+        // seed's JS route; native middleware has none.
+        assert_eq!(
+            label(pre(json!({"driver": "otto", "placement": "inline"}))),
+            ("x-hello".into(), "JS inline".into())
+        );
+        assert_eq!(
+            label(pre(
+                json!({"driver": "otto", "engine": "quickjs", "placement": "Threads"})
+            ))
+            .1,
+            "JS QuickJS threads"
+        );
+        let native = kind_of(&pre(json!({"driver": "goplugin", "placement": "inline"})));
+        assert_eq!(native.unwrap().placement, None);
         // A strategy or engine the bench does not know is labelled as written.
         assert_eq!(
             label(pre(json!({"driver": "otto", "strategy": "Pooled"}))),

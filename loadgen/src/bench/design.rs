@@ -68,12 +68,25 @@ fn family(f: &'static str) -> Box<dyn Fn(&MiddlewareKind) -> bool> {
     Box::new(move |k| k.family == f && k.role == Role::Request)
 }
 
+/// JS on `engine` with `strategy` in `role`, placed where the gateway
+/// places it (no `placement` in the definition).
 fn js(engine: String, strategy: String, role: Role) -> Box<dyn Fn(&MiddlewareKind) -> bool> {
+    placed(engine, strategy, role, None)
+}
+
+/// As [`js`], placed as `placement` says (`None`: the gateway's choice).
+fn placed(
+    engine: String,
+    strategy: String,
+    role: Role,
+    placement: Option<String>,
+) -> Box<dyn Fn(&MiddlewareKind) -> bool> {
     Box::new(move |k| {
         k.family == "js"
             && k.role == role
             && k.engine.as_deref() == Some(engine.as_str())
             && k.strategy.as_deref() == Some(strategy.as_str())
+            && k.placement == placement
     })
 }
 
@@ -95,10 +108,46 @@ fn strategy_choice(s: &str) -> String {
     }
 }
 
-/// Every pair worth a row, given the JS engines, strategies and roles
-/// measured: the seed's role first, then the other kinds against native,
-/// then the JS choices of each other role.
-fn pairs(engines: &[String], strategies: &[String], roles: &[Role]) -> Vec<Pair> {
+/// A definition's placement against the gateway's own, on each engine
+/// (persistent, in `role`). boa's own is a VM thread, so its `inline`
+/// route prices the isolation: the VM-thread route minus the inline one.
+/// Any other placement is its route minus the gateway's choice.
+fn placement_pairs(engines: &[String], placements: &[String], role: Role) -> Vec<Pair> {
+    let persistent = DEFAULT_STRATEGY.to_string();
+    let mut out = Vec::new();
+    for e in engines {
+        for p in placements {
+            let given = placed(e.clone(), persistent.clone(), role, Some(p.clone()));
+            let own = js(e.clone(), persistent.clone(), role);
+            out.push(if e == DEFAULT_ENGINE && p == "inline" {
+                Pair {
+                    choice: "isolation: VM thread vs inline".into(),
+                    within: within(e, role),
+                    base: given,
+                    other: own,
+                }
+            } else {
+                Pair {
+                    choice: format!("placement {p}"),
+                    within: within(e, role),
+                    base: own,
+                    other: given,
+                }
+            });
+        }
+    }
+    out
+}
+
+/// Every pair worth a row, given the JS engines, strategies, placements
+/// and roles measured: the seed's role first, then the other kinds against
+/// native, then the JS choices of each other role.
+fn pairs(
+    engines: &[String],
+    strategies: &[String],
+    placements: &[String],
+    roles: &[Role],
+) -> Vec<Pair> {
     let mut out = vec![Pair {
         choice: "VM vs native".into(),
         within: None,
@@ -110,6 +159,7 @@ fn pairs(engines: &[String], strategies: &[String], roles: &[Role]) -> Vec<Pair>
         ),
     }];
     out.extend(js_pairs(engines, strategies, Role::Request));
+    out.extend(placement_pairs(engines, placements, Role::Request));
     out.push(Pair {
         choice: "wasm vs native".into(),
         within: None,
@@ -195,6 +245,13 @@ pub fn design_choices(r: &BenchReport) -> Vec<DesignChoice> {
     let routes = measured(r);
     let engines = distinct(&routes, |k| k.engine.as_ref(), DEFAULT_ENGINE);
     let strategies = distinct(&routes, |k| k.strategy.as_ref(), DEFAULT_STRATEGY);
+    // Placements given by a definition (none is the gateway's own).
+    let mut placements: Vec<String> = Vec::new();
+    for p in routes.iter().filter_map(|(_, k)| k.placement.as_ref()) {
+        if !placements.contains(p) {
+            placements.push(p.clone());
+        }
+    }
     let mut roles = vec![Role::Request];
     for (_, k) in &routes {
         if !roles.contains(&k.role) {
@@ -206,7 +263,7 @@ pub fn design_choices(r: &BenchReport) -> Vec<DesignChoice> {
     };
     let gateway = |f: &RunFigures| f.server_cpu_us_per_req;
     let mut out = Vec::new();
-    for p in pairs(&engines, &strategies, &roles) {
+    for p in pairs(&engines, &strategies, &placements, &roles) {
         let (Some(base), Some(other)) = (find(&*p.base), find(&*p.other)) else {
             continue;
         };
@@ -337,6 +394,7 @@ mod tests {
             driver: family.into(),
             engine: engine.map(str::to_string),
             strategy: strategy.map(str::to_string),
+            placement: None,
             role: Role::Request,
         });
         let mut rr = RouteResult::new("ours", route);
@@ -441,6 +499,49 @@ mod tests {
         assert_eq!(t.rows.len(), 4);
         assert!(t.rows[1][0] == "Tyk's marshalling (boa)", "{:?}", t.rows[1]);
         assert!(t.rows[0][3].starts_with("+10.3 µs ("), "{:?}", t.rows[0]);
+    }
+
+    /// A route placed by its definition is paired only with its engine's
+    /// route placed by the gateway: boa inline prices the isolation (the
+    /// VM-thread route minus it), any other placement is its own row; no
+    /// other pair picks a placed route, wherever it is listed.
+    #[test]
+    fn a_placed_route_prices_its_placement_only() {
+        let place = |mut rr: RouteResult, p: &str| {
+            if let Some(k) = rr.route.kind.as_mut() {
+                k.placement = Some(p.into());
+            }
+            rr
+        };
+        let boa = |key, cpu| route(key, "js", Some("boa"), Some("persistent"), cpu);
+        let qjs = |key, cpu| route(key, "js", Some("quickjs"), Some("persistent"), cpu);
+        let r = report(vec![
+            route("native", "native", None, None, &[50.0, 50.0, 50.0]),
+            place(boa("inl", &[55.0, 56.0, 55.0]), "inline"),
+            place(qjs("qt", &[57.0, 57.0, 57.0]), "threads"),
+            boa("js", &[65.0, 66.0, 65.0]),
+            qjs("qj", &[51.0, 51.0, 51.0]),
+        ]);
+        let rows: Vec<String> = r
+            .design_choices
+            .iter()
+            .map(|d| {
+                let within = d.within.as_deref().unwrap_or("");
+                format!("{} [{within}] {} - {}", d.choice, d.other, d.base)
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "VM vs native [] js - native",
+                "engine: QuickJS vs boa [persistent] qj - js",
+                "isolation: VM thread vs inline [boa] js - inl",
+                "placement threads [quickjs] qt - qj",
+            ]
+        );
+        assert!((r.design_choices[2].gateway_cpu_us.diff - 10.0).abs() < 1e-9);
+        let inl = r.route("ours", "inl").unwrap();
+        assert_eq!(inl.route.kind.as_ref().unwrap().label("inl"), "JS inline");
     }
 
     #[test]

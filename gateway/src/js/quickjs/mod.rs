@@ -91,7 +91,7 @@ use std::time::Instant;
 
 use rquickjs::{Context, Runtime};
 
-use crate::config::{ApiSpec, Hook, LoadError};
+use crate::config::{ApiSpec, Hook, LoadError, Placement};
 use crate::middleware::{
     Chain, ChainFactory, Endpoint, Flow, HostOptions, Middleware, MwError, MwFuture, MwFutureOf,
     MwRequest, MwResponse, ResponseMiddleware,
@@ -143,13 +143,23 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
     })?;
     let hooks = read.hooks.clone();
     let program = Arc::new(program);
+    // The gateway's choice: inline first unless a script calls out (its
+    // blocking calls would overrun the slice), on threads unless
+    // `--jsvm-threads 0`. The definition's `placement` overrides it.
+    let quiet = read.scripts.iter().all(|(_, _, text)| !calls_out(text));
+    let budget = !opts.jsvm_inline_budget.is_zero();
+    let (threads, inline_first) = match spec.placement {
+        None => (opts.jsvm_threads, budget && quiet),
+        Some(Placement::Threads) => (opts.jsvm_threads.max(1), false),
+        Some(Placement::Inline) => (0, false),
+        Some(Placement::Adaptive) => (opts.jsvm_threads.max(1), budget),
+    };
     Ok(Arc::new(QjsFactory {
         program,
         hooks,
-        threads: opts.jsvm_threads,
+        threads,
         wait: opts.jsvm_wait,
-        inline_first: !opts.jsvm_inline_budget.is_zero()
-            && read.scripts.iter().all(|(_, _, text)| !calls_out(text)),
+        inline_first,
         inline_budget: opts.jsvm_inline_budget,
         slots: scripts.slots,
     }))
