@@ -212,8 +212,12 @@ fn has_virtual(def: &Value) -> bool {
 
 /// True when the definition's script calls a service (`config_data.upstream`,
 /// as apis/jsvm-makehttp.json): its cost is the call-out, not the design.
+/// Present is enough: [`point_at_upstream`] makes whatever it holds the
+/// bench's upstream (and routes are found before that).
 fn calls_out(def: &Value) -> bool {
-    def["config_data"]["upstream"].is_string()
+    def.get("config_data")
+        .and_then(|c| c.get("upstream"))
+        .is_some()
 }
 
 /// True when the definition's only middleware is in the response phase.
