@@ -128,6 +128,23 @@ fn an_unreachable_compare_peer_or_an_unknown_peer_fails_with_a_reason() {
     );
 }
 
+/// A `--compare` host that does not resolve is no usage error (exit 2 is
+/// for a value of the wrong form): the bench fails when it plans the peer,
+/// exit 1, naming the flag and its value.
+#[test]
+fn a_compare_host_that_does_not_resolve_fails_naming_the_flag() {
+    let value = "tyk=http://no-such-host.invalid/";
+    let out = bench(&["--routes", "plain", "--compare", value]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "--compare {value:?}: cannot resolve no-such-host.invalid"
+        )),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_taken_port_or_a_missing_binary_is_a_clear_error() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -246,26 +246,72 @@ fn bad_input_is_one_clear_line_and_exit_2() {
 /// `--repeat 0` exited 1, as if the bench had run and failed. ab mode
 /// keeps 2 for `-c` above `-n` too (above): ab itself exits 22 (EINVAL)
 /// for that and for an unknown flag alike, so 2 for both is the same rule.
+/// An unknown `--routes` name and a malformed `--compare` were found only
+/// once mock-upstream ran (the routes come from the definitions, rewritten
+/// for its port), and exited 1.
 #[test]
 fn bench_usage_errors_exit_2_before_anything_starts() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-binaries");
-    let cases: [(&[&str], &str); 6] = [
+    // The repo's definitions (the test runs in loadgen/, which has none).
+    let apis = common::bins::workspace().join("apis");
+    let bench = |args: &[&str]| {
+        let head = ["bench", "--bin-dir", missing.to_str().unwrap()];
+        loadgen(&[&head[..], &["--apis", apis.to_str().unwrap()], args].concat())
+    };
+    let cases: [(&[&str], &str); 11] = [
         (&["-n", "5", "-c", "10"], "-n 5 must be at least -c 10"),
         (&["-c", "0"], "-c at least 1"),
         (&["--repeat", "0"], "--repeat must be at least 1"),
         (&["--cpus", "x"], "\"x\" is not a core number"),
         (&["--cpus", "gateway=100000"], "core 100000 does not exist"),
+        (
+            &["--routes", "plain,nosuch"],
+            "--routes: no route \"nosuch\"; the routes are native, js, plain, ",
+        ),
+        (
+            &["--compare", "tyk"],
+            "--compare \"tyk\": expected NAME=BASE_URL",
+        ),
+        (
+            &["--compare", "=http://localhost/"],
+            "--compare \"=http://localhost/\": expected NAME=BASE_URL",
+        ),
+        (
+            &["--compare", "tyk=notaurl"],
+            "--compare \"tyk=notaurl\": invalid URL \"notaurl\"",
+        ),
+        (
+            &["--compare", "tyk=https://localhost/"],
+            "--compare \"tyk=https://localhost/\": unsupported scheme \"https\"",
+        ),
         // clap's own, for comparison.
         (&["--no-such-flag"], "--no-such-flag"),
     ];
     for (args, needle) in cases {
         // No binaries where it would look: a usage error is found first.
-        let out = loadgen(&[&["bench", "--bin-dir", missing.to_str().unwrap()][..], args].concat());
+        let out = bench(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("not found"), "{args:?}: {err}");
+    }
+    // Well formed, they pass: the bench goes on to look for its binaries.
+    // A route by API id or listen path; a peer whose host does not
+    // resolve is no usage error (it is looked up once the peer is planned).
+    // Ports the OS picks: the defaults (8222, 8091) may be in use here.
+    let any_port = ["--upstream-port", "0", "--gateway-port", "0"];
+    for args in [
+        &["--routes", "/jsvm/,plain-hello,upstream"][..],
+        &["--compare", "tyk=http://no-such-host.invalid/"],
+    ] {
+        let out = bench(&[&any_port[..], args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("mock-upstream binary not found"),
+            "{args:?}: {err}"
+        );
     }
 }
 

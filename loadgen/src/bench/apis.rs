@@ -1,10 +1,12 @@
 //! The routes the bench measures, read from the user's API definitions.
 //!
 //! Every active definition in `--apis` with a listen path is a route,
-//! labelled from its middleware (driver, JS engine and strategy); the
-//! definitions are rewritten into a private directory so that targets point
-//! at the bench's upstream and middleware paths are absolute (the gateway
-//! may then run from anywhere). A definition whose middleware file is
+//! labelled from its middleware (driver, JS engine and strategy). The
+//! definitions are read first ([`read`]): their routes need no upstream, so
+//! `--routes` is checked before anything starts. Then they are written into
+//! a private directory ([`Definitions::write`]) so that targets point at the
+//! bench's upstream and middleware paths are absolute (the gateway may then
+//! run from anywhere). A definition whose middleware file is
 //! missing is still given to the gateway (which fails it closed) but its
 //! route is skipped, with the reason and how to build the file. A Tyk Go
 //! plugin is the exception: cargo does not build it, so the bench does
@@ -218,8 +220,12 @@ fn has_virtual(def: &Value) -> bool {
 
 /// True when the definition's script calls a service (`config_data.upstream`,
 /// as apis/jsvm-makehttp.json): its cost is the call-out, not the design.
+/// Present is enough: [`point_at_upstream`] makes whatever it holds the
+/// bench's upstream (and routes are found before that).
 fn calls_out(def: &Value) -> bool {
-    def["config_data"]["upstream"].is_string()
+    def.get("config_data")
+        .and_then(|c| c.get("upstream"))
+        .is_some()
 }
 
 /// True when the definition's only middleware is in the response phase.
@@ -405,22 +411,31 @@ fn missing_file(def: &Value, label: &str, source: &Path) -> Option<String> {
     None
 }
 
-/// Rewrites every `*.json` of `src` into `dst` and returns one route per
-/// active definition with a listen path: the seed's pair first, then
-/// no middleware, then the others by file name.
-pub fn prepare(
-    src: &Path,
-    dst: &Path,
-    root: &Path,
-    upstream_port: u16,
-) -> anyhow::Result<Vec<Found>> {
-    std::fs::create_dir_all(dst).with_context(|| format!("cannot create {}", dst.display()))?;
+/// The `*.json` files of `--apis`, read: middleware paths made absolute,
+/// routes found, but not yet pointed at an upstream. Reading needs no
+/// upstream, so `--routes` is checked against [`Definitions::found`]
+/// before anything starts; [`Definitions::write`] follows once the
+/// upstream's port is known.
+pub struct Definitions {
+    /// Each file's name and what is written for it: the definition, or the
+    /// file's text as is when it is not a JSON object (the gateway refuses
+    /// it and says why; the others still load).
+    files: Vec<(std::ffi::OsString, Result<Value, String>)>,
+    /// One route per active definition with a listen path, and one per
+    /// file that cannot be read as a definition: the seed's pair first,
+    /// then no middleware, then the others by file name.
+    pub found: Vec<Found>,
+}
+
+/// Reads every `*.json` of `src` (relative middleware paths resolved
+/// against `root`) and finds its route.
+pub fn read(src: &Path, root: &Path) -> anyhow::Result<Definitions> {
     let shown = if src.is_absolute() {
         src.to_path_buf()
     } else {
         root.join(src)
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(src)
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(src)
         .with_context(|| {
             format!(
                 "cannot read the API definitions directory {} (looked in {}); run the bench from the repo root or pass --apis DIR",
@@ -431,9 +446,10 @@ pub fn prepare(
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
-    files.sort();
+    paths.sort();
+    let mut files = Vec::new();
     let mut found: Vec<Found> = Vec::new();
-    for file in files {
+    for file in paths {
         let name = file.file_name().expect("a file name").to_owned();
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
@@ -443,50 +459,89 @@ pub fn prepare(
                 // Copied as is: the gateway refuses it and the other
                 // definitions still load. Its route is listed as not
                 // measured, with why, rather than vanishing from the report.
-                std::fs::write(dst.join(&name), text)?;
                 let why = match parsed {
                     Err(e) => format!("not valid JSON ({e})"),
                     Ok(_) => "not a JSON object".to_string(),
                 };
                 found.push(unreadable(&file, &why));
+                files.push((name, Err(text)));
                 continue;
             }
         };
-        rewrite(&mut def, root, upstream_port);
-        std::fs::write(dst.join(&name), serde_json::to_string_pretty(&def)?)?;
-        let active = def["active"].as_bool().unwrap_or(true);
-        let Some(listen) = def["proxy"]["listen_path"].as_str().filter(|_| active) else {
-            continue;
-        };
-        let (mut key, label) = classify(&def);
-        if found.iter().any(|f| f.route.key == key) {
-            // A second definition of the same kind: its own key.
-            key = def["api_id"].as_str().unwrap_or(listen).to_string();
+        make_paths_absolute(&mut def, root);
+        if let Some(f) = route_of(&def, &file, &found) {
+            found.push(f);
         }
-        let source = file.clone();
-        let kind = kind_of(&def);
-        // Built later, if the route is chosen ([`Found::build`]).
-        let go = kind.as_ref().is_some_and(|k| k.family == "go");
-        found.push(Found {
-            skipped: missing_file(&def, &label, &source),
-            go: go.then(|| def.clone()),
-            route: Route {
-                key,
-                path: format!("{}/hello/", listen.trim_end_matches('/')),
-                api_id: def["api_id"].as_str().map(str::to_string),
-                source: Some(source),
-                has_middleware: !entries(&def).is_empty() || has_virtual(&def),
-                marker: None,
-                kind,
-                answers_itself: has_virtual(&def),
-                label,
-            },
-        });
+        files.push((name, Ok(def)));
     }
     let order = |k: &str| ["native", "js", "plain"].iter().position(|x| *x == k);
     // Stable: the others keep file order after the seed's three.
     found.sort_by_key(|f| order(&f.route.key).unwrap_or(usize::MAX));
-    Ok(found)
+    Ok(Definitions { files, found })
+}
+
+impl Definitions {
+    /// Writes every file into `dst`, each definition pointed at the
+    /// upstream on `upstream_port`.
+    pub fn write(&self, dst: &Path, upstream_port: u16) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dst).with_context(|| format!("cannot create {}", dst.display()))?;
+        for (name, content) in &self.files {
+            let text = match content {
+                Ok(def) => {
+                    let mut def = def.clone();
+                    point_at_upstream(&mut def, upstream_port);
+                    serde_json::to_string_pretty(&def)?
+                }
+                Err(text) => text.clone(),
+            };
+            std::fs::write(dst.join(name), text)?;
+        }
+        Ok(())
+    }
+}
+
+/// Rewrites every `*.json` of `src` into `dst`, pointed at the upstream on
+/// `upstream_port`, and returns their routes ([`read`], then
+/// [`Definitions::write`]).
+pub fn prepare(
+    src: &Path,
+    dst: &Path,
+    root: &Path,
+    upstream_port: u16,
+) -> anyhow::Result<Vec<Found>> {
+    let defs = read(src, root)?;
+    defs.write(dst, upstream_port)?;
+    Ok(defs.found)
+}
+
+/// The route of an active definition with a listen path (`None` for
+/// others), keyed apart from the routes `found` before it.
+fn route_of(def: &Value, file: &Path, found: &[Found]) -> Option<Found> {
+    let active = def["active"].as_bool().unwrap_or(true);
+    let listen = def["proxy"]["listen_path"].as_str().filter(|_| active)?;
+    let (mut key, label) = classify(def);
+    if found.iter().any(|f| f.route.key == key) {
+        // A second definition of the same kind: its own key.
+        key = def["api_id"].as_str().unwrap_or(listen).to_string();
+    }
+    let kind = kind_of(def);
+    // Built later, if the route is chosen ([`Found::build`]).
+    let go = kind.as_ref().is_some_and(|k| k.family == "go");
+    Some(Found {
+        skipped: missing_file(def, &label, file),
+        go: go.then(|| def.clone()),
+        route: Route {
+            key,
+            path: format!("{}/hello/", listen.trim_end_matches('/')),
+            api_id: def["api_id"].as_str().map(str::to_string),
+            source: Some(file.to_path_buf()),
+            has_middleware: !entries(def).is_empty() || has_virtual(def),
+            marker: None,
+            kind,
+            answers_itself: has_virtual(def),
+            label,
+        },
+    })
 }
 
 /// The route of a definition file the bench cannot read: keyed and
@@ -510,9 +565,9 @@ fn unreadable(file: &Path, why: &str) -> Found {
     }
 }
 
-/// Points the definition at the bench's upstream and makes relative
-/// middleware paths absolute against `root`.
-fn rewrite(def: &mut Value, root: &Path, upstream_port: u16) {
+/// Points the definition at the bench's upstream: its target, and the
+/// service a script calls.
+fn point_at_upstream(def: &mut Value, upstream_port: u16) {
     // `get_mut`, not indexing: indexing panics on a `proxy` that is not an object.
     if let Some(proxy) = def.get_mut("proxy").and_then(Value::as_object_mut) {
         proxy.insert(
@@ -520,6 +575,19 @@ fn rewrite(def: &mut Value, root: &Path, upstream_port: u16) {
             Value::String(format!("http://127.0.0.1:{upstream_port}")),
         );
     }
+    // A script that calls a service (apis/jsvm-makehttp.json) calls the
+    // same upstream, named in `config_data.upstream`.
+    if let Some(up) = def
+        .get_mut("config_data")
+        .and_then(|c| c.get_mut("upstream"))
+    {
+        *up = Value::String(format!("http://127.0.0.1:{upstream_port}"));
+    }
+}
+
+/// Makes relative middleware and virtual endpoint paths absolute against
+/// `root` (the gateway may then run from anywhere).
+fn make_paths_absolute(def: &mut Value, root: &Path) {
     let versions = def
         .get_mut("version_data")
         .and_then(|v| v.get_mut("versions"))
@@ -539,14 +607,6 @@ fn rewrite(def: &mut Value, root: &Path, upstream_port: u16) {
                     Value::String(root.join(p).to_string_lossy().into_owned());
             }
         }
-    }
-    // A script that calls a service (apis/jsvm-makehttp.json) calls the
-    // same upstream, named in `config_data.upstream`.
-    if let Some(up) = def
-        .get_mut("config_data")
-        .and_then(|c| c.get_mut("upstream"))
-    {
-        *up = Value::String(format!("http://127.0.0.1:{upstream_port}"));
     }
     for hook in gateway_wire::definition::HOOKS {
         // `get_mut`, not indexing: indexing would insert null fields.

@@ -146,6 +146,9 @@ impl BenchArgs {
             anyhow::bail!("--repeat must be at least 1");
         }
         pin::Pinning::parse(&self.cpus)?;
+        for c in &self.compare {
+            runner::parse_compare(c)?;
+        }
         Ok(())
     }
 }
@@ -221,8 +224,13 @@ pub fn main(args: BenchArgs) -> i32 {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     // Usage errors exit 2, as clap's own do (an unknown flag, a value
     // that does not parse): every check of the flags alone is made here,
-    // before anything starts.
-    if let Err(e) = args.check().and_then(|()| render::check_outputs(&args)) {
+    // before anything starts, and so are the two that read files: the
+    // output paths, and the names `--routes` gives against `--apis`.
+    let usage = args
+        .check()
+        .and_then(|()| render::check_outputs(&args))
+        .and_then(|()| runner::check_routes(&args));
+    if let Err(e) = usage {
         eprintln!("loadgen bench: {e:#}");
         return 2;
     }

@@ -227,7 +227,7 @@ impl Bench<'_> {
             self.jobs.push(job);
         }
         for c in &self.args.compare {
-            let (name, addr) = parse_compare(c)?;
+            let (name, addr) = resolve_compare(c)?;
             for (key, label, path, mw) in [
                 ("native", "native plugin", "/gopl/hello/", true),
                 ("js", "JS (VM)", "/jsvm/hello/", true),
@@ -548,6 +548,26 @@ type Chosen = (Route, Option<String>, bool);
 /// them; the Go plugins of the chosen routes are built (and only theirs:
 /// `--routes plain` does not wait ~30 s for a Go build it does not use).
 fn choose(mut found: Vec<Found>, wanted: &[String], root: &Path) -> anyhow::Result<Vec<Chosen>> {
+    let mut routes = candidates(&found);
+    let selected = select(&routes, wanted)?;
+    // `found` is the front of `routes`, in the same order.
+    for (i, f) in found.iter_mut().enumerate() {
+        if selected[i].is_some() {
+            f.build(root);
+            routes[i].1 = f.skipped.clone();
+        }
+    }
+    Ok(routes
+        .into_iter()
+        .zip(selected)
+        .filter_map(|((route, skipped), sel)| sel.map(|requested| (route, skipped, requested)))
+        .collect())
+}
+
+/// Every route `--routes` can choose, with why it is skipped (if it is):
+/// the definitions' (`found`, first and in order), the A/A control and the
+/// upstream served directly.
+fn candidates(found: &[Found]) -> Vec<(Route, Option<String>)> {
     let mut routes: Vec<(Route, Option<String>)> = found
         .iter()
         .map(|f| (f.route.clone(), f.skipped.clone()))
@@ -563,19 +583,22 @@ fn choose(mut found: Vec<Found>, wanted: &[String], root: &Path) -> anyhow::Resu
         Route::bare("upstream", "upstream direct", "/hello/", false),
         None,
     ));
-    let selected = select(&routes, wanted)?;
-    // `found` is the front of `routes`, in the same order.
-    for (i, f) in found.iter_mut().enumerate() {
-        if selected[i].is_some() {
-            f.build(root);
-            routes[i].1 = f.skipped.clone();
-        }
+    routes
+}
+
+/// The usage check of `--routes`, made before anything starts: every name
+/// must choose a route of the definitions in `--apis` (read, not yet
+/// written: that needs the upstream's port). A directory that cannot be
+/// read is left to the run to report, as it is without `--routes`.
+pub fn check_routes(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.routes.is_empty() {
+        return Ok(());
     }
-    Ok(routes
-        .into_iter()
-        .zip(selected)
-        .filter_map(|((route, skipped), sel)| sel.map(|requested| (route, skipped, requested)))
-        .collect())
+    let root = std::env::current_dir()?;
+    let Ok(defs) = apis::read(&args.apis, &root) else {
+        return Ok(());
+    };
+    select(&candidates(&defs.found), &args.routes).map(drop)
 }
 
 /// Which routes `--routes` selects: `Some(true)` asked for by name,
@@ -604,7 +627,7 @@ fn select(
         if !routes.iter().any(|(r, _)| matches(r, w)) {
             let known: Vec<&str> = routes.iter().map(|(r, _)| r.key.as_str()).collect();
             bail!(
-                "--routes: no route {w:?}; the routes are {}",
+                "--routes: no route {w:?}; the routes are {} (or their API ids or listen paths)",
                 known.join(", ")
             );
         }
@@ -623,17 +646,30 @@ fn select(
     Ok(out)
 }
 
-/// `NAME=http://host:port` of `--compare`.
-fn parse_compare(s: &str) -> anyhow::Result<(String, SocketAddr)> {
+/// A `--compare` value, `NAME=http://host[:port]`, checked for its form
+/// only (a usage error when it is wrong): a name, and a URL `loadgen URL`
+/// would take. Its host is resolved when the peer is planned
+/// ([`resolve_compare`]).
+pub fn parse_compare(s: &str) -> anyhow::Result<(String, String, u16)> {
     let (name, url) = s
         .split_once('=')
+        .filter(|(name, _)| !name.trim().is_empty())
         .with_context(|| format!("--compare {s:?}: expected NAME=BASE_URL"))?;
     let (host, port, _) =
         crate::cli::parse_url(url).map_err(|e| anyhow::anyhow!("--compare {s:?}: {e}"))?;
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))?
+    Ok((name.to_string(), host, port))
+}
+
+/// A `--compare` peer's name and address. A host that does not resolve is
+/// not a usage error (the flag is well formed; the name service answers
+/// when asked, as for `loadgen URL`): the bench fails then, exit status 1.
+fn resolve_compare(s: &str) -> anyhow::Result<(String, SocketAddr)> {
+    let (name, host, port) = parse_compare(s)?;
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+        .with_context(|| format!("--compare {s:?}: cannot resolve {host}"))?
         .next()
         .with_context(|| format!("--compare {s:?}: {host} has no address"))?;
-    Ok((name.to_string(), addr))
+    Ok((name, addr))
 }
 
 /// The first of `futs` to resolve (never, when there are none).
