@@ -86,14 +86,21 @@ fn ask(addr: SocketAddr, path: &str, size: usize, field: &str) -> Got {
 /// `what` failed closed: a 500 with `error`, and nothing more went
 /// upstream than `sent`.
 fn failed(got: &Got, error: &str, rec: &Recorder, sent: usize, what: &str) {
-    assert_eq!(got.status, 500, "{what}: {}", got.text());
+    assert_eq!(got.status, 500, "{what}: {}", clip(got));
     assert_eq!(got.json(), json!({"error": error}), "{what}");
     assert_eq!(rec.count(), sent, "{what}: nothing went upstream");
 }
 
+/// What a failed assertion shows of an answer: its start and length (a
+/// body at the bound is 32 MiB).
+fn clip(got: &Got) -> String {
+    let start: String = got.text().chars().take(80).collect();
+    format!("{start:?}... ({} bytes)", got.body.len())
+}
+
 /// The script's own small body came back: the API serves on.
 fn served(got: &Got, what: &str) {
-    assert_eq!(got.status, 200, "{what}: the next request: {}", got.text());
+    assert_eq!(got.status, 200, "{what}: the next request: {}", clip(got));
     assert_eq!(got.text(), "bbbbb", "{what}: the next request");
 }
 
@@ -123,7 +130,7 @@ fn bodies_are_bounded(engine: &str, args: &[&str]) {
         // request.Body: the body sent upstream.
         let what = format!("{engine} {strategy} Request.Body");
         let got = ask(addr, &path, BOUND, "body");
-        assert_eq!(got.status, 200, "{what} at the bound: {}", got.text());
+        assert_eq!(got.status, 200, "{what} at the bound: {}", clip(&got));
         assert_eq!(rec.last().body.len(), BOUND, "{what}");
         let sent = rec.count();
         let got = ask(addr, &path, BOUND + 1, "body");
@@ -136,7 +143,7 @@ fn bodies_are_bounded(engine: &str, args: &[&str]) {
             let what = format!("{engine} {strategy} {name}");
             let sent = rec.count();
             let got = ask(addr, &path, BOUND, field);
-            assert_eq!(got.status, 200, "{what} at the bound: {}", got.text());
+            assert_eq!(got.status, 200, "{what} at the bound: {}", clip(&got));
             assert_eq!(got.body.len(), BOUND, "{what}");
             let got = ask(addr, &path, BOUND + 1, field);
             failed(&got, "Internal Server Error", &rec, sent, &what);
@@ -150,7 +157,7 @@ fn bodies_are_bounded(engine: &str, args: &[&str]) {
     let path = format!("/{engine}-resp/x");
     let what = format!("{engine} Response.Body");
     let got = ask(addr, &path, BOUND, "");
-    assert_eq!(got.status, 200, "{what} at the bound: {}", got.text());
+    assert_eq!(got.status, 200, "{what} at the bound: {}", clip(&got));
     assert_eq!(got.body.len(), BOUND, "{what}");
     let sent = rec.count();
     let got = ask(addr, &path, BOUND + 1, "");
@@ -162,7 +169,7 @@ fn bodies_are_bounded(engine: &str, args: &[&str]) {
     let what = format!("{engine} virtual endpoint");
     let sent = rec.count();
     let got = ask(addr, &path, BOUND, "");
-    assert_eq!(got.status, 200, "{what} at the bound: {}", got.text());
+    assert_eq!(got.status, 200, "{what} at the bound: {}", clip(&got));
     assert_eq!(got.body.len(), BOUND, "{what}");
     let got = ask(addr, &path, BOUND + 1, "");
     failed(&got, ENDPOINT_FAILED, &rec, sent, &what);
