@@ -102,7 +102,9 @@
 //! - `nesting`: script files too deep for boa's parser, refused at load.
 //! - `vmthread`: VM threads, the hand-off and abandonment at the deadline.
 //! - `tykjson`: the `tyk-json` strategy's JSON texts, both engines'.
+//! - `bodies`: the bound on a body a script hands the host, both engines'.
 
+mod bodies;
 mod budget;
 mod compile;
 mod depth;

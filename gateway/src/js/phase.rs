@@ -19,6 +19,7 @@ use http::{HeaderMap, StatusCode};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::error::Category;
 
+use super::bodies::ENDPOINT_BODY;
 use super::forced;
 use super::request::{canonical, header};
 use crate::middleware::{MwError, MwRequest, MwResponse};
@@ -185,6 +186,7 @@ pub(crate) fn endpoint_answer(text: &str) -> Result<MwResponse, MwError> {
                 answered.code
             ))
         })?;
+    ENDPOINT_BODY.check(answered.body.len())?;
     let what = "the virtual endpoint's answer";
     forced::forced(status, answered.headers, Bytes::from(answered.body), what)
 }

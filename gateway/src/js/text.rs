@@ -12,6 +12,9 @@
 use boa_engine::string::JsStrVariant;
 use boa_engine::JsString;
 
+use super::bodies::BodyField;
+use crate::middleware::MwError;
+
 /// `s` as UTF-8, each lone surrogate replaced by U+FFFD (as
 /// `to_std_string_lossy`).
 pub(crate) fn lossy(s: &JsString) -> String {
@@ -19,6 +22,12 @@ pub(crate) fn lossy(s: &JsString) -> String {
         JsStrVariant::Latin1(bytes) => latin1(bytes),
         JsStrVariant::Utf16(units) => String::from_utf16_lossy(units),
     }
+}
+
+/// `s` as the body `field` of an answer: [`lossy`], refused past the
+/// field's bound by its length before it is converted (`bodies.rs`).
+pub(crate) fn body(s: &JsString, field: BodyField) -> Result<String, MwError> {
+    field.convert(s.len(), || Ok(lossy(s)))
 }
 
 /// `s` as UTF-8, or the error `to_std_string` gives for a lone surrogate.

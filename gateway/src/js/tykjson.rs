@@ -37,6 +37,7 @@ use http::header::HeaderName;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY};
 use super::request::{canonical, edit_query, header, set_url};
 use crate::error::ErrorFormat;
 use crate::middleware::{Flow, MwError, MwRequest};
@@ -320,6 +321,7 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
             None | Some(Value::Null) => Vec::new(),
             Some(other) => return Err(shape("Request.Body", "a string", other)),
         };
+        REQUEST_BODY.check(body.len())?;
         if body != req.body {
             req.body = Bytes::from(body);
             crate::body::reframe(&mut req.headers, &req.method, req.body.len());
@@ -389,17 +391,17 @@ fn overrides(v: Option<&Value>, format: ErrorFormat) -> Result<Option<Flow>, MwE
         })?;
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
     let headers = string_map(ro.get("ResponseHeaders"), hfield)?;
-    let text = |key: &str| -> Result<String, MwError> {
+    let text = |key: &str, field: BodyField| -> Result<String, MwError> {
         match ro.get(key) {
             None | Some(Value::Null) => Ok(String::new()),
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(shape(&format!("{field}.{key}"), "a string", other)),
+            Some(Value::String(s)) => field.check(s.len()).map(|()| s.clone()),
+            Some(other) => Err(shape(field.name, "a string", other)),
         }
     };
     let o = super::forced::Overrides {
         code,
-        error: text("ResponseError")?,
-        body: text("ResponseBody")?,
+        error: text("ResponseError", OVERRIDE_ERROR)?,
+        body: text("ResponseBody", OVERRIDE_BODY)?,
         headers,
         override_error: truthy(ro.get("OverrideError")),
     };

@@ -26,7 +26,7 @@ use wasmtime::{Caller, Global, Linker, Memory, TypedFunc, Val, ValType};
 
 use super::abi;
 use super::limits::InstanceLimits;
-use super::request::{ReqParts, TooManyHeaders, MAX_HEADERS};
+use super::request::{body_within, ReqParts, TooManyHeaders, MAX_HEADERS};
 use crate::middleware::MwResponse;
 
 /// What a module may learn about where it runs, fixed at load.
@@ -296,8 +296,9 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             let Some((mem, st)) = split(&mut c) else {
                 return Ok(abi::INVALID_MEMORY_ACCESS);
             };
+            // Past the body bound the call traps (`BodyTooLarge`).
             let status = match slice(mem, p, l) {
-                Some(data) => st.req.splice_body(start as usize, size as usize, data),
+                Some(data) => st.req.splice_body(start as usize, size as usize, data)?,
                 None => abi::INVALID_MEMORY_ACCESS,
             };
             sync_body_to_send(&mut c)?;
@@ -322,6 +323,8 @@ fn define_buffers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             let (Some(body), Some(headers)) = (slice(mem, bp, bl), slice(mem, hp, hl)) else {
                 return Ok(abi::INVALID_MEMORY_ACCESS);
             };
+            // Past the body bound the call traps, before the body is copied.
+            body_within(body.len(), "proxy_send_local_response")?;
             let Some(resp) = local_response(status, body, headers)? else {
                 return Ok(abi::BAD_ARGUMENT);
             };

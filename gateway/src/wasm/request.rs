@@ -12,6 +12,7 @@ use http::{HeaderMap, Method};
 use super::abi;
 use crate::intern::HeaderCache;
 use crate::middleware::ReqMut;
+use crate::proxy::MAX_BUFFERED_BODY;
 
 /// The most header values a module may leave in a request or a local
 /// response. Clients may send at most 100 (`wire/head.rs`); ten times that
@@ -37,6 +38,46 @@ impl std::fmt::Display for TooManyHeaders {
 }
 
 impl std::error::Error for TooManyHeaders {}
+
+/// A module handed the host a body past [`MAX_BUFFERED_BODY`], the bound
+/// on every body the gateway holds whole (a client's is a 413 past it, a
+/// native plugin's or a script's a 500): refused before it is copied, and
+/// the call traps (the request fails closed with 500, as a plugin fault),
+/// since a module that ignored an error status would send the body it had
+/// before. [`body_within`] is the one check.
+#[derive(Debug)]
+pub struct BodyTooLarge {
+    /// The host function the body was handed to.
+    pub call: &'static str,
+    /// The body's length in bytes.
+    pub len: usize,
+}
+
+impl std::fmt::Display for BodyTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: a body of {} bytes is past the {} MiB bound on a body held for middleware ({} bytes)",
+            self.call,
+            self.len,
+            MAX_BUFFERED_BODY >> 20,
+            MAX_BUFFERED_BODY
+        )
+    }
+}
+
+impl std::error::Error for BodyTooLarge {}
+
+/// Refuses a body of `len` bytes, handed to host function `call`, past
+/// [`MAX_BUFFERED_BODY`]: for every function that takes a body from a
+/// module (`proxy_set_buffer_bytes`, `proxy_send_local_response`).
+#[inline]
+pub fn body_within(len: usize, call: &'static str) -> Result<(), BodyTooLarge> {
+    if len > MAX_BUFFERED_BODY {
+        return Err(BodyTooLarge { call, len });
+    }
+    Ok(())
+}
 
 /// The parts of a request a module can read and change. Moved into the
 /// store for the length of one call (see [`ReqParts::take_from`]), so host
@@ -222,17 +263,25 @@ impl ReqParts {
     }
 
     /// Replaces `size` bytes of the body at `start` with `data` (Envoy's
-    /// `set_buffer_bytes`; `start` past the end appends).
-    pub fn splice_body(&mut self, start: usize, size: usize, data: &[u8]) -> u32 {
+    /// `set_buffer_bytes`; `start` past the end appends). A body that
+    /// would pass [`MAX_BUFFERED_BODY`] is refused before it is made.
+    pub fn splice_body(
+        &mut self,
+        start: usize,
+        size: usize,
+        data: &[u8],
+    ) -> Result<u32, BodyTooLarge> {
         let len = self.body.len();
         let start = start.min(len);
         let end = start.saturating_add(size).min(len);
-        let mut out = Vec::with_capacity(len - (end - start) + data.len());
+        let new_len = len - (end - start) + data.len();
+        body_within(new_len, "proxy_set_buffer_bytes")?;
+        let mut out = Vec::with_capacity(new_len);
         out.extend_from_slice(&self.body[..start]);
         out.extend_from_slice(data);
         out.extend_from_slice(&self.body[end..]);
         self.body = Bytes::from(out);
-        abi::OK
+        Ok(abi::OK)
     }
 }
 
@@ -280,12 +329,35 @@ mod tests {
     #[test]
     fn body_splices_like_envoy_buffers() {
         let mut p = parts();
-        p.splice_body(0, 5, b"bye");
+        assert_eq!(p.splice_body(0, 5, b"bye").unwrap(), abi::OK);
         assert_eq!(&p.body[..], b"bye");
-        p.splice_body(99, 0, b"!");
+        p.splice_body(99, 0, b"!").unwrap();
         assert_eq!(&p.body[..], b"bye!");
-        p.splice_body(1, 1, b"");
+        p.splice_body(1, 1, b"").unwrap();
         assert_eq!(&p.body[..], b"be!");
+    }
+
+    /// What a splice would leave is bounded, not what one call hands over:
+    /// a body of exactly the bound is kept, one byte more appended to it
+    /// is refused and the body stays as it was.
+    #[test]
+    fn a_splice_past_the_body_bound_is_refused_before_it_is_made() {
+        let mut p = parts();
+        let whole = vec![b'w'; MAX_BUFFERED_BODY];
+        p.splice_body(0, usize::MAX, &whole).unwrap();
+        assert_eq!(p.body.len(), MAX_BUFFERED_BODY);
+        let e = p.splice_body(usize::MAX, 0, b"!").unwrap_err();
+        assert_eq!(e.len, MAX_BUFFERED_BODY + 1);
+        assert!(
+            e.to_string().starts_with(
+                "proxy_set_buffer_bytes: a body of 33554433 bytes is past the 32 MiB bound"
+            ),
+            "{e}"
+        );
+        assert_eq!(p.body.len(), MAX_BUFFERED_BODY);
+        // Replacing a byte keeps the length: within the bound.
+        p.splice_body(0, 1, b"!").unwrap();
+        assert_eq!(p.body.len(), MAX_BUFFERED_BODY);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! URL, header deletes before sets, then query deletes, sets and appends.
 
 use crate::error::ErrorFormat;
+use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY, RESPONSE_BODY};
 use crate::js::forced::Overrides;
 use crate::js::request::{bad_header_name, bad_header_value, edit_query, set_url};
 use bytes::Bytes;
@@ -288,7 +289,10 @@ pub(crate) fn apply_response<'js>(
     } else if nothing(&body) {
         Some(String::new())
     } else {
-        Some(string(&body, "Response.Body")?)
+        match body.as_string() {
+            Some(s) => Some(body_text(ctx, s, RESPONSE_BODY)?),
+            None => return Err(shape(RESPONSE_BODY.name, "a string", &body)),
+        }
     };
     ResponseEdits {
         status,
@@ -410,6 +414,14 @@ fn map_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, Mw
         return Err(crate::js::request::not_a_map(field));
     }
     opt_object(v, field)
+}
+
+/// `s` as the body `field` of an answer: refused past the field's bound
+/// by its length before it is converted (`js/bodies.rs`).
+fn body_text(ctx: &Ctx<'_>, s: &rquickjs::String<'_>, field: BodyField) -> Result<String, MwError> {
+    field.convert(super::engine::units(s), || {
+        super::engine::lossy(s).map_err(|e| thrown(ctx, e, field.name))
+    })
 }
 
 fn string(v: &Value<'_>, field: &str) -> Result<String, MwError> {
@@ -753,8 +765,11 @@ fn plan_read<'js>(
     {
         // Any value, as Tyk's `b64enc(Body)` turns it into text (`42`
         // becomes "42").
-        let text = super::engine::coerced(&a.body).map_err(|e| thrown(ctx, e, "Request.Body"))?;
-        body = Some(text);
+        let text = a
+            .body
+            .get::<Coerced<rquickjs::String>>()
+            .map_err(|e| thrown(ctx, e, REQUEST_BODY.name))?;
+        body = Some(body_text(ctx, &text.0, REQUEST_BODY)?);
     }
     let url = if a.url != sent.url {
         Some(string(&a.url, "Request.URL")?)
@@ -849,18 +864,18 @@ fn overrides<'js>(
     let override_error: Coerced<bool> = ro
         .get("OverrideError")
         .map_err(|e| thrown(ctx, e, "OverrideError"))?;
-    let text = |key: &str| -> Result<String, MwError> {
+    let text = |key: &str, field: BodyField| -> Result<String, MwError> {
         let v = get(&ro, key, ctx)?;
-        if nothing(&v) {
-            Ok(String::new())
-        } else {
-            string(&v, &format!("{field}.{key}"))
+        match v.as_string() {
+            Some(s) => body_text(ctx, s, field),
+            None if nothing(&v) => Ok(String::new()),
+            None => Err(shape(field.name, "a string", &v)),
         }
     };
     Overrides {
         code,
-        error: text("ResponseError")?,
-        body: text("ResponseBody")?,
+        error: text("ResponseError", OVERRIDE_ERROR)?,
+        body: text("ResponseBody", OVERRIDE_BODY)?,
         headers,
         override_error: override_error.0,
     }

@@ -196,6 +196,22 @@ pub(crate) fn coerced(v: &Value<'_>) -> rquickjs::Result<String> {
     lossy(&v.get::<Coerced<rquickjs::String>>()?.0)
 }
 
+/// `s`'s JS `length` (UTF-16 units), read without converting it: QuickJS
+/// answers a string's (or a rope's) `length` from its header, running no
+/// script. A length that cannot be read is 0 (never seen: a string always
+/// has one), which leaves [`BodyField::convert`]'s check in bytes.
+///
+/// [`BodyField::convert`]: crate::js::bodies::BodyField::convert
+pub(crate) fn units(s: &rquickjs::String<'_>) -> usize {
+    let mut len: i64 = 0;
+    // SAFETY: the live context and one of its strings, read in place.
+    let rc = unsafe { qjs::JS_GetLength(s.ctx().as_raw().as_ptr(), s.as_raw(), &mut len) };
+    if rc < 0 {
+        return 0;
+    }
+    usize::try_from(len).unwrap_or(0)
+}
+
 /// `s` as UTF-8, each lone surrogate replaced by one U+FFFD, as boa's host
 /// reads it (`text::lossy`) and as Tyk's goja and Go's JSON decoder do.
 /// rquickjs's `to_string` refuses such a string (QuickJS writes a lone

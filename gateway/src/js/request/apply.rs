@@ -16,6 +16,7 @@ use super::build::{name, Accessors, Built, FieldState, Lazy};
 use crate::error::ErrorFormat;
 use crate::heap::uncounted;
 use crate::intern::{BadPair, HeaderCache};
+use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY};
 use crate::js::forced::Overrides;
 use crate::js::text;
 use crate::middleware::{Flow, MwError, MwRequest};
@@ -123,12 +124,6 @@ pub(crate) fn not_a_map(field: &str) -> MwError {
     MwError::bad_answer(format!(
         "the script's answer: {field} must be an object of names to values, got an array"
     ))
-}
-
-fn string(v: &JsValue, field: &str) -> Result<String, MwError> {
-    v.as_string()
-        .map(|s| text::lossy(&s))
-        .ok_or_else(|| shape(field, "a string", v))
 }
 
 /// Own enumerable-or-not string keys of `obj`, with their values.
@@ -362,9 +357,10 @@ impl<'a> Answer<'a> {
             // What goes into `req` is the host's (`heap.rs`), as is what
             // it replaces (a body may share the I/O thread's buffer).
             uncounted(|| {
-                req.body = Bytes::from(text::lossy(&body));
+                req.body = Bytes::from(text::body(&body, REQUEST_BODY)?);
                 crate::body::reframe(&mut req.headers, &req.method, req.body.len());
-            });
+                Ok(())
+            })?;
         }
         Ok(())
     }
@@ -575,16 +571,16 @@ fn overrides(v: &JsValue, format: ErrorFormat, ctx: &mut Context) -> Result<Opti
         ctx,
     )?;
     let override_error = get(&ro, js_string!("OverrideError"), ctx)?.to_boolean();
-    let mut text = |key: JsString, name: &str| -> Result<String, MwError> {
+    let mut text = |key: JsString, field: BodyField| -> Result<String, MwError> {
         let v = get(&ro, key, ctx)?;
-        if v.is_null_or_undefined() {
-            Ok(String::new())
-        } else {
-            string(&v, &format!("{field}.{name}"))
+        match v.as_string() {
+            Some(s) => text::body(&s, field),
+            None if v.is_null_or_undefined() => Ok(String::new()),
+            None => Err(shape(field.name, "a string", &v)),
         }
     };
-    let error = text(js_string!("ResponseError"), "ResponseError")?;
-    let body = text(js_string!("ResponseBody"), "ResponseBody")?;
+    let error = text(js_string!("ResponseError"), OVERRIDE_ERROR)?;
+    let body = text(js_string!("ResponseBody"), OVERRIDE_BODY)?;
     // The answer leaves with the request (`heap.rs`): the strings above
     // are counted, and freed here; their copies in the answer are not.
     let answer = uncounted(|| {

@@ -25,6 +25,7 @@ use http::HeaderMap;
 
 use crate::heap::Uncounted;
 
+use super::super::bodies::RESPONSE_BODY;
 use super::super::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use super::super::prelude::HOST_GLOBAL;
 use super::super::request::{self, get, opt_object, plain, shape, string_map, strings};
@@ -310,7 +311,7 @@ fn response_edits(
     let body = get(&r, js_string!("Body"), ctx)?;
     let body = match body.as_string() {
         Some(s) if s == *sent => None,
-        Some(s) => Some(text::lossy(&s)),
+        Some(s) => Some(text::body(&s, RESPONSE_BODY)?),
         None if body.is_null_or_undefined() => Some(String::new()),
         None => return Err(shape("Response.Body", "a string", &body)),
     };
