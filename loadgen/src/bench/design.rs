@@ -158,6 +158,21 @@ fn pairs(
             Role::Request,
         ),
     }];
+    // The seed's script inline against native: the JS call with no
+    // hand-off, what an engine and its host cost alone.
+    if placements.iter().any(|p| p == "inline") {
+        out.push(Pair {
+            choice: "VM vs native".into(),
+            within: Some(format!("{DEFAULT_ENGINE} inline")),
+            base: family("native"),
+            other: placed(
+                DEFAULT_ENGINE.into(),
+                DEFAULT_STRATEGY.into(),
+                Role::Request,
+                Some("inline".into()),
+            ),
+        });
+    }
     out.extend(js_pairs(engines, strategies, Role::Request));
     out.extend(placement_pairs(engines, placements, Role::Request));
     out.push(Pair {
@@ -534,12 +549,15 @@ mod tests {
             rows,
             [
                 "VM vs native [] js - native",
+                "VM vs native [boa inline] inl - native",
                 "engine: QuickJS vs boa [persistent] qj - js",
                 "isolation: VM thread vs inline [boa] js - inl",
                 "placement threads [quickjs] qt - qj",
             ]
         );
-        assert!((r.design_choices[2].gateway_cpu_us.diff - 10.0).abs() < 1e-9);
+        assert!((r.design_choices[3].gateway_cpu_us.diff - 10.0).abs() < 1e-9);
+        let t = design_table(&r).unwrap();
+        assert_eq!(t.rows[1][0], "VM vs native (boa inline)");
         let inl = r.route("ours", "inl").unwrap();
         assert_eq!(inl.route.kind.as_ref().unwrap().label("inl"), "JS inline");
     }
