@@ -60,6 +60,13 @@ pub fn plugins() -> &'static Plugins {
         let c_dir = target.join("c");
         std::fs::create_dir_all(&c_dir).unwrap();
         let include = ws.join("plugins/sdk/include");
+        let fixture = |name: &str| {
+            cc(
+                &ws.join(format!("gateway/tests/fixtures/{name}.c")),
+                &include,
+                &c_dir,
+            )
+        };
         Plugins {
             add_header: target.join("debug/libadd_header.so"),
             test: target.join("debug/libtest_plugins.so"),
@@ -73,36 +80,12 @@ pub fn plugins() -> &'static Plugins {
                 &include,
                 &c_dir,
             ),
-            wrong_abi: cc(
-                &ws.join("gateway/tests/fixtures/wrong_abi.c"),
-                &include,
-                &c_dir,
-            ),
-            no_version: cc(
-                &ws.join("gateway/tests/fixtures/no_version.c"),
-                &include,
-                &c_dir,
-            ),
-            pre_1_2: cc(
-                &ws.join("gateway/tests/fixtures/pre_1_2.c"),
-                &include,
-                &c_dir,
-            ),
-            abi_1_2: cc(
-                &ws.join("gateway/tests/fixtures/abi_1_2.c"),
-                &include,
-                &c_dir,
-            ),
-            big_body: cc(
-                &ws.join("gateway/tests/fixtures/big_body.c"),
-                &include,
-                &c_dir,
-            ),
-            fd_probe: cc(
-                &ws.join("gateway/tests/fixtures/fd_probe.c"),
-                &include,
-                &c_dir,
-            ),
+            wrong_abi: fixture("wrong_abi"),
+            no_version: fixture("no_version"),
+            pre_1_2: fixture("pre_1_2"),
+            abi_1_2: fixture("abi_1_2"),
+            big_body: fixture("big_body"),
+            fd_probe: fixture("fd_probe"),
         }
     })
 }
