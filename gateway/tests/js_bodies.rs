@@ -253,3 +253,59 @@ fn a_script_body_past_32_mib_fails_its_request_closed_on_boa() {
 fn a_script_body_past_32_mib_fails_its_request_closed_on_quickjs() {
     bodies_are_bounded("quickjs", &["--jsvm-memory", "192MiB"]);
 }
+
+/// QuickJS `fresh` under the default `--jsvm-memory` (64 MiB): a 32 MiB
+/// `request.Body` made by doubling fits the heap, but the host's reading
+/// of the answer then meets the limit. That was reported as the script's
+/// throw (`threw`, "reading Request.SetHeaders: null": the `null` QuickJS
+/// throws when even its error object cannot be made); it is the memory
+/// limit (`out_of_memory`, the log naming it), and the next request is
+/// served from the context put back.
+#[test]
+fn a_quickjs_fresh_body_that_fills_the_default_heap_is_out_of_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (up, rec) = recorder();
+    write_apis(d, "quickjs", up);
+    let log = d.join("gateway.log");
+    let args = [
+        "--threads",
+        "1",
+        "--secret",
+        SECRET,
+        "--jsvm-timeout",
+        "60s",
+    ];
+    let (child, addr) = spawn_binary_with(d, "127.0.0.1:0", &log, &args);
+    let path = "/quickjs-fresh/x";
+    let got = ask(addr, path, BOUND, "body");
+    failed(&got, "Internal Server Error", &rec, 0, "32 MiB");
+    let got = ask(addr, path, 5, "body");
+    assert_eq!(got.status, 200, "the next request: {}", clip(&got));
+    assert_eq!(rec.last().body, &b"bbbbb"[..]);
+
+    let control = Control {
+        addr,
+        secret: SECRET.into(),
+    };
+    let counts: Vec<(String, String, u64)> = control
+        .stats_body()
+        .expect("loadgen reads /tyk/stats")
+        .errors
+        .into_iter()
+        .map(|e| (e.api_id, e.kind, e.count))
+        .collect();
+    stop_binary(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        counts,
+        [("quickjs-fresh".into(), "out_of_memory".into(), 1)],
+        "{text}"
+    );
+    let said = text
+        .lines()
+        .filter(|l| l.contains("API quickjs-fresh: ") && l.contains("(out_of_memory)"))
+        .filter(|l| l.contains("stopped at the jsvm memory limit (64 MiB)"))
+        .count();
+    assert_eq!(said, 1, "{text}");
+}

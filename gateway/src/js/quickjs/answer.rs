@@ -246,8 +246,11 @@ pub(crate) fn call_endpoint<'js>(
 
 /// A virtual endpoint's return value: `TykJsResponse(...)`'s JSON text.
 pub(crate) fn endpoint(ret: Value<'_>) -> Result<MwResponse, MwError> {
-    match ret.as_string().and_then(|s| s.to_string().ok()) {
-        Some(text) => endpoint_answer(&text),
+    match ret.as_string() {
+        Some(s) => {
+            let text = super::engine::lossy(s).map_err(|e| thrown(s.ctx(), e, "the answer"))?;
+            endpoint_answer(&text)
+        }
         None => Err(MwError::bad_answer(format!(
             "the virtual endpoint returned a JS {}, not TykJsResponse(...)'s JSON",
             type_of(&ret)
@@ -383,13 +386,23 @@ fn get<'js>(obj: &Object<'js>, key: &str, ctx: &Ctx<'js>) -> Result<Value<'js>, 
     obj.get(key).map_err(|e| thrown(ctx, e, key))
 }
 
+/// A failed read of the answer's `what`: the exception it threw (a
+/// getter's, a `toString`'s), or, when it is QuickJS's answer to the memory
+/// limit, an `out_of_memory` error (`api.rs` reports it with the limit and
+/// discards the context, as after a call that met it). An error of
+/// rquickjs's own is that exception when one is pending
+/// (`engine::pending`: a string QuickJS could not convert).
 fn thrown(ctx: &Ctx<'_>, e: rquickjs::Error, what: &str) -> MwError {
-    match e {
-        rquickjs::Error::Exception => MwError::threw(format!(
-            "reading {what}: {}",
-            super::engine::describe(&ctx.catch(), false)
-        )),
-        other => MwError::internal(format!("reading {what}: {other}")),
+    let pending = match e {
+        rquickjs::Error::Exception => Some(super::engine::describe(&ctx.catch(), false)),
+        _ => super::engine::pending(ctx),
+    };
+    match pending {
+        Some(msg) if super::engine::is_out_of_memory(&msg) => {
+            MwError::out_of_memory(format!("while reading {what}"))
+        }
+        Some(msg) => MwError::threw(format!("reading {what}: {msg}")),
+        None => MwError::internal(format!("reading {what}: {e}")),
     }
 }
 
@@ -431,9 +444,10 @@ fn string(v: &Value<'_>, field: &str) -> Result<String, MwError> {
 /// [`string`], with the field's name made only for the error (an entry's
 /// name is formatted: per entry on every call, that was a tenth of a call).
 fn string_at(v: &Value<'_>, field: impl FnOnce() -> String) -> Result<String, MwError> {
-    v.as_string()
-        .and_then(|s| super::engine::lossy(s).ok())
-        .ok_or_else(|| shape(&field(), "a string", v))
+    match v.as_string() {
+        Some(s) => super::engine::lossy(s).map_err(|e| thrown(s.ctx(), e, &field())),
+        None => Err(shape(&field(), "a string", v)),
+    }
 }
 
 /// Own enumerable string keys of `obj` with their values: what
@@ -503,18 +517,23 @@ fn header_map<'js>(
     let mut out = Vec::with_capacity(values.len());
     let mut invalid = None;
     for (atom, value) in atoms.atoms().zip(&values) {
-        let parsed = value.as_string().and_then(|s| keys.header_value(ctx, s));
-        let Some(parsed) = parsed else {
+        let Some(s) = value.as_string() else {
             return Err(shape(
                 &format!("{field}[{:?}]", atoms.text(atom)),
                 "a string",
                 value,
             ));
         };
+        let parsed = keys
+            .header_value(ctx, s)
+            .map_err(|e| thrown(ctx, e, field))?;
         if invalid.is_some() {
             continue;
         }
-        match (keys.header_name(ctx, atom), parsed) {
+        let name = keys
+            .header_name(ctx, atom)
+            .map_err(|e| thrown(ctx, e, field))?;
+        match (name, parsed) {
             (Some(n), Ok(v)) => out.push((n, v)),
             (None, _) => invalid = Some(bad_header_name(field, &atoms.text(atom))),
             (Some(_), Err(_)) => invalid = Some(bad_header_value(field, &atoms.text(atom))),

@@ -28,7 +28,7 @@ use super::engine::{self, Watch};
 use super::fresh::Fresh;
 use super::keys::Keys;
 use crate::js::{tykjson, Strategy};
-use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+use crate::middleware::{Flow, MwError, MwErrorKind, MwRequest, MwResponse};
 
 /// An API's scripts compiled to bytecode, with what building a context needs.
 #[derive(Clone)]
@@ -68,10 +68,23 @@ pub(crate) struct BuildError {
 
 /// Why a call did not produce an answer.
 pub(crate) enum Fail {
-    /// The script threw or answered with the wrong shape.
+    /// The script threw or answered with the wrong shape; or, of kind
+    /// `out_of_memory`, the host met the memory limit reading the answer
+    /// (`answer.rs`, which returns `MwError`s), as [`Fail::Memory`].
     Script(MwError),
     /// The memory limit was hit: the runtime must go.
     Memory,
+}
+
+impl Fail {
+    /// The memory limit was hit, by the call or by the reading of its
+    /// answer.
+    fn is_memory(&self) -> bool {
+        match self {
+            Fail::Memory => true,
+            Fail::Script(e) => e.kind() == MwErrorKind::OutOfMemory,
+        }
+    }
 }
 
 /// Runs the prelude, the scripts and the host in `ctx`; returns `call`.
@@ -468,16 +481,23 @@ impl QjsApi {
                     p.timeout
                 )))
             }
-            Err(Fail::Memory) => {
+            Err(Fail::Script(e)) if e.kind() != MwErrorKind::OutOfMemory => Err(e),
+            // The memory limit, met by the script, by the host's steps
+            // around it, or by the host reading its answer (`answer.rs`:
+            // an `out_of_memory` error saying what it read).
+            Err(fail) => {
                 if !keep {
                     self.live = None;
                 }
+                let reading = match fail {
+                    Fail::Script(e) => format!(" {}", e.message()),
+                    Fail::Memory => String::new(),
+                };
                 Err(MwError::out_of_memory(format!(
-                    "stopped at the jsvm memory limit ({} MiB)",
+                    "stopped at the jsvm memory limit ({} MiB){reading}",
                     p.memory >> 20
                 )))
             }
-            Err(Fail::Script(e)) => Err(e),
         }
     }
 }
@@ -489,7 +509,7 @@ impl QjsApi {
 /// otherwise, is discarded as after an interrupt). Not after the memory
 /// limit: that runtime is discarded anyway.
 fn settle<T>(r: Result<T, Fail>, rt: &Runtime, deadline: Instant) -> (Result<T, Fail>, bool) {
-    if matches!(r, Err(Fail::Memory)) {
+    if r.as_ref().is_err_and(Fail::is_memory) {
         return (r, false);
     }
     match engine::run_jobs(rt, deadline) {
@@ -522,9 +542,7 @@ fn json_run(
     match engine::eval_sloppy(ctx, source) {
         Ok(v) => match v.as_string() {
             Some(text) => {
-                let text = text
-                    .to_string()
-                    .map_err(|e| Fail::Script(MwError::internal(format!("JS host: {e}"))))?;
+                let text = text.to_string().map_err(|e| failure(ctx, e))?;
                 tykjson::apply(&text, req).map_err(Fail::Script)
             }
             None => Err(Fail::Script(tykjson::no_answer(v.type_name()))),
@@ -536,7 +554,11 @@ fn json_run(
 
 /// The pending exception as a call's failure.
 fn exception(ctx: &Ctx<'_>) -> Fail {
-    let msg = engine::describe(&ctx.catch(), false);
+    thrown(engine::describe(&ctx.catch(), false))
+}
+
+/// A thrown value's text (`engine::describe`) as a call's failure.
+fn thrown(msg: String) -> Fail {
     if engine::is_out_of_memory(&msg) {
         Fail::Memory
     } else {
@@ -571,10 +593,16 @@ fn run<'js>(
     }
 }
 
-/// A failed call into the host function as a [`Fail`].
+/// A failed call into the host function, or a failed host step around
+/// it, as a [`Fail`]. An error of rquickjs's own with an exception pending
+/// is that exception's failure (`engine::pending`): at the memory limit,
+/// [`Fail::Memory`].
 pub(crate) fn failure(ctx: &Ctx<'_>, e: rquickjs::Error) -> Fail {
     match e {
         rquickjs::Error::Exception => exception(ctx),
-        e => Fail::Script(MwError::internal(format!("JS host: {e}"))),
+        e => match engine::pending(ctx) {
+            Some(msg) => thrown(msg),
+            None => Fail::Script(MwError::internal(format!("JS host: {e}"))),
+        },
     }
 }

@@ -122,8 +122,20 @@ fn limits(rt: Runtime, memory_limit: usize) -> Result<(Runtime, Rc<Watch>), Stri
 /// the memory limit: an `InternalError: out of memory`, or `null` when even
 /// that error object could not be allocated. (A script that throws `null`
 /// itself is taken for one too: its state is rebuilt, which is harmless.)
+/// The host's own steps (reading an answer's fields, converting its
+/// strings) fail the same way at the limit: [`pending`] finds their
+/// exception when rquickjs reports another error.
 pub(crate) fn is_out_of_memory(message: &str) -> bool {
     message.contains("out of memory") || message == "null" || message.ends_with(": null")
+}
+
+/// The exception a failed step left pending in `ctx`, taken, as one line
+/// ([`describe`]); `None` when there is none. rquickjs reports some
+/// failures of QuickJS as errors of its own (a string QuickJS could not
+/// convert is `Error::Unknown`) while the exception that says why, at the
+/// memory limit `null` or `InternalError: out of memory`, is pending.
+pub(crate) fn pending(ctx: &Ctx<'_>) -> Option<String> {
+    ctx.has_exception().then(|| describe(&ctx.catch(), false))
 }
 
 /// Installs `log`, `rawlog`, `b64enc`, `b64dec`, `rawb64enc` and `rawb64dec`.
@@ -377,7 +389,7 @@ pub(crate) fn eval_function<'js>(
 /// function`), and for a syntax error where it is (`line 4, column 41 of
 /// file.js`), read from the first stack frame.
 pub(crate) fn describe(thrown: &Value<'_>, with_place: bool) -> String {
-    let text = coerced(thrown).unwrap_or_else(|_| "an exception that cannot be shown".into());
+    let text = coerced(thrown).unwrap_or_else(|_| unshown(thrown.ctx()));
     if !with_place {
         return text;
     }
@@ -394,6 +406,23 @@ pub(crate) fn describe(thrown: &Value<'_>, with_place: bool) -> String {
         Some(p) => format!("{text} (at {p})"),
         None => text,
     }
+}
+
+/// What [`describe`] says of a value whose text could not be made: making
+/// it takes heap too, so at the memory limit it fails with QuickJS's
+/// `null`. That exception is taken (nothing is left pending) and named,
+/// so that [`is_out_of_memory`] sees it.
+fn unshown(ctx: &Ctx<'_>) -> String {
+    let why = ctx.catch();
+    let text = if why.is_null() {
+        "null".to_string()
+    } else {
+        coerced(&why).unwrap_or_else(|_| {
+            let _ = ctx.catch();
+            "another exception".to_string()
+        })
+    };
+    format!("an exception that cannot be shown: {text}")
 }
 
 #[cfg(test)]

@@ -165,11 +165,16 @@ impl Keys {
 
 impl Keys {
     /// The key `atom` (of this context) as a header name; `None` when it
-    /// is not one.
-    pub(crate) fn header_name(&self, ctx: &Ctx<'_>, atom: qjs::JSAtom) -> Option<HeaderName> {
+    /// is not one; an error (`Error::Exception`, pending in `ctx`) when
+    /// QuickJS cannot give its text (out of memory).
+    pub(crate) fn header_name(
+        &self,
+        ctx: &Ctx<'_>,
+        atom: qjs::JSAtom,
+    ) -> rquickjs::Result<Option<HeaderName>> {
         let mut names = self.names.borrow_mut();
         if let Some((_, name)) = names.iter().find(|(a, _)| *a == atom) {
-            return Some(name.clone());
+            return Ok(Some(name.clone()));
         }
         let raw = ctx.as_raw().as_ptr();
         let mut len = 0;
@@ -178,18 +183,22 @@ impl Keys {
         // `drop`.
         unsafe {
             let s = qjs::JS_AtomToCStringLen(raw, &mut len, atom);
-            let name = c_string_bytes(ctx, s, len as usize, |b| HeaderName::from_bytes(b).ok())??;
+            let name = c_string_bytes(ctx, s, len as usize, |b| HeaderName::from_bytes(b).ok())?;
+            let Some(name) = name else {
+                return Ok(None);
+            };
             if names.len() < NAMES_KEPT {
                 names.push((qjs::JS_DupAtom(raw, atom), name.clone()));
             }
-            Some(name)
+            Ok(Some(name))
         }
     }
 }
 
 impl Keys {
-    /// The JS string `s` as a header value: `None` when QuickJS cannot
-    /// give its text, `Some(Err)` when a header cannot carry it (CR, LF,
+    /// The JS string `s` as a header value: an error (`Error::Exception`,
+    /// pending in `ctx`) when QuickJS cannot give its text (out of
+    /// memory), `Ok(Err)` when a header cannot carry it (CR, LF,
     /// another control character: [`HeaderValue::from_str`], as on every
     /// path). A lone surrogate is U+FFFD, as Tyk's decoder reads the
     /// `\ud800` that `JSON.stringify` writes for it (and as boa's host).
@@ -197,7 +206,7 @@ impl Keys {
         &self,
         ctx: &Ctx<'_>,
         s: &rquickjs::String<'_>,
-    ) -> Option<Result<HeaderValue, ()>> {
+    ) -> rquickjs::Result<Result<HeaderValue, ()>> {
         let v = s.as_raw();
         // SAFETY: `v` is a string: its pointer is its identity.
         let ptr = unsafe { qjs::JS_VALUE_GET_PTR(v) };
@@ -207,7 +216,7 @@ impl Keys {
             .iter()
             .find(|(k, _)| unsafe { qjs::JS_VALUE_GET_PTR(*k) } == ptr)
         {
-            return Some(Ok(hv.clone()));
+            return Ok(Ok(hv.clone()));
         }
         let raw = ctx.as_raw().as_ptr();
         let mut len = 0;
@@ -217,21 +226,22 @@ impl Keys {
         unsafe {
             let p = qjs::JS_ToCStringLen(raw, &mut len, v);
             let parsed = c_string_bytes(ctx, p, len, |b| {
-                Some(HeaderValue::from_str(&super::engine::wtf8_lossy(b)).map_err(drop))
+                HeaderValue::from_str(&super::engine::wtf8_lossy(b)).map_err(drop)
             })?;
-            if let Some(Ok(hv)) = &parsed {
+            if let Ok(hv) = &parsed {
                 if values.len() < VALUES_KEPT && len <= VALUE_KEPT_LEN {
                     values.push((qjs::JS_DupValue(raw, v), hv.clone()));
                 }
             }
-            parsed
+            Ok(parsed)
         }
     }
 }
 
 /// `f` of the bytes of the C string quickjs just made of a string or an
-/// atom (`p`, `len` bytes), the string freed after; `None` when quickjs
-/// could not make it (its exception taken).
+/// atom (`p`, `len` bytes), the string freed after; `Error::Exception`
+/// when quickjs could not make it (out of memory: its exception is left
+/// pending, for the caller to report).
 ///
 /// # Safety
 /// `p` and `len` come from `JS_ToCStringLen` or `JS_AtomToCStringLen` on
@@ -241,16 +251,15 @@ unsafe fn c_string_bytes<R>(
     p: *const std::ffi::c_char,
     len: usize,
     f: impl FnOnce(&[u8]) -> R,
-) -> Option<R> {
+) -> rquickjs::Result<R> {
     if p.is_null() {
-        let _ = ctx.catch();
-        return None;
+        return Err(rquickjs::Error::Exception);
     }
     // SAFETY: per the contract, `len` bytes at `p`, freed once here.
     unsafe {
         let out = f(std::slice::from_raw_parts(p.cast::<u8>(), len));
         qjs::JS_FreeCString(ctx.as_raw().as_ptr(), p);
-        Some(out)
+        Ok(out)
     }
 }
 
@@ -416,7 +425,8 @@ pub(crate) fn own_entries<'js>(
                 return Err(rquickjs::Error::Exception);
             }
             let value = Value::from_raw(ctx.clone(), v);
-            out.push((atom_string(raw, atom), value));
+            let key = atom_string(raw, atom).ok_or(rquickjs::Error::Exception)?;
+            out.push((key, value));
         }
     }
     Ok(out)
@@ -452,29 +462,38 @@ impl AtomTable {
         self.0.atoms()
     }
 
-    /// The text of one of these atoms.
+    /// The text of one of these atoms, for an error's message: empty when
+    /// QuickJS cannot give it (out of memory; its exception dropped, as
+    /// the error being made says what went wrong).
     pub(crate) fn text(&self, atom: qjs::JSAtom) -> String {
-        // SAFETY: the table's live context; the atom is alive in the table.
-        unsafe { atom_string(self.0.raw, atom) }
+        // SAFETY: the table's live context; the atom is alive in the table;
+        // the exception taken is freed once.
+        unsafe {
+            atom_string(self.0.raw, atom).unwrap_or_else(|| {
+                qjs::JS_FreeValue(self.0.raw, qjs::JS_GetException(self.0.raw));
+                String::new()
+            })
+        }
     }
 }
 
-/// An atom's text (a lone surrogate becomes U+FFFD).
+/// An atom's text (a lone surrogate becomes U+FFFD); `None` when QuickJS
+/// cannot make it (out of memory: its exception is pending).
 ///
 /// # Safety
 /// `raw` is a live context and `atom` one of its atoms.
-unsafe fn atom_string(raw: *mut qjs::JSContext, atom: qjs::JSAtom) -> String {
+unsafe fn atom_string(raw: *mut qjs::JSContext, atom: qjs::JSAtom) -> Option<String> {
     let mut len = 0;
     // SAFETY: as the caller promised; the C string is freed once.
     unsafe {
         let s = qjs::JS_AtomToCStringLen(raw, &mut len, atom);
         if s.is_null() {
-            return String::new();
+            return None;
         }
         let bytes = std::slice::from_raw_parts(s.cast::<u8>(), len as usize);
         let text = super::engine::wtf8_lossy(bytes).into_owned();
         qjs::JS_FreeCString(raw, s);
-        text
+        Some(text)
     }
 }
 

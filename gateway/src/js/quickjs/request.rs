@@ -478,7 +478,10 @@ impl Table {
             let text = headers.map(super::answer::header_text).unwrap_or_default();
             let mut v = qjs::JS_NewStringLen(ctx, text.as_ptr().cast(), text.len() as _);
             if qjs::JS_IsException(v) {
-                // Out of memory: the field reads as no headers.
+                // Out of memory: the field reads as no headers. The call
+                // is answered; its exception is not left pending, where
+                // a later failure would be taken for it.
+                qjs::JS_FreeValue(ctx, qjs::JS_GetException(ctx));
                 v = self.empty(ctx);
             }
             (*s).slots[Field::Headers as usize] = Slot::Lazy(v);
