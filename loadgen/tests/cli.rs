@@ -259,7 +259,7 @@ fn bench_usage_errors_exit_2_before_anything_starts() {
         let head = ["bench", "--bin-dir", missing.to_str().unwrap()];
         loadgen(&[&head[..], &["--apis", apis.to_str().unwrap()], args].concat())
     };
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 15] = [
         (&["-n", "5", "-c", "10"], "-n 5 must be at least -c 10"),
         (&["-c", "0"], "-c at least 1"),
         (&["--repeat", "0"], "--repeat must be at least 1"),
@@ -284,6 +284,30 @@ fn bench_usage_errors_exit_2_before_anything_starts() {
         (
             &["--compare", "tyk=https://localhost/"],
             "--compare \"tyk=https://localhost/\": unsupported scheme \"https\"",
+        ),
+        // A path would be dropped and the routes measured at the root;
+        // a name the report already uses, or one given twice, would mix
+        // two gateways' rows.
+        (
+            &["--compare", "tyk=http://localhost:8080/prefix"],
+            "the base URL has a path (/prefix)",
+        ),
+        (
+            &["--compare", "ours=http://localhost:8080/"],
+            "\"ours\" names this gateway's own rows or a --peer's",
+        ),
+        (
+            &["--compare", "nginx=http://localhost:8080"],
+            "\"nginx\" names this gateway's own rows or a --peer's",
+        ),
+        (
+            &[
+                "--compare",
+                "tyk=http://localhost:8080",
+                "--compare",
+                "tyk=http://localhost:9090",
+            ],
+            "\"tyk\" is given twice",
         ),
         // clap's own, for comparison.
         (&["--no-such-flag"], "--no-such-flag"),

@@ -146,8 +146,13 @@ impl BenchArgs {
             anyhow::bail!("--repeat must be at least 1");
         }
         pin::Pinning::parse(&self.cpus)?;
+        let mut names = Vec::new();
         for c in &self.compare {
-            runner::parse_compare(c)?;
+            let (name, _, _) = runner::parse_compare(c)?;
+            if names.contains(&name) {
+                anyhow::bail!("--compare {c:?}: {name:?} is given twice; each gateway needs a name of its own");
+            }
+            names.push(name);
         }
         Ok(())
     }

@@ -655,8 +655,22 @@ pub fn parse_compare(s: &str) -> anyhow::Result<(String, String, u16)> {
         .split_once('=')
         .filter(|(name, _)| !name.trim().is_empty())
         .with_context(|| format!("--compare {s:?}: expected NAME=BASE_URL"))?;
-    let (host, port, _) =
+    let (host, port, path) =
         crate::cli::parse_url(url).map_err(|e| anyhow::anyhow!("--compare {s:?}: {e}"))?;
+    // The seed's routes are measured at the gateway's root: a path would be
+    // dropped without a word, and the routes measured somewhere else.
+    if path != "/" {
+        anyhow::bail!(
+            "--compare {s:?}: the base URL has a path ({path}); the seed's routes are measured at the gateway's root, so give http://host:port"
+        );
+    }
+    // A name the report already gives rows to would mix two gateways' rows.
+    let name = name.trim();
+    if name == "ours" || super::peers::NAMES.contains(&name) {
+        anyhow::bail!(
+            "--compare {s:?}: {name:?} names this gateway's own rows or a --peer's; choose another name"
+        );
+    }
     Ok((name.to_string(), host, port))
 }
 
