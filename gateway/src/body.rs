@@ -381,6 +381,30 @@ impl Body for RequestBody {
     }
 }
 
+/// The one rule for a body middleware hands the gateway (a native
+/// plugin's `set_body`, a script's `Request.Body`, a wasm module's
+/// buffer): refused past `bound` before it is copied, as every other body
+/// the gateway holds whole is bounded (`MAX_BUFFERED_BODY`, 413 for a
+/// client's; `MAX_BUFFERED_RESPONSE`, 500 for an upstream's), and
+/// `heap::BODY_FACTOR` counts on bodies no larger. `at` names where the
+/// body came from (a callback, a field), `what` the body it would be.
+pub(crate) fn within(len: usize, bound: usize, at: &str, what: &str) -> Result<(), String> {
+    if len > bound {
+        return Err(past_bound(at, &len, bound, what));
+    }
+    Ok(())
+}
+
+/// [`within`]'s refusal; `len` may be a lower bound ("at least N") when
+/// the body was refused before it was measured in bytes.
+#[cold]
+pub(crate) fn past_bound(at: &str, len: &dyn fmt::Display, bound: usize, what: &str) -> String {
+    format!(
+        "{at}: a body of {len} bytes is past the {} MiB bound on {what} ({bound} bytes)",
+        bound >> 20
+    )
+}
+
 /// Sets a request's framing headers for a body of `len` bytes that is now
 /// held whole (middleware replaced it, or the proxy is about to send it):
 /// the one rule, used by every driver after a body edit and by the proxy

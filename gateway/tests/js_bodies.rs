@@ -10,7 +10,9 @@ mod js_phases;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use common::{recorder, send, spawn_binary_with, stop_binary, write_api, Got, Recorder};
+use common::{
+    error_counts, recorder, send, spawn_binary_with, stop_binary, write_api, Got, Recorder,
+};
 use js_phases::{js_api, virtual_version};
 use loadgen::bench::probe::Control;
 use serde_json::{json, Value};
@@ -183,13 +185,7 @@ fn bodies_are_bounded(engine: &str, args: &[&str]) {
         addr,
         secret: SECRET.into(),
     };
-    let counts: BTreeMap<(String, String), u64> = control
-        .stats_body()
-        .expect("loadgen reads /tyk/stats")
-        .errors
-        .into_iter()
-        .map(|e| ((e.api_id, e.kind), e.count))
-        .collect();
+    let counts = error_counts(&control);
     let mut want = BTreeMap::new();
     for strategy in STRATEGIES {
         want.insert((format!("{engine}-{strategy}"), "bad_answer".into()), 3);
@@ -288,18 +284,12 @@ fn a_quickjs_fresh_body_that_fills_the_default_heap_is_out_of_memory() {
         addr,
         secret: SECRET.into(),
     };
-    let counts: Vec<(String, String, u64)> = control
-        .stats_body()
-        .expect("loadgen reads /tyk/stats")
-        .errors
-        .into_iter()
-        .map(|e| (e.api_id, e.kind, e.count))
-        .collect();
+    let counts = error_counts(&control);
     stop_binary(child);
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
         counts,
-        [("quickjs-fresh".into(), "out_of_memory".into(), 1)],
+        BTreeMap::from([(("quickjs-fresh".into(), "out_of_memory".into()), 1)]),
         "{text}"
     );
     let said = text

@@ -16,7 +16,7 @@ mod js_phases;
 
 use std::collections::BTreeMap;
 
-use common::{recorder, send, spawn_binary_with, stop_binary, write_api, Got};
+use common::{error_counts, recorder, send, spawn_binary_with, stop_binary, write_api, Got};
 use js_phases::{js_api, virtual_version};
 use loadgen::bench::probe::Control;
 use serde_json::{json, Value};
@@ -132,13 +132,7 @@ fn a_quickjs_heap_run_out_is_out_of_memory_in_every_strategy_and_phase() {
         addr,
         secret: SECRET.into(),
     };
-    let counts: BTreeMap<(String, String), u64> = control
-        .stats_body()
-        .expect("loadgen reads /tyk/stats")
-        .errors
-        .into_iter()
-        .map(|e| ((e.api_id, e.kind), e.count))
-        .collect();
+    let counts = error_counts(&control);
     let mut want = BTreeMap::new();
     for strategy in STRATEGIES {
         for phase in PHASES {

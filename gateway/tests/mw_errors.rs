@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::native::{native_api, plugins, write_def};
-use common::{api_json, mock, recorder, send, start_gateway_with, write_api};
+use common::{api_json, error_counts, mock, recorder, send, start_gateway_with, write_api};
 use gateway::server::GatewayConfig;
 use loadgen::bench::probe::Control;
 use serde_json::json;
@@ -26,15 +26,6 @@ fn fixture(name: &str) -> String {
 fn js_api(id: &str, engine: &str, up: &str, name: &str, path: &str) -> serde_json::Value {
     let mw = json!({"driver": "otto", "engine": engine, "pre": [{"name": name, "path": path}]});
     api_json(id, &format!("/{id}/"), up, true, mw)
-}
-
-/// `(api_id, kind) -> count` from loadgen's reading of `/tyk/stats`.
-fn counts(control: &Control) -> BTreeMap<(String, String), u64> {
-    let body = control.stats_body().expect("loadgen reads /tyk/stats");
-    body.errors
-        .into_iter()
-        .map(|e| ((e.api_id, e.kind), e.count))
-        .collect()
 }
 
 fn assert_500(got: &common::Got, what: &str) {
@@ -84,7 +75,11 @@ fn every_failure_is_counted_per_api_under_its_kind() {
         addr: gw.addr,
         secret: SECRET.into(),
     };
-    assert!(counts(&control).is_empty(), "{:?}", counts(&control));
+    assert!(
+        error_counts(&control).is_empty(),
+        "{:?}",
+        error_counts(&control)
+    );
 
     // Each request fails one way; `n` of each, so counts are not just 1.
     let n = 3;
@@ -136,7 +131,7 @@ fn every_failure_is_counted_per_api_under_its_kind() {
         expect(api, kind);
     }
 
-    assert_eq!(counts(&control), want);
+    assert_eq!(error_counts(&control), want);
     // The per-call figures are still there beside the counts, and a reset
     // clears both.
     let body = control.stats_body().unwrap();
@@ -145,7 +140,7 @@ fn every_failure_is_counted_per_api_under_its_kind() {
         .iter()
         .any(|s| s.api_id == "boa-faults" && s.count > 0));
     control.reset().unwrap();
-    assert!(counts(&control).is_empty());
+    assert!(error_counts(&control).is_empty());
     gw.stop();
 }
 

@@ -7,7 +7,9 @@
 mod common;
 mod wasm_common;
 
-use common::{recorder, send, spawn_binary_with, stop_binary, write_api, Got};
+use std::collections::BTreeMap;
+
+use common::{error_counts, recorder, send, spawn_binary_with, stop_binary, write_api, Got};
 use loadgen::bench::probe::Control;
 use serde_json::json;
 use wasm_common::{fixture, wasm_api};
@@ -88,14 +90,10 @@ fn a_wasm_body_past_32_mib_fails_its_request_closed() {
         addr,
         secret: SECRET.into(),
     };
-    let errors: Vec<(String, String, u64)> = control
-        .stats_body()
-        .expect("loadgen reads /tyk/stats")
-        .errors
-        .into_iter()
-        .map(|e| (e.api_id, e.kind, e.count))
-        .collect();
-    assert_eq!(errors, [("big".into(), "plugin_fault".into(), 3)]);
+    assert_eq!(
+        error_counts(&control),
+        BTreeMap::from([(("big".into(), "plugin_fault".into()), 3)])
+    );
     stop_binary(child);
 
     let text = std::fs::read_to_string(&log).unwrap();

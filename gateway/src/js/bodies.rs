@@ -75,10 +75,7 @@ impl BodyField {
     /// Refuses a body of `len` bytes past the bound.
     #[inline]
     pub(crate) fn check(self, len: usize) -> Result<(), MwError> {
-        if len > self.bound {
-            return Err(self.past(len, ""));
-        }
-        Ok(())
+        crate::body::within(len, self.bound, self.name, self.what).map_err(MwError::bad_answer)
     }
 
     /// The body a JS string of `units` UTF-16 units (its `length`) makes:
@@ -91,22 +88,13 @@ impl BodyField {
         convert: impl FnOnce() -> Result<String, MwError>,
     ) -> Result<String, MwError> {
         if units > self.bound {
-            return Err(self.past(units, "at least "));
+            let at_least = format!("at least {units}");
+            let why = crate::body::past_bound(self.name, &at_least, self.bound, self.what);
+            return Err(MwError::bad_answer(why));
         }
         let text = convert()?;
         self.check(text.len())?;
         Ok(text)
-    }
-
-    #[cold]
-    fn past(self, len: usize, at_least: &str) -> MwError {
-        MwError::bad_answer(format!(
-            "{}: a body of {at_least}{len} bytes is past the {} MiB bound on {} ({} bytes)",
-            self.name,
-            self.bound >> 20,
-            self.what,
-            self.bound
-        ))
     }
 }
 

@@ -287,26 +287,11 @@ pub(super) fn too_many(_: http::header::MaxSizeReached) -> String {
     "too many header fields: a request or response holds at most 32,768".to_string()
 }
 
-/// Refuses a body past `bound`, before the host copies it: every other
-/// body the gateway holds whole is bounded (`MAX_BUFFERED_BODY`, 413 for
-/// a client's; `MAX_BUFFERED_RESPONSE`, 500 for an upstream's; the Go
-/// adapter's replaced body and answer), and so is what a JS call may
-/// allocate for one (`heap::BODY_FACTOR` counts on bodies of 32 MiB at
-/// most). Without it one call of `set_body` copied whatever the plugin
-/// handed over, a gigabyte as readily as a byte.
+/// Refuses a body past `bound` before the host copies it
+/// ([`crate::body::within`]): without it one call of `set_body` copied
+/// whatever the plugin handed over, a gigabyte as readily as a byte.
 pub(super) fn within(body: &[u8], bound: usize, callback: &str, what: &str) -> Result<(), String> {
-    if body.len() > bound {
-        return Err(too_large(body.len(), bound, callback, what));
-    }
-    Ok(())
-}
-
-#[cold]
-fn too_large(len: usize, bound: usize, callback: &str, what: &str) -> String {
-    format!(
-        "{callback}: a body of {len} bytes is past the {} MiB bound on {what} ({bound} bytes)",
-        bound >> 20
-    )
+    crate::body::within(body.len(), bound, callback, what)
 }
 
 #[cold]

@@ -55,14 +55,9 @@ pub struct BodyTooLarge {
 
 impl std::fmt::Display for BodyTooLarge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: a body of {} bytes is past the {} MiB bound on a body held for middleware ({} bytes)",
-            self.call,
-            self.len,
-            MAX_BUFFERED_BODY >> 20,
-            MAX_BUFFERED_BODY
-        )
+        let what = "a body held for middleware";
+        let why = crate::body::past_bound(self.call, &self.len, MAX_BUFFERED_BODY, what);
+        f.write_str(&why)
     }
 }
 

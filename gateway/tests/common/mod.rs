@@ -6,6 +6,7 @@ pub mod fuzz;
 pub mod native;
 pub mod raw;
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -509,4 +510,14 @@ pub fn threads_named(pid: u32, prefix: &str) -> usize {
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// `(api_id, kind) -> count` of the middleware failures `GET /tyk/stats`
+/// reports, as loadgen's reader (the bench's own code) reads them.
+pub fn error_counts(control: &loadgen::bench::probe::Control) -> BTreeMap<(String, String), u64> {
+    let body = control.stats_body().expect("loadgen reads /tyk/stats");
+    body.errors
+        .into_iter()
+        .map(|e| ((e.api_id, e.kind), e.count))
+        .collect()
 }
