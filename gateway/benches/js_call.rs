@@ -42,10 +42,6 @@
 //!    cores costs far more (on the 2-core test VM, boa 5 -> ~60 µs CPU per
 //!    call).
 //!
-//! 7. `JSVM_WAIT_US=0` makes the I/O side await every answer
-//!    asynchronously (`--jsvm-wait 0`) instead of first waiting in place
-//!    (default 200 µs; `js/vmthread/answer.rs`).
-//!
 //! Allocations are counted by a wrapper around the system allocator that
 //! exists only in this benchmark binary.
 
@@ -235,11 +231,6 @@ fn measure(name: &str, spec: &ApiSpec, jsvm_threads: usize, default_calls: usize
     let opts = HostOptions {
         jsvm_timeout: Duration::from_secs(5),
         jsvm_threads,
-        jsvm_wait: std::env::var("JSVM_WAIT_US")
-            .ok()
-            .map_or(gateway::js::DEFAULT_WAIT, |v| {
-                Duration::from_micros(v.parse().expect("JSVM_WAIT_US: microseconds"))
-            }),
         ..HostOptions::default()
     };
     let factory = gateway::js::load(spec, &opts).expect("load");

@@ -2,15 +2,12 @@
 # Gateway CPU per request (utime+stime from /proc) of every JS route against
 # the native plugin (/gopl/hello/) and no middleware (/plain/hello/), for
 # each placement of scripts (MODES):
-#   wait   the defaults: boa on VM threads, the I/O thread waiting in place
-#          up to 200 µs (--jsvm-wait); QuickJS inline until a call overruns
+#   default  boa on VM threads; QuickJS inline until a call overruns
 #          1 ms (--jsvm-inline-budget)
-#   threads  as wait, QuickJS on VM threads from the start
+#   threads  as default, QuickJS on VM threads from the start
 #          (--jsvm-inline-budget 0)
-#   yield  as threads, the I/O thread always awaiting asynchronously
-#          (--jsvm-wait 0: the hand-off before the in-place wait existed)
 #   inline scripts on the I/O thread (--jsvm-threads 0: no isolation)
-#   unpinned  as wait, with --cpu-affinity off: the kernel places the
+#   unpinned  as default, with --cpu-affinity off: the kernel places the
 #          worker and its VM threads (affinity.rs says what that costs)
 # One gateway per mode runs for the whole script (--threads 1, so every
 # request crosses the same paths); within each round every (mode, route)
@@ -20,7 +17,7 @@
 # excess over /gopl/hello/ in the same mode. Never asserts.
 #
 # To try this: 1. cargo build --release
-# 2. gateway/benches/js_placement.sh  [N=10000 ROUNDS=5 MODES="wait threads yield inline unpinned"
+# 2. gateway/benches/js_placement.sh  [N=10000 ROUNDS=5 MODES="default threads inline unpinned"
 #    ROUTES="/plain/hello/ /gopl/hello/ /jsvm/hello/ ..." PIN=0 (taskset
 #    the gateways to these CPUs) GW_THREADS=1 (the gateways' --threads)]
 set -euo pipefail
@@ -28,7 +25,7 @@ cd "$(dirname "$0")/../.."
 BIN=${BIN:-target/release}
 N=${N:-10000}
 ROUNDS=${ROUNDS:-5}
-MODES=${MODES:-wait threads yield inline unpinned}
+MODES=${MODES:-default threads inline unpinned}
 GW_THREADS=${GW_THREADS:-1}
 MOCK_PORT=${MOCK_PORT:-18322}
 GW_PORT=${GW_PORT:-18391}
@@ -49,12 +46,11 @@ tick=$(getconf CLK_TCK)
 results="$work/results"
 flags() {
   case "$1" in
-    wait) echo "--jsvm-threads 1 --jsvm-wait 200us" ;;
+    default) echo "--jsvm-threads 1" ;;
     threads) echo "--jsvm-threads 1 --jsvm-inline-budget 0" ;;
-    yield) echo "--jsvm-threads 1 --jsvm-inline-budget 0 --jsvm-wait 0" ;;
     inline) echo "--jsvm-threads 0" ;;
-    unpinned) echo "--jsvm-threads 1 --jsvm-wait 200us --cpu-affinity off" ;;
-    *) echo "unknown mode $1 (wait, threads, yield, inline or unpinned)" >&2; exit 2 ;;
+    unpinned) echo "--jsvm-threads 1 --cpu-affinity off" ;;
+    *) echo "unknown mode $1 (default, threads, inline or unpinned)" >&2; exit 2 ;;
   esac
 }
 declare -A gw port

@@ -35,9 +35,9 @@ struct Args {
     /// JS VM threads per worker and API (at most 256; each builds its own JS context at its first call, ~0.9 MiB with boa); 0 runs scripts inline on the I/O thread (no isolation)
     #[arg(long, default_value_t = 1, value_parser = parse_jsvm_threads)]
     jsvm_threads: usize,
-    /// How long a worker's I/O thread waits in place (blocked, not spinning) for a VM thread's answer before it serves other connections; APIs whose calls usually take longer are never waited for; 0 always serves others first
-    #[arg(long, default_value = "200us", value_parser = parse_wait)]
-    jsvm_wait: Duration,
+    /// No longer used: the I/O thread never blocks for a VM thread's answer (calls queue on the thread and are awaited). Accepted, with a warning, so that existing command lines still start
+    #[arg(long, hide = true, value_parser = parse_wait)]
+    jsvm_wait: Option<Duration>,
     /// QuickJS: how long one call may run inline on the I/O thread; the first call past it moves its API to VM threads on that worker (and runs again there); 0 starts every QuickJS API on VM threads
     #[arg(long, default_value = "1ms", value_parser = parse_wait)]
     jsvm_inline_budget: Duration,
@@ -337,12 +337,16 @@ fn main() -> std::process::ExitCode {
         tracing::warn!("RUST_LOG={v:?} is not a filter ({e}); logging at info");
     }
     let args = Args::parse();
+    if let Some(wait) = args.jsvm_wait {
+        tracing::warn!(
+            "--jsvm-wait {wait:?} has no effect: the I/O thread no longer waits in place for a VM thread's answer (calls queue on the thread and are awaited); drop the flag"
+        );
+    }
     gateway::lograte::set_per_second(args.log_rate);
     let mut config = GatewayConfig {
         apis_dir: args.apis,
         jsvm_timeout: args.jsvm_timeout,
         jsvm_threads: args.jsvm_threads,
-        jsvm_wait: args.jsvm_wait,
         jsvm_inline_budget: args.jsvm_inline_budget,
         cpu_affinity: args.cpu_affinity == "auto",
         jsvm_strategy: args.jsvm_strategy,

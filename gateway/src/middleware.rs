@@ -824,10 +824,6 @@ pub struct HostOptions {
     /// JS VM threads per worker and API (`--jsvm-threads`); 0 runs scripts
     /// inline on the worker's I/O thread.
     pub jsvm_threads: usize,
-    /// Longest the I/O thread waits in place (blocked) for a VM thread's
-    /// answer before it serves other connections (`--jsvm-wait`; see
-    /// `js/vmthread/answer.rs`).
-    pub jsvm_wait: Duration,
     /// QuickJS: how long an API's call may run inline on the I/O thread
     /// before the API moves to VM threads (`--jsvm-inline-budget`; zero:
     /// VM threads from the start; see `js/quickjs/mod.rs`).
@@ -854,7 +850,6 @@ impl Default for HostOptions {
         HostOptions {
             jsvm_timeout: Duration::from_secs(5),
             jsvm_threads: 1,
-            jsvm_wait: crate::js::DEFAULT_WAIT,
             jsvm_inline_budget: crate::js::quickjs::DEFAULT_INLINE_BUDGET,
             jsvm_strategy: crate::js::Strategy::default(),
             jsvm_engine: JsEngine::Boa,

@@ -49,9 +49,6 @@ pub struct GatewayConfig {
     pub jsvm_timeout: Duration,
     /// JS VM threads per worker and API; 0 runs scripts on the I/O thread.
     pub jsvm_threads: usize,
-    /// Longest an I/O thread waits in place for a VM thread's answer
-    /// (`--jsvm-wait`).
-    pub jsvm_wait: Duration,
     /// QuickJS's inline slice before an API moves to VM threads
     /// (`--jsvm-inline-budget`).
     pub jsvm_inline_budget: Duration,
@@ -126,7 +123,6 @@ impl Default for GatewayConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             jsvm_timeout: Duration::from_secs(5),
             jsvm_threads: 1,
-            jsvm_wait: crate::js::DEFAULT_WAIT,
             jsvm_inline_budget: crate::js::quickjs::DEFAULT_INLINE_BUDGET,
             jsvm_strategy: js::Strategy::default(),
             jsvm_engine: JsEngine::Boa,
@@ -321,7 +317,6 @@ fn host_options(config: &GatewayConfig) -> HostOptions {
     HostOptions {
         jsvm_timeout: config.jsvm_timeout,
         jsvm_threads: config.jsvm_threads,
-        jsvm_wait: config.jsvm_wait,
         jsvm_inline_budget: config.jsvm_inline_budget,
         jsvm_strategy: config.jsvm_strategy,
         jsvm_engine: config.jsvm_engine,

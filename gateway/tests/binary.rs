@@ -465,6 +465,26 @@ fn a_rust_log_that_does_not_parse_is_said_not_dropped() {
     );
 }
 
+/// `--jsvm-wait` (the in-place wait, gone) still parses, so that command
+/// lines that set it keep starting, and says it does nothing.
+#[test]
+fn jsvm_wait_is_accepted_and_said_to_have_no_effect() {
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_gateway")))
+        .args(["--apis", "/nonexistent/apis", "--listen", "127.0.0.1:0"])
+        .args(["--jsvm-wait", "200us"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--jsvm-wait") && err.contains("has no effect"),
+        "{err}"
+    );
+    assert!(
+        err.contains("/nonexistent/apis"),
+        "it went on to the definitions: {err}"
+    );
+}
+
 #[test]
 fn a_stdout_that_takes_nothing_does_not_stop_the_gateway() {
     let dir = tempfile::tempdir().unwrap();

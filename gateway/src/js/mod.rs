@@ -31,21 +31,26 @@
 //! still inside a native step (regex, a `forEach` callback) is abandoned
 //! (lowered to nice 19; it exits when the step returns) and replaced.
 //!
-//! The price is a thread hand-off per call (a job put in the VM thread's
-//! one-slot inbox, `vmthread/inbox.rs`, and two wake-ups), engineered down by measurement (`gateway/benches/js_placement.sh`,
+//! The price is a thread hand-off (a job put in the VM thread's inbox,
+//! `vmthread/inbox.rs`, and two wake-ups), engineered down by measurement (`gateway/benches/js_placement.sh`,
 //! release, `--threads 1`, ab -c 10, 7 alternated rounds, gateway CPU per
 //! request over the native plugin's, median):
 //! - each worker is pinned to a core and its VM threads inherit it
 //!   (`affinity.rs`): a wake-up never crosses cores, which on the test VM
 //!   costs ~30 µs each way. +76 → +52 µs; mean call 755 → 84 µs.
-//! - the I/O thread waits for a quick answer in place, blocked on a futex,
-//!   rather than through its reactor (`vmthread/answer.rs`, `--jsvm-wait`):
-//!   latency, not CPU (mean call 186 → 63 µs with the gateway on one core).
-//! - the job goes through a one-slot inbox woken by `unpark`, not
+//! - the job goes through an inbox woken by `unpark`, not
 //!   `std::sync::mpsc` (whose receiver spins and yields before it parks, and
 //!   whose waker mutex both sides contended on): context switches per call
 //!   3.7 → 2.7 (inline: 0.7), route +39 → +30 µs (quick build, 7 rounds,
 //!   paired medians; inline +14 µs in the same run).
+//! - the inbox is a queue and the I/O task awaits its answer: the calls of
+//!   one reactor turn join the thread's inbox while it runs and share one
+//!   hand-off. Until then the lane was held until the answer, with the I/O
+//!   thread blocked for it in place (`--jsvm-wait`, now ignored), so every
+//!   call paid its own. boa's `/jsvm/` under `ab -c 10 -k`, `--threads
+//!   2`, three alternated rounds, gateway CPU per request (`perf stat`):
+//!   48.5-52.7 → 37.9-39.9 µs, context switches 2.4-2.6 → 1.6-1.7 (inline
+//!   0.4-0.7), mean latency 0.35-0.41 → 0.30-0.32 ms.
 //! - inline (`--jsvm-threads 0`, no isolation) the route costs +18 µs: the
 //!   isolation costs ~34 µs per call on this machine, mostly the two
 //!   context switches and the caches they leave cold. QuickJS can be
@@ -53,8 +58,8 @@
 //!   when a call overruns (`quickjs/mod.rs`); boa cannot, so it never runs
 //!   inline unless asked.
 //!
-//! `JSVM_THREADS=0|1 JSVM_WAIT_US=0|200 cargo bench -p gateway --bench
-//! js_call` gives the call-level figures. With more than one thread per
+//! `JSVM_THREADS=0|1 cargo bench -p gateway --bench js_call` gives the
+//! call-level figures. With more than one thread per
 //! API, calls go to the least busy; each thread has its own context.
 //!
 //! # What `--jsvm-timeout` guarantees
@@ -131,7 +136,7 @@ mod tykjson;
 mod vm;
 mod vmthread;
 
-pub use vmthread::{DEFAULT_WAIT, SCRIPT_STACK_SIZE};
+pub use vmthread::SCRIPT_STACK_SIZE;
 
 /// Installs the host's `JSON.parse` and `JSON.stringify` (`json.rs`) in a
 /// boa context: for `cargo bench -p gateway --bench js_stack_depth`, which
@@ -277,7 +282,6 @@ fn load_boa(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         timeout: opts.jsvm_timeout,
         file: spec.file.clone(),
         threads,
-        wait: opts.jsvm_wait,
         strategy,
         slots: read.slots,
     }))
@@ -313,8 +317,6 @@ struct JsFactory {
     file: PathBuf,
     /// VM threads per worker (`--jsvm-threads`); 0 runs scripts inline.
     threads: usize,
-    /// `--jsvm-wait`.
-    wait: Duration,
     strategy: Strategy,
     /// The definition's virtual endpoints, loaded or set aside.
     slots: Vec<sources::Slot>,
@@ -343,7 +345,7 @@ impl ChainFactory for JsFactory {
             let build: vmthread::Builder<Vm> = Arc::new(move || build_vm(&sources, &file));
             let name = format!("gw-js-{}", self.sources.api_id);
             ApiVm::Threads(ThreadedVm {
-                pool: VmPool::new(&name, self.threads, self.wait, self.timeout, build),
+                pool: VmPool::new(&name, self.threads, self.timeout, build),
                 timeout: self.timeout,
                 memory: self.sources.memory,
                 fresh: self.strategy == Strategy::Fresh,

@@ -158,7 +158,6 @@ pub fn load(spec: &ApiSpec, opts: &HostOptions) -> Result<Arc<dyn ChainFactory>,
         program,
         hooks,
         threads,
-        wait: opts.jsvm_wait,
         inline_first,
         inline_budget: opts.jsvm_inline_budget,
         slots: scripts.slots,
@@ -381,8 +380,6 @@ struct QjsFactory {
     hooks: Vec<Hook>,
     /// VM threads per worker (`--jsvm-threads`); 0 runs calls inline.
     threads: usize,
-    /// `--jsvm-wait`.
-    wait: std::time::Duration,
     /// Start inline ([`Place::Adaptive`]): no script calls out, and a
     /// budget is set.
     inline_first: bool,
@@ -396,7 +393,7 @@ impl QjsFactory {
     /// What starts this API's VM threads on the calling worker (threads
     /// inherit the worker's core, `affinity.rs`).
     fn pool_maker(&self) -> Box<dyn Fn() -> VmPool<QjsApi>> {
-        let (program, threads, wait) = (self.program.clone(), self.threads, self.wait);
+        let (program, threads) = (self.program.clone(), self.threads);
         Box::new(move || {
             // A runtime is not `Send`: each VM thread builds its own.
             let p = program.clone();
@@ -405,7 +402,7 @@ impl QjsFactory {
                 api.ensure_built().map(|()| api)
             });
             let name = format!("gw-js-{}", program.api_id);
-            VmPool::new(&name, threads.max(1), wait, program.timeout, build)
+            VmPool::new(&name, threads.max(1), program.timeout, build)
         })
     }
 }

@@ -1,42 +1,37 @@
-//! The answer of one VM-thread job, and the two ways the I/O thread waits
-//! for it.
+//! The answer of one VM-thread job, and how the I/O task awaits it.
 //!
-//! A script call costs a few microseconds; waking a sleeping thread costs
-//! about as much, and the I/O thread's usual way of waiting (return
-//! `Pending`, run other tasks, sleep in `epoll_wait`, be woken through the
-//! runtime's eventfd) adds a reactor turn and a second kind of wake-up on
-//! top. So the I/O thread first waits *in place*: it blocks on a futex
-//! (`park_timeout`, not a spin: the VM thread may need this very core) for
-//! up to a short budget, and the VM thread wakes it directly when it has
-//! answered. Only a call still running when the budget ends is awaited the
-//! asynchronous way, so a slow script (a `TykMakeHttpRequest` call, a
-//! runaway loop) holds the I/O thread for the budget at most, never for
-//! the call.
+//! A job may sit in its thread's inbox behind others ([`super::inbox`]):
+//! the slot also tells the two sides whether the job has started. The VM
+//! thread starts a job only if its caller still wants it ([`Reply::start`]);
+//! a caller that gives up on a job not yet started ([`Pending::cancel`], or
+//! dropping its end: the client went away) takes it back, so it never runs
+//! and never holds the thread. A job dropped unstarted (its thread was
+//! abandoned or exited with the job still queued) ends with
+//! [`NoAnswer::Unrun`], which the pool answers by running it elsewhere.
 //!
-//! [`budget`] decides that budget from the API's recent calls: calls that
-//! usually answer quickly are waited for in place, calls that usually do
-//! not are not waited for at all.
+//! The I/O task awaits the answer asynchronously: the VM thread wakes it
+//! through its runtime. An earlier design blocked the I/O thread on a futex
+//! for a quick answer instead ("in place"), which saved a reactor turn per
+//! call but held every other connection of the worker for it: requests
+//! that came meanwhile could not join the thread's inbox, so every call
+//! cost its own two context switches. Awaiting lets the calls of one
+//! reactor turn queue up and the VM thread run them in one go (see
+//! `vmthread.rs` for the figures).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::thread::Thread;
-use std::time::{Duration, Instant};
-
-/// Who is waiting for an answer, and how to wake them.
-enum Waiter {
-    None,
-    /// The I/O thread, blocked in place.
-    Thread(Thread),
-    /// The I/O task, awaiting.
-    Task(Waker),
-}
 
 struct State<R> {
     /// The answer; `None` with `done` set means the job ended without one
-    /// (it panicked).
+    /// (it panicked, or was dropped unstarted: see `started`).
     value: Option<R>,
     done: bool,
-    waiter: Waiter,
+    /// The VM thread has started the job: it can no longer be taken back.
+    started: bool,
+    /// The caller took the job back before it started: it will not run.
+    cancelled: bool,
+    /// The I/O task awaiting the answer.
+    waiter: Option<Waker>,
 }
 
 /// The slot both sides share.
@@ -62,12 +57,28 @@ pub(crate) fn slot<R>() -> (Reply<R>, Pending<R>) {
     let shared = Arc::new(Shared(Mutex::new(State {
         value: None,
         done: false,
-        waiter: Waiter::None,
+        started: false,
+        cancelled: false,
+        waiter: None,
     })));
     (Reply(Some(shared.clone())), Pending(shared))
 }
 
 impl<R> Reply<R> {
+    /// On the VM thread, before running the job: whether its caller still
+    /// wants it. From here on [`Pending::cancel`] cannot take it back.
+    pub(crate) fn start(&self) -> bool {
+        let Some(shared) = &self.0 else {
+            return false;
+        };
+        let mut s = shared.lock();
+        if s.cancelled {
+            return false;
+        }
+        s.started = true;
+        true
+    }
+
     /// Hands the answer over and wakes whoever waits for it.
     pub(crate) fn send(mut self, value: R) {
         if let Some(shared) = self.0.take() {
@@ -89,44 +100,47 @@ fn finish<R>(shared: &Shared<R>, value: Option<R>) {
         let mut s = shared.lock();
         s.value = value;
         s.done = true;
-        std::mem::replace(&mut s.waiter, Waiter::None)
+        s.waiter.take()
     };
     // Woken outside the lock, so the woken side never blocks on it.
-    match waiter {
-        Waiter::None => {}
-        Waiter::Thread(t) => t.unpark(),
-        Waiter::Task(w) => w.wake(),
+    if let Some(w) = waiter {
+        w.wake();
     }
 }
 
-/// The job ended without an answer.
-#[derive(Debug)]
-pub(crate) struct NoAnswer;
+/// Why a job ended without an answer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum NoAnswer {
+    /// It was dropped before it started (its thread was abandoned or
+    /// exited with the job in its inbox): it may run elsewhere.
+    Unrun,
+    /// It started and did not answer (it panicked).
+    Panicked,
+}
 
 impl<R> Pending<R> {
-    /// Blocks the calling thread until the answer comes or `until` passes;
-    /// `None` if it has not come (the job is still running).
-    pub(crate) fn wait_until(&self, until: Instant) -> Option<Result<R, NoAnswer>> {
-        loop {
-            let left = {
-                let mut s = self.0.lock();
-                if s.done {
-                    return Some(s.value.take().ok_or(NoAnswer));
-                }
-                let now = Instant::now();
-                if now >= until {
-                    s.waiter = Waiter::None;
-                    return None;
-                }
-                if !matches!(s.waiter, Waiter::Thread(_)) {
-                    s.waiter = Waiter::Thread(std::thread::current());
-                }
-                until - now
-            };
-            // May return early (an unpark meant for an earlier wait, or a
-            // spurious wake-up): the loop looks again.
-            std::thread::park_timeout(left);
+    /// Whether the VM thread has started the job.
+    pub(crate) fn started(&self) -> bool {
+        self.0.lock().started
+    }
+
+    /// Takes the job back if it has not started: it will not run. `false`
+    /// if it has (or has ended): its answer is still to come.
+    pub(crate) fn cancel(&self) -> bool {
+        let mut s = self.0.lock();
+        if s.started || s.done {
+            return false;
         }
+        s.cancelled = true;
+        true
+    }
+}
+
+/// A caller gone before its job started (its client closed the
+/// connection) takes the job back: it never runs.
+impl<R> Drop for Pending<R> {
+    fn drop(&mut self) {
+        self.cancel();
     }
 }
 
@@ -136,105 +150,84 @@ impl<R> std::future::Future for Pending<R> {
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut s = self.0.lock();
         if s.done {
-            return Poll::Ready(s.value.take().ok_or(NoAnswer));
+            let no = if s.started {
+                NoAnswer::Panicked
+            } else {
+                NoAnswer::Unrun
+            };
+            return Poll::Ready(s.value.take().ok_or(no));
         }
         match &s.waiter {
-            Waiter::Task(w) if w.will_wake(cx.waker()) => {}
-            _ => s.waiter = Waiter::Task(cx.waker().clone()),
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => s.waiter = Some(cx.waker().clone()),
         }
         Poll::Pending
     }
-}
-
-/// Longest the I/O thread waits in place (the default of `--jsvm-wait`).
-pub const DEFAULT_WAIT: Duration = Duration::from_micros(200);
-
-/// How long to wait in place for a call, given the mean time the API's
-/// recent jobs ran on their VM thread and the configured ceiling: long
-/// enough for a usual call and the VM thread's wake-up, and not at all when
-/// the API's calls usually take longer than half the ceiling (a script
-/// that calls out, say).
-pub(crate) fn budget(recent: Duration, ceiling: Duration) -> Duration {
-    if ceiling.is_zero() || recent > ceiling / 2 {
-        return Duration::ZERO;
-    }
-    (recent * 4 + Duration::from_micros(50)).min(ceiling)
-}
-
-/// An exponentially weighted mean of call times (1/8 weight per call), in
-/// nanoseconds: cheap enough to update per call.
-pub(crate) fn mix(mean_ns: u64, sample: Duration) -> u64 {
-    let s = u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX);
-    mean_ns - mean_ns / 8 + s / 8
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_answer_sent_before_the_wait_is_taken_at_once() {
-        let (reply, pending) = slot();
-        reply.send(7);
-        let far = Instant::now() + Duration::from_secs(60);
-        assert_eq!(pending.wait_until(far).unwrap().unwrap(), 7);
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
     }
 
     #[test]
-    fn a_blocked_waiter_is_woken_by_the_answer() {
+    fn an_answer_sent_before_the_await_is_taken_at_once() {
+        let (reply, pending) = slot();
+        assert!(reply.start());
+        reply.send(7);
+        assert_eq!(block_on(pending).unwrap(), 7);
+    }
+
+    #[test]
+    fn an_awaiting_task_is_woken_by_the_answer() {
         let (reply, pending) = slot();
         let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(reply.start());
             reply.send("done");
         });
-        let far = Instant::now() + Duration::from_secs(60);
-        assert_eq!(pending.wait_until(far).unwrap().unwrap(), "done");
+        assert_eq!(block_on(pending).unwrap(), "done");
         t.join().unwrap();
     }
 
     #[test]
-    fn a_wait_that_ends_first_leaves_the_answer_for_the_future() {
+    fn a_job_taken_back_before_it_started_never_starts() {
         let (reply, pending) = slot::<u32>();
-        assert!(pending.wait_until(Instant::now()).is_none());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            reply.send(3);
-        });
-        assert_eq!(rt.block_on(pending).unwrap(), 3);
-        t.join().unwrap();
+        assert!(pending.cancel());
+        assert!(!reply.start(), "a cancelled job started");
+        // Dropping the caller's end takes it back too.
+        let (reply, pending) = slot::<u32>();
+        drop(pending);
+        assert!(!reply.start());
     }
 
     #[test]
-    fn a_reply_dropped_unanswered_ends_both_waits() {
+    fn a_started_job_cannot_be_taken_back_and_still_answers() {
+        let (reply, pending) = slot::<u32>();
+        assert!(reply.start());
+        assert!(pending.started());
+        assert!(!pending.cancel());
+        reply.send(3);
+        assert_eq!(block_on(pending).unwrap(), 3);
+    }
+
+    #[test]
+    fn a_reply_dropped_says_whether_its_job_ran() {
         let (reply, pending) = slot::<u32>();
         drop(reply);
-        assert!(pending.wait_until(Instant::now()).unwrap().is_err());
+        assert_eq!(block_on(pending), Err(NoAnswer::Unrun));
         let (reply, pending) = slot::<u32>();
-        let t = std::thread::spawn(move || drop(reply));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        assert!(rt.block_on(pending).is_err());
+        let t = std::thread::spawn(move || {
+            assert!(reply.start());
+            drop(reply);
+        });
+        assert_eq!(block_on(pending), Err(NoAnswer::Panicked));
         t.join().unwrap();
-    }
-
-    #[test]
-    fn slow_apis_are_not_waited_for_in_place() {
-        let ceiling = DEFAULT_WAIT;
-        assert_eq!(
-            budget(Duration::from_micros(5), ceiling),
-            Duration::from_micros(70)
-        );
-        assert_eq!(budget(Duration::from_micros(60), ceiling), ceiling);
-        assert_eq!(budget(Duration::from_millis(3), ceiling), Duration::ZERO);
-        assert_eq!(budget(Duration::ZERO, Duration::ZERO), Duration::ZERO);
-        let mut mean = 0;
-        for _ in 0..64 {
-            mean = mix(mean, Duration::from_micros(8));
-        }
-        assert!((7_900..=8_000).contains(&mean), "{mean}");
     }
 }
