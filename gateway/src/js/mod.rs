@@ -48,9 +48,9 @@
 //!   hand-off. Until then the lane was held until the answer, with the I/O
 //!   thread blocked for it in place (`--jsvm-wait`, now ignored), so every
 //!   call paid its own. boa's `/jsvm/` under `ab -c 10 -k`, `--threads
-//!   2`, three alternated rounds, gateway CPU per request (`perf stat`):
-//!   48.5-52.7 → 37.9-39.9 µs, context switches 2.4-2.6 → 1.6-1.7 (inline
-//!   0.4-0.7), mean latency 0.35-0.41 → 0.30-0.32 ms.
+//!   2`, six alternated rounds, gateway CPU per request (`perf stat`):
+//!   48.2-54.5 → 37.1-39.9 µs, context switches 2.4-2.6 → 1.6-1.9 (inline
+//!   0.4-0.7), mean latency 0.35-0.41 → 0.29-0.32 ms.
 //! - inline (`--jsvm-threads 0`, no isolation) the route costs +18 µs: the
 //!   isolation costs ~34 µs per call on this machine, mostly the two
 //!   context switches and the caches they leave cold. QuickJS can be

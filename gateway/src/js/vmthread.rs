@@ -37,10 +37,11 @@
 //! context switches between them. A pair is the hand-off's price (~6 µs of
 //! CPU on the 2-core test VM, `benches/wakeup_cost.c`); when every call
 //! paid its own (the lane was locked until the answer, and the I/O thread
-//! blocked for it in place), boa's `/jsvm/` under `ab -c 10 -k` made 2.5
-//! context switches a request and cost 48-57 µs of gateway CPU; queued,
-//! 1.6-1.8 and 38-46 µs, with mean latency 0.37 -> 0.30 ms (`perf stat`,
-//! three alternated rounds of 30,000 requests each).
+//! blocked for it in place), boa's `/jsvm/` under `ab -c 10 -k` made
+//! 2.43-2.64 context switches a request and cost 48.2-54.5 µs of gateway
+//! CPU; queued, 1.56-1.89 and 37.1-39.9 µs, with mean latency 0.35-0.41 ->
+//! 0.29-0.32 ms (`perf stat` on the gateway, `--threads 2`, six alternated
+//! rounds of 20,000 requests).
 //!
 //! A job queued behind one that overruns is not held by it: every caller
 //! watches the job its thread is running, and the first to see it past its
