@@ -26,6 +26,11 @@ use super::{deadline, refusal};
 use crate::js::gojson::lone_surrogates;
 use crate::lograte::{LeftOut, LogGate};
 
+/// Longest body a script may send with `TykMakeHttpRequest`, or with one
+/// `TykBatchRequest` in all: the bound on every body the gateway holds
+/// whole (`proxy::MAX_BUFFERED_BODY`).
+const MAX_OUTGOING_BODY: usize = crate::proxy::MAX_BUFFERED_BODY;
+
 /// Requests of one batch in flight at once (Tyk starts them all; a bound
 /// keeps a script from opening thousands of sockets).
 const BATCH_PARALLELISM: usize = 32;
@@ -193,6 +198,14 @@ fn http_request(arg: &str) -> Result<Outgoing, String> {
     } else {
         String::new()
     };
+    // Held whole and sent whole, as any body the gateway holds: bounded
+    // like them (the reply is, by `BodyBudget`).
+    crate::body::within(
+        body.len(),
+        MAX_OUTGOING_BODY,
+        "Body",
+        "a request a script sends",
+    )?;
     Ok(Outgoing {
         method: method_of(&method)?,
         uri,
@@ -220,6 +233,9 @@ fn batch(arg: &str) -> Result<(Vec<(Outgoing, String)>, bool), String> {
         Some(_) => return Err("requests must be an array".into()),
     };
     let mut out = Vec::with_capacity(list.len());
+    // The batch's bodies together, bounded as one request's (its replies
+    // share one budget too).
+    let mut total = 0usize;
     for (i, item) in list.iter().enumerate() {
         let r = object(item, &format!("requests[{i}]"))?;
         let url = string_field(r, "relative_url")?;
@@ -229,11 +245,19 @@ fn batch(arg: &str) -> Result<(Vec<(Outgoing, String)>, bool), String> {
         let uri: Uri = url.parse().map_err(|e| {
             format!("batch request creation failed, request structure malformed: requests[{i}].relative_url {url:?}: {e}")
         })?;
+        let body = string_field(r, "body")?;
+        total = total.saturating_add(body.len());
+        crate::body::within(
+            total,
+            MAX_OUTGOING_BODY,
+            &format!("requests[0..={i}].body"),
+            "what one batch sends",
+        )?;
         let outgoing = Outgoing {
             method,
             uri,
             headers: map_field(r, "headers")?,
-            body: Bytes::from(string_field(r, "body")?),
+            body: Bytes::from(body),
             close: false,
         };
         out.push((outgoing, url));
