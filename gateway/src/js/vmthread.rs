@@ -596,6 +596,12 @@ impl<S: 'static> VmPool<S> {
 
     /// Abandons `sent`'s thread if it is still its lane's.
     async fn abandon(&self, lane: &Lane<S>, sent: &Sent) {
+        // Abandoned already (by another caller, under the lane's lock): no
+        // need to wait for the lock, which the replacement's build may
+        // hold for a while.
+        if sent.halt.abandoned() {
+            return;
+        }
         let mut held = lane.thread.lock().await;
         if held.as_ref().is_some_and(|t| sent.is(t)) {
             if let Some(t) = held.take() {
@@ -658,6 +664,13 @@ mod tests {
             .collect()
     }
 
+    fn ready<T>(p: std::task::Poll<T>) -> Option<T> {
+        match p {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        }
+    }
+
     fn after(ms: u64) -> Instant {
         Instant::now() + Duration::from_millis(ms)
     }
@@ -706,6 +719,84 @@ mod tests {
         // The second build: a new thread, not the stuck one.
         assert!(queued.iter().all(|g| matches!(g, Ok(2))), "{queued:?}");
         assert_eq!(*order.lock().unwrap(), (0..5).collect::<Vec<_>>());
+    }
+
+    /// A call whose job overran answers at its deadline and grace even
+    /// when another caller abandoned its thread first and holds the lane
+    /// while the replacement builds (the build here waits for that answer:
+    /// had the call waited for the lane, the build would have waited out
+    /// its 5 s and said so).
+    #[test]
+    fn an_overrun_answers_without_waiting_for_its_replacement_to_build() {
+        let answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let saw = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let builds = Arc::new(AtomicUsize::new(0));
+        let (a, s) = (answered.clone(), saw.clone());
+        let build: Builder<usize> = Arc::new(move || {
+            let n = builds.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == 2 {
+                let until = Instant::now() + Duration::from_secs(5);
+                while !a.load(Ordering::SeqCst) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                s.store(a.load(Ordering::SeqCst), Ordering::SeqCst);
+            }
+            Ok(n)
+        });
+        let pool = VmPool::new("gw-test", 1, Duration::from_secs(1), build);
+        let (queued, stuck) = block_on(async {
+            // Thread 1 built, so that the next call sends at once.
+            let warm = pool.run(after(1_000), None, |slot: &mut Slot<usize>, _| {
+                *slot.get().unwrap()
+            });
+            assert!(matches!(warm.await, Ok(1)));
+            let stuck = async {
+                let got = pool
+                    .run(after(100), None, |slot: &mut Slot<usize>, _| {
+                        std::thread::sleep(Duration::from_millis(1_500));
+                        *slot.get().unwrap()
+                    })
+                    .await;
+                answered.store(true, Ordering::SeqCst);
+                got
+            };
+            // Sent first (one poll), then the call queued behind it.
+            let mut stuck = std::pin::pin!(stuck);
+            std::future::poll_fn(|cx| {
+                assert!(stuck.as_mut().poll(cx).is_pending());
+                std::task::Poll::Ready(())
+            })
+            .await;
+            let queued = pool.run(after(8_000), None, |slot: &mut Slot<usize>, _| {
+                *slot.get().unwrap()
+            });
+            // The queued call is polled first (`tokio::join!` rotates): at
+            // the same instant it is the one that abandons the thread and
+            // starts the next.
+            let mut queued = std::pin::pin!(queued);
+            let (mut q, mut s) = (None, None);
+            std::future::poll_fn(|cx| {
+                if q.is_none() {
+                    q = ready(queued.as_mut().poll(cx));
+                }
+                if s.is_none() {
+                    s = ready(stuck.as_mut().poll(cx));
+                }
+                if q.is_some() && s.is_some() {
+                    std::task::Poll::Ready(())
+                } else {
+                    std::task::Poll::Pending
+                }
+            })
+            .await;
+            (q.expect("done"), s.expect("done"))
+        });
+        assert!(matches!(stuck, Err(RunError::Timeout)), "{stuck:?}");
+        assert!(matches!(queued, Ok(2)), "{queued:?}");
+        assert!(
+            saw.load(Ordering::SeqCst),
+            "the overrun call waited for its replacement's build"
+        );
     }
 
     #[test]
