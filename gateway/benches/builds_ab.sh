@@ -39,15 +39,23 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 
-# mock-upstream on a port of the kernel's choosing, read from its log.
+# The address a server started with --listen 127.0.0.1:0 prints in FILE,
+# waited for (5 s at most); empty if it never comes.
+address_in() {
+  local addr=""
+  for _ in $(seq 100); do
+    addr=$(grep -o '127\.0\.0\.1:[0-9]*' "$1" | head -1 || true)
+    [ -n "$addr" ] && break
+    sleep 0.05
+  done
+  echo "$addr"
+}
+
+# mock-upstream on a port of the kernel's choosing.
 "$BIN/mock-upstream" --listen 127.0.0.1:0 >"$work/mock.out" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do
-  up=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/mock.out" | head -1 || true)
-  [ -n "$up" ] && break
-  sleep 0.05
-done
-[ -n "${up:-}" ] || { echo "mock-upstream did not say its address" >&2; cat "$work/mock.out" >&2; exit 1; }
+up=$(address_in "$work/mock.out")
+[ -n "$up" ] || { echo "mock-upstream did not say its address" >&2; cat "$work/mock.out" >&2; exit 1; }
 mkdir "$work/apis"
 for f in apis/*.json; do
   sed "s#http://localhost:8222#http://$up#; s#\"js/#\"$PWD/js/#; s#\"target/release/#\"$PWD/$BIN/#" \
@@ -67,12 +75,7 @@ for round in $(seq "$ROUNDS"); do
     "$bin" --apis "$work/apis" --listen 127.0.0.1:0 $GW_ARGS >"$work/gw.out" 2>"$work/gw.err" &
     gw=$!
     pids+=("$gw")
-    addr=""
-    for _ in $(seq 100); do
-      addr=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/gw.out" | head -1 || true)
-      [ -n "$addr" ] && break
-      sleep 0.05
-    done
+    addr=$(address_in "$work/gw.out")
     [ -n "$addr" ] || { echo "gateway $build did not start" >&2; cat "$work/gw.err" >&2; exit 1; }
     for path in $ROUTES; do
       "$BIN/loadgen" -n 2000 -c "$C" "${k[@]}" "http://$addr$path" >/dev/null

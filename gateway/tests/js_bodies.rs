@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use common::{
     error_counts, recorder, send, spawn_binary_with, stop_binary, write_api, Got, Recorder,
 };
-use js_phases::{js_api, virtual_version};
+use js_phases::{file_endpoint, js_api};
 use loadgen::bench::probe::Control;
 use serde_json::{json, Value};
 
@@ -24,6 +24,18 @@ const BOUND: usize = 32 << 20;
 const SECRET: &str = "bodies-secret";
 
 const STRATEGIES: [&str; 3] = ["persistent", "tyk-json", "fresh"];
+
+/// One worker: the request after a refused one meets the same contexts.
+/// A generous timeout: a debug build's `tyk-json` call of 32 MiB takes a
+/// second or two; no timing is asserted.
+const GATEWAY_ARGS: [&str; 6] = [
+    "--threads",
+    "1",
+    "--secret",
+    SECRET,
+    "--jsvm-timeout",
+    "60s",
+];
 
 /// The request-phase fields, as `X-Field` names them to the script, and as
 /// the host's errors name them.
@@ -62,15 +74,7 @@ fn write_apis(dir: &std::path::Path, engine: &str, up: SocketAddr) {
     write_api(dir, &id, &js_api(&id, &target, engine, mw));
     let id = format!("{engine}-virt");
     let mut def: Value = js_api(&id, &target, engine, json!({}));
-    def["version_data"] = virtual_version(json!([{
-        "response_function_name": "bigEndpoint",
-        "function_source_type": "file",
-        "function_source_uri": js,
-        "path": "/v",
-        "method": "GET",
-        "use_session": false,
-        "proxy_on_error": false
-    }]));
+    def["version_data"] = file_endpoint("bigEndpoint", &js);
     write_api(dir, &id, &def);
 }
 
@@ -113,17 +117,7 @@ fn bodies_are_bounded(engine: &str, args: &[&str]) {
     let (up, rec) = recorder();
     write_apis(d, engine, up);
     let log = d.join("gateway.log");
-    // One worker: the request after a refused one meets the same contexts.
-    // A generous timeout: a debug build's `tyk-json` call of 32 MiB takes
-    // a second or two; no timing is asserted.
-    let mut all = vec![
-        "--threads",
-        "1",
-        "--secret",
-        SECRET,
-        "--jsvm-timeout",
-        "60s",
-    ];
+    let mut all = GATEWAY_ARGS.to_vec();
     all.extend_from_slice(args);
     let (child, addr) = spawn_binary_with(d, "127.0.0.1:0", &log, &all);
 
@@ -264,15 +258,7 @@ fn a_quickjs_fresh_body_that_fills_the_default_heap_is_out_of_memory() {
     let (up, rec) = recorder();
     write_apis(d, "quickjs", up);
     let log = d.join("gateway.log");
-    let args = [
-        "--threads",
-        "1",
-        "--secret",
-        SECRET,
-        "--jsvm-timeout",
-        "60s",
-    ];
-    let (child, addr) = spawn_binary_with(d, "127.0.0.1:0", &log, &args);
+    let (child, addr) = spawn_binary_with(d, "127.0.0.1:0", &log, &GATEWAY_ARGS);
     let path = "/quickjs-fresh/x";
     let got = ask(addr, path, BOUND, "body");
     failed(&got, "Internal Server Error", &rec, 0, "32 MiB");

@@ -17,7 +17,7 @@ mod js_phases;
 use std::collections::BTreeMap;
 
 use common::{error_counts, recorder, send, spawn_binary_with, stop_binary, write_api, Got};
-use js_phases::{js_api, virtual_version};
+use js_phases::{file_endpoint, js_api};
 use loadgen::bench::probe::Control;
 use serde_json::{json, Value};
 
@@ -57,15 +57,7 @@ fn write_apis(dir: &std::path::Path, target: &str) {
             }
             let mut def: Value = js_api(&id, target, "quickjs", mw);
             if phase == "virt" {
-                def["version_data"] = virtual_version(json!([{
-                    "response_function_name": "fillEndpoint",
-                    "function_source_type": "file",
-                    "function_source_uri": js,
-                    "path": "/v",
-                    "method": "GET",
-                    "use_session": false,
-                    "proxy_on_error": false
-                }]));
+                def["version_data"] = file_endpoint("fillEndpoint", &js);
             }
             write_api(dir, &id, &def);
         }

@@ -314,7 +314,7 @@ async fn built<S: 'static>(
     let Some(thread) = held.as_ref() else {
         return Err(RunError::Unavailable("the JS thread has exited".into()));
     };
-    let (reply, mut pending) = answer::slot();
+    let (reply, mut pending) = answer::slot(());
     let sent = thread.jobs.send(
         &thread.thread,
         Box::new(move |_: &mut Slot<S>| reply.send(())),
@@ -437,14 +437,11 @@ impl<S: 'static> VmPool<S> {
             .expect("a pool has a lane");
         lane.load.set(lane.load.get() + 1);
         let _load = LoadGuard(&lane.load);
-        // The job goes out as a one-off closure; taken out unstarted (its
-        // thread abandoned or gone), it comes back through this cell to be
-        // sent again.
-        let job = Arc::new(std::sync::Mutex::new(Some(job)));
+        let mut job = job;
         let mut deadline = deadline;
         for _ in 0..=RESENDS {
-            let (sent, pending) = self.send(lane, &mut deadline, job.clone()).await?;
-            match self.wait(lane, &sent, pending, deadline).await? {
+            let (sent, mut pending) = self.send(lane, &mut deadline, job).await?;
+            match self.wait(lane, &sent, &mut pending, deadline).await? {
                 Ok((_, ran, late)) if late => {
                     record(runs, ran);
                     // Past the deadline: a timeout, as it would be a moment
@@ -458,7 +455,12 @@ impl<S: 'static> VmPool<S> {
                 Err(answer::NoAnswer::Panicked) => {
                     return Err(RunError::Unavailable("the JS call panicked".into()))
                 }
-                Err(answer::NoAnswer::Unrun) => {}
+                // Taken out unstarted (its thread abandoned or gone): sent
+                // again.
+                Err(answer::NoAnswer::Unrun) => match pending.take_back() {
+                    Some(back) => job = back,
+                    None => break,
+                },
             }
         }
         Err(RunError::Unavailable(
@@ -472,8 +474,8 @@ impl<S: 'static> VmPool<S> {
         &self,
         lane: &Lane<S>,
         deadline: &mut Instant,
-        job: Arc<std::sync::Mutex<Option<F>>>,
-    ) -> Result<(Sent, answer::Pending<Answer<R>>), RunError>
+        job: F,
+    ) -> Result<(Sent, answer::Pending<Answer<R>, F>), RunError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Slot<S>, Instant) -> R + Send + 'static,
@@ -509,7 +511,7 @@ impl<S: 'static> VmPool<S> {
             *deadline += building.elapsed();
         }
         let thread = held.as_ref().expect("just ensured");
-        let (reply, pending) = answer::slot();
+        let (reply, pending) = answer::slot(job);
         let running = thread.running.clone();
         let keep = *deadline;
         let sent = thread.jobs.send(
@@ -517,10 +519,7 @@ impl<S: 'static> VmPool<S> {
             Box::new(move |slot: &mut Slot<S>| {
                 // Its caller gave up (its deadline, its client gone) or it
                 // was taken out: not run.
-                if !reply.start() {
-                    return;
-                }
-                let Some(job) = job.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+                let Some(job) = reply.start() else {
                     return;
                 };
                 let _running = running.enter(keep);
@@ -549,11 +548,11 @@ impl<S: 'static> VmPool<S> {
     /// stopped in the allocator, and the thread is abandoned; its queued
     /// jobs then come back unstarted. At its own deadline a job not yet
     /// started is taken back (a timeout that costs the thread nothing).
-    async fn wait<R>(
+    async fn wait<R, F>(
         &self,
         lane: &Lane<S>,
         sent: &Sent,
-        mut pending: answer::Pending<Answer<R>>,
+        pending: &mut answer::Pending<Answer<R>, F>,
         deadline: Instant,
     ) -> Result<Result<Answer<R>, answer::NoAnswer>, RunError> {
         loop {
@@ -566,7 +565,7 @@ impl<S: 'static> VmPool<S> {
                 look = look.min(deadline);
             }
             let look = tokio::time::Instant::from_std(look.max(now));
-            if let Ok(got) = tokio::time::timeout_at(look, &mut pending).await {
+            if let Ok(got) = tokio::time::timeout_at(look, &mut *pending).await {
                 return Ok(got);
             }
             let now = Instant::now();

@@ -26,6 +26,20 @@ pub fn js_api(id: &str, target: &str, engine: &str, mut mw: Value) -> Value {
     super::common::api_json(id, &format!("/{id}/"), target, true, mw)
 }
 
+/// A `version_data` with one virtual endpoint, `GET /v`, answered by
+/// `function` from the script file `file`.
+pub fn file_endpoint(function: &str, file: &str) -> Value {
+    virtual_version(json!([{
+        "response_function_name": function,
+        "function_source_type": "file",
+        "function_source_uri": file,
+        "path": "/v",
+        "method": "GET",
+        "use_session": false,
+        "proxy_on_error": false
+    }]))
+}
+
 /// A `version_data` with one version holding these virtual endpoints.
 pub fn virtual_version(endpoints: Value) -> Value {
     json!({

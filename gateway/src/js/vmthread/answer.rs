@@ -1,13 +1,14 @@
-//! The answer of one VM-thread job, and how the I/O task awaits it.
+//! One VM-thread job's slot: the job until it starts, then its answer,
+//! and how the I/O task awaits it.
 //!
 //! A job may sit in its thread's inbox behind others ([`super::inbox`]):
-//! the slot also tells the two sides whether the job has started. The VM
-//! thread starts a job only if its caller still wants it ([`Reply::start`]);
-//! a caller that gives up on a job not yet started ([`Pending::cancel`], or
-//! dropping its end: the client went away) takes it back, so it never runs
-//! and never holds the thread. A job dropped unstarted (its thread was
-//! abandoned or exited with the job still queued) ends with
-//! [`NoAnswer::Unrun`], which the pool answers by running it elsewhere.
+//! the slot holds it until the VM thread starts it, which it does only if
+//! its caller still wants it ([`Reply::start`]). A caller that gives up on
+//! a job not yet started ([`Pending::cancel`], or dropping its end: the
+//! client went away) takes it back, so it never runs and never holds the
+//! thread. A job dropped unstarted (its thread was abandoned or exited
+//! with the job still queued) ends with [`NoAnswer::Unrun`], and its
+//! caller takes it back ([`Pending::take_back`]) to send it elsewhere.
 //!
 //! The I/O task awaits the answer asynchronously: the VM thread wakes it
 //! through its runtime. An earlier design blocked the I/O thread on a futex
@@ -21,7 +22,10 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-struct State<R> {
+struct State<R, J> {
+    /// The job, until the VM thread starts it (or its caller takes it
+    /// back).
+    job: Option<J>,
     /// The answer; `None` with `done` set means the job ended without one
     /// (it panicked, or was dropped unstarted: see `started`).
     value: Option<R>,
@@ -35,10 +39,10 @@ struct State<R> {
 }
 
 /// The slot both sides share.
-struct Shared<R>(Mutex<State<R>>);
+struct Shared<R, J>(Mutex<State<R, J>>);
 
-impl<R> Shared<R> {
-    fn lock(&self) -> MutexGuard<'_, State<R>> {
+impl<R, J> Shared<R, J> {
+    fn lock(&self) -> MutexGuard<'_, State<R, J>> {
         // No code runs with the lock held that could panic; a poisoned lock
         // still holds a consistent state.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
@@ -47,14 +51,15 @@ impl<R> Shared<R> {
 
 /// The VM thread's end: answers once. Dropped unanswered (the job
 /// panicked), it tells the waiter so.
-pub(crate) struct Reply<R>(Option<Arc<Shared<R>>>);
+pub(crate) struct Reply<R, J>(Option<Arc<Shared<R, J>>>);
 
 /// The I/O thread's end.
-pub(crate) struct Pending<R>(Arc<Shared<R>>);
+pub(crate) struct Pending<R, J>(Arc<Shared<R, J>>);
 
-/// A new answer slot.
-pub(crate) fn slot<R>() -> (Reply<R>, Pending<R>) {
+/// A new slot holding `job`.
+pub(crate) fn slot<R, J>(job: J) -> (Reply<R, J>, Pending<R, J>) {
     let shared = Arc::new(Shared(Mutex::new(State {
+        job: Some(job),
         value: None,
         done: false,
         started: false,
@@ -64,19 +69,17 @@ pub(crate) fn slot<R>() -> (Reply<R>, Pending<R>) {
     (Reply(Some(shared.clone())), Pending(shared))
 }
 
-impl<R> Reply<R> {
-    /// On the VM thread, before running the job: whether its caller still
-    /// wants it. From here on [`Pending::cancel`] cannot take it back.
-    pub(crate) fn start(&self) -> bool {
-        let Some(shared) = &self.0 else {
-            return false;
-        };
+impl<R, J> Reply<R, J> {
+    /// On the VM thread: the job to run, if its caller still wants it.
+    /// From here on [`Pending::cancel`] cannot take it back.
+    pub(crate) fn start(&self) -> Option<J> {
+        let shared = self.0.as_ref()?;
         let mut s = shared.lock();
         if s.cancelled {
-            return false;
+            return None;
         }
         s.started = true;
-        true
+        s.job.take()
     }
 
     /// Hands the answer over and wakes whoever waits for it.
@@ -87,7 +90,7 @@ impl<R> Reply<R> {
     }
 }
 
-impl<R> Drop for Reply<R> {
+impl<R, J> Drop for Reply<R, J> {
     fn drop(&mut self) {
         if let Some(shared) = self.0.take() {
             finish(&shared, None);
@@ -95,7 +98,7 @@ impl<R> Drop for Reply<R> {
     }
 }
 
-fn finish<R>(shared: &Shared<R>, value: Option<R>) {
+fn finish<R, J>(shared: &Shared<R, J>, value: Option<R>) {
     let waiter = {
         let mut s = shared.lock();
         s.value = value;
@@ -118,7 +121,7 @@ pub(crate) enum NoAnswer {
     Panicked,
 }
 
-impl<R> Pending<R> {
+impl<R, J> Pending<R, J> {
     /// Whether the VM thread has started the job.
     pub(crate) fn started(&self) -> bool {
         self.0.lock().started
@@ -134,17 +137,26 @@ impl<R> Pending<R> {
         s.cancelled = true;
         true
     }
+
+    /// The job back, if it never started (after [`NoAnswer::Unrun`]).
+    pub(crate) fn take_back(&self) -> Option<J> {
+        let mut s = self.0.lock();
+        if s.started {
+            return None;
+        }
+        s.job.take()
+    }
 }
 
 /// A caller gone before its job started (its client closed the
 /// connection) takes the job back: it never runs.
-impl<R> Drop for Pending<R> {
+impl<R, J> Drop for Pending<R, J> {
     fn drop(&mut self) {
         self.cancel();
     }
 }
 
-impl<R> std::future::Future for Pending<R> {
+impl<R, J> std::future::Future for Pending<R, J> {
     type Output = Result<R, NoAnswer>;
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -178,18 +190,18 @@ mod tests {
 
     #[test]
     fn an_answer_sent_before_the_await_is_taken_at_once() {
-        let (reply, pending) = slot();
-        assert!(reply.start());
+        let (reply, pending) = slot(());
+        assert!(reply.start().is_some());
         reply.send(7);
         assert_eq!(block_on(pending).unwrap(), 7);
     }
 
     #[test]
     fn an_awaiting_task_is_woken_by_the_answer() {
-        let (reply, pending) = slot();
+        let (reply, pending) = slot(());
         let t = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(20));
-            assert!(reply.start());
+            assert!(reply.start().is_some());
             reply.send("done");
         });
         assert_eq!(block_on(pending).unwrap(), "done");
@@ -198,19 +210,19 @@ mod tests {
 
     #[test]
     fn a_job_taken_back_before_it_started_never_starts() {
-        let (reply, pending) = slot::<u32>();
+        let (reply, pending) = slot::<u32, ()>(());
         assert!(pending.cancel());
-        assert!(!reply.start(), "a cancelled job started");
+        assert!(reply.start().is_none(), "a cancelled job started");
         // Dropping the caller's end takes it back too.
-        let (reply, pending) = slot::<u32>();
+        let (reply, pending) = slot::<u32, ()>(());
         drop(pending);
-        assert!(!reply.start());
+        assert!(reply.start().is_none());
     }
 
     #[test]
     fn a_started_job_cannot_be_taken_back_and_still_answers() {
-        let (reply, pending) = slot::<u32>();
-        assert!(reply.start());
+        let (reply, pending) = slot::<u32, ()>(());
+        assert!(reply.start().is_some());
         assert!(pending.started());
         assert!(!pending.cancel());
         reply.send(3);
@@ -219,12 +231,12 @@ mod tests {
 
     #[test]
     fn a_reply_dropped_says_whether_its_job_ran() {
-        let (reply, pending) = slot::<u32>();
+        let (reply, pending) = slot::<u32, ()>(());
         drop(reply);
         assert_eq!(block_on(pending), Err(NoAnswer::Unrun));
-        let (reply, pending) = slot::<u32>();
+        let (reply, pending) = slot::<u32, ()>(());
         let t = std::thread::spawn(move || {
-            assert!(reply.start());
+            assert!(reply.start().is_some());
             drop(reply);
         });
         assert_eq!(block_on(pending), Err(NoAnswer::Panicked));
