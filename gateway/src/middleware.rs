@@ -739,6 +739,31 @@ pub trait Middleware {
             ))
         })
     }
+
+    /// True for a driver whose calls usually finish before they return,
+    /// but not always: QuickJS inline until a call overruns its slice. A
+    /// chain whose first entry says so, and whose other entries never
+    /// wait, runs in place while that entry [`Middleware::in_place_now`];
+    /// the entry is called with [`Middleware::call_or_defer`]. The
+    /// default, `false`, is always correct.
+    fn defers(&self) -> bool {
+        false
+    }
+
+    /// For a driver that [`Middleware::defers`]: true while its next call
+    /// can run in place (QuickJS: the API is still inline on this worker).
+    fn in_place_now(&self) -> bool {
+        true
+    }
+
+    /// For a driver that [`Middleware::defers`], the first entry of a
+    /// chain run in place: its answer, or `None` when this call has to be
+    /// awaited after all. It must then have changed nothing, as the
+    /// request goes the awaited way from the start (the chain's
+    /// [`Middleware::call`] runs it again). The default never defers.
+    fn call_or_defer(&self, req: ReqMut<'_, '_>) -> Option<Result<Flow, MwError>> {
+        Some(self.call_now(req))
+    }
 }
 
 /// The future of a response middleware or virtual endpoint call.
@@ -859,6 +884,9 @@ impl Default for HostOptions {
     }
 }
 
+/// A request-phase entry and the recorder of its calls' time.
+type Timed = (Box<dyn Middleware>, CallRecorder);
+
 /// A worker's chain for one API, with a call-time recorder per entry and
 /// the API's failure counts.
 pub struct ApiChain {
@@ -867,13 +895,16 @@ pub struct ApiChain {
     errors: ErrorCounter,
     /// Bounds the lines those failures log ([`crate::lograte`]).
     log_gate: crate::lograte::LogGate,
-    pre: Vec<(Box<dyn Middleware>, CallRecorder)>,
-    post: Vec<(Box<dyn Middleware>, CallRecorder)>,
+    pre: Vec<Timed>,
+    post: Vec<Timed>,
     response: Vec<(Box<dyn ResponseMiddleware>, CallRecorder)>,
     endpoints: Vec<(Box<dyn Endpoint>, CallRecorder)>,
     /// Only `pre`/`post` entries, none of which waits: see
     /// [`ApiChain::runs_in_place`].
     in_place: bool,
+    /// Only `pre`/`post` entries, the first of which
+    /// [`Middleware::defers`] and the others never wait.
+    first_defers: bool,
 }
 
 impl ApiChain {
@@ -907,11 +938,16 @@ impl ApiChain {
                 (m, rec)
             })
             .collect();
-        let in_place = response.is_empty()
-            && endpoints.is_empty()
-            && chain.pre.iter().chain(&chain.post).all(|m| m.never_waits());
+        let only_request = response.is_empty() && endpoints.is_empty();
+        let mut entries = chain.pre.iter().chain(&chain.post);
+        let in_place = only_request && entries.clone().all(|m| m.never_waits());
+        let first_defers = only_request
+            && !in_place
+            && entries.next().is_some_and(|m| m.defers())
+            && entries.all(|m| m.never_waits());
         ApiChain {
             in_place,
+            first_defers,
             api_id: spec.api_id.as_str().into(),
             errors: stats.errors(&spec.api_id),
             log_gate: crate::lograte::LogGate::new(),
@@ -933,7 +969,7 @@ impl ApiChain {
 
     /// The request-phase list of `hook` (empty for the other phases, which
     /// have their own runners).
-    fn list(&self, hook: Hook) -> &[(Box<dyn Middleware>, CallRecorder)] {
+    fn list(&self, hook: Hook) -> &[Timed] {
         match hook {
             Hook::Pre => &self.pre,
             Hook::Post => &self.post,
@@ -1004,15 +1040,72 @@ impl ApiChain {
     /// synchronous step that routes it, and goes upstream exactly as a
     /// route without middleware does (no future of the chain's own to
     /// build, move and poll).
+    ///
+    /// Also true for a chain whose first entry [`Middleware::defers`] and
+    /// whose others never wait, while that entry
+    /// [`Middleware::in_place_now`]: the caller runs it first with
+    /// [`ApiChain::run_first_now`], then the rest with
+    /// [`ApiChain::run_now_after`].
+    #[inline(always)]
     pub fn runs_in_place(&self) -> bool {
-        self.in_place
+        self.in_place || (self.first_defers && self.first_in_place_now())
+    }
+
+    fn first_in_place_now(&self) -> bool {
+        self.first().is_some_and(|(_, (mw, _))| mw.in_place_now())
+    }
+
+    /// The chain's first entry and the hook that lists it.
+    fn first(&self) -> Option<(Hook, &Timed)> {
+        match (self.pre.first(), self.post.first()) {
+            (Some(first), _) => Some((Hook::Pre, first)),
+            (None, Some(first)) => Some((Hook::Post, first)),
+            (None, None) => None,
+        }
+    }
+
+    /// For a chain run in place whose first entry
+    /// [`Middleware::defers`]: that entry's call, timed and settled as
+    /// [`ApiChain::run_now`]'s are, and the hook that lists it; the
+    /// answer is `None` when the call has to be awaited (nothing changed:
+    /// the request goes the awaited way, from the start). For any other
+    /// chain: nothing runs, and the answer is `Flow::Continue`.
+    pub fn run_first_now(&self, req: ReqMut<'_, '_>) -> (Hook, Option<Result<Flow, MwError>>) {
+        let Some((hook, (mw, rec))) = self.first().filter(|_| self.first_defers) else {
+            return (Hook::Pre, Some(Ok(Flow::Continue)));
+        };
+        let started = rec.start();
+        let Some(result) = mw.call_or_defer(req) else {
+            return (hook, None);
+        };
+        let end = self.settle(hook, &**mw, rec, started, result);
+        (hook, Some(end.unwrap_or(Ok(Flow::Continue))))
+    }
+
+    /// True when the caller of a chain run in place starts with
+    /// [`ApiChain::run_first_now`].
+    #[inline(always)]
+    pub fn first_defers(&self) -> bool {
+        self.first_defers
     }
 
     /// [`ApiChain::run`] for a chain that [`ApiChain::runs_in_place`]: the
     /// same steps, without awaiting. A call that is in flight all the same
     /// (a driver that broke its word) is dropped and fails the request.
-    pub fn run_now(&self, hook: Hook, mut req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
-        for (mw, rec) in self.list(hook) {
+    pub fn run_now(&self, hook: Hook, req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
+        self.run_now_after(hook, 0, req)
+    }
+
+    /// [`ApiChain::run_now`] for the hook's entries after the first
+    /// `skip` (run already: [`ApiChain::run_first_now`]).
+    #[inline(always)]
+    pub fn run_now_after(
+        &self,
+        hook: Hook,
+        skip: usize,
+        mut req: ReqMut<'_, '_>,
+    ) -> Result<Flow, MwError> {
+        for (mw, rec) in self.list(hook).iter().skip(skip) {
             let started = rec.start();
             let result = mw.call_now(req.reborrow());
             if let Some(end) = self.settle(hook, &**mw, rec, started, result) {
@@ -1186,6 +1279,45 @@ mod tests {
         }
     }
 
+    /// Runs at once while `now` says so (setting `x-deferrer`); else
+    /// defers, changing nothing, as QuickJS inline does when a call
+    /// overruns its slice.
+    struct Deferrer {
+        now: std::rc::Rc<std::cell::Cell<bool>>,
+    }
+
+    impl Deferrer {
+        fn new(now: bool) -> Box<Deferrer> {
+            Box::new(Deferrer {
+                now: std::rc::Rc::new(std::cell::Cell::new(now)),
+            })
+        }
+    }
+
+    impl Middleware for Deferrer {
+        fn name(&self) -> &str {
+            "Deferrer"
+        }
+        fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
+            req.headers.insert("x-deferrer", "awaited".parse().unwrap());
+            MwFuture::pending(std::future::ready(Ok(Flow::Continue)))
+        }
+        fn defers(&self) -> bool {
+            true
+        }
+        fn in_place_now(&self) -> bool {
+            self.now.get()
+        }
+        fn call_or_defer(&self, mut req: ReqMut<'_, '_>) -> Option<Result<Flow, MwError>> {
+            if !self.now.get() {
+                return None;
+            }
+            req.headers_mut()
+                .insert("x-deferrer", "in place".parse().unwrap());
+            Some(Ok(Flow::Continue))
+        }
+    }
+
     struct Honest;
 
     impl Middleware for Honest {
@@ -1243,5 +1375,63 @@ mod tests {
             Ok(Flow::Continue)
         ));
         assert_eq!(req.headers["x-honest"], "1");
+    }
+
+    /// A chain may run in place when its first entry defers and the
+    /// others never wait, and only while that entry can run now; the first
+    /// entry runs alone first, and a call that defers is neither timed,
+    /// counted nor able to change the request.
+    #[test]
+    fn a_chain_whose_first_entry_defers_runs_in_place_while_it_can() {
+        let (spec, stats) = (spec(), Stats::default());
+        let of = |pre: Vec<Box<dyn Middleware>>, post: Vec<Box<dyn Middleware>>| {
+            ApiChain::new(
+                &spec,
+                Chain {
+                    pre,
+                    post,
+                    ..Chain::default()
+                },
+                &stats,
+            )
+        };
+        // Only the first entry may defer; every other must never wait.
+        assert!(of(vec![Deferrer::new(true), Box::new(Liar)], vec![]).runs_in_place());
+        assert!(of(vec![], vec![Deferrer::new(true)]).runs_in_place());
+        assert!(!of(vec![Deferrer::new(true), Box::new(Honest)], vec![]).runs_in_place());
+        assert!(!of(vec![Box::new(Liar), Deferrer::new(true)], vec![]).runs_in_place());
+        assert!(!of(vec![Deferrer::new(true)], vec![Deferrer::new(true)]).runs_in_place());
+        // A chain of entries that never wait starts with none of this.
+        let plain = of(vec![Box::new(Liar)], vec![]);
+        assert!(plain.runs_in_place() && !plain.first_defers());
+
+        // Runs now: the first entry alone, timed and counted.
+        let chain = of(vec![], vec![Deferrer::new(true)]);
+        assert!(chain.first_defers());
+        let mut head = http::Request::new(crate::body::ClientIn::empty());
+        let mut lent = LentRequest::new(&mut head, "127.0.0.1:1".parse().unwrap());
+        let (hook, end) = chain.run_first_now(ReqMut::Lent(&mut lent));
+        assert_eq!(hook, Hook::Post, "the first entry is the post hook's");
+        assert!(matches!(end, Some(Ok(Flow::Continue))));
+        assert_eq!(head.headers()["x-deferrer"], "in place");
+        let counted = |stats: &Stats| stats.summaries().iter().map(|s| s.count).sum::<u64>();
+        assert_eq!(counted(&stats), 1);
+
+        // Cannot run now: not in place; if asked anyway, it defers having
+        // done nothing, and nothing is counted.
+        let deferrer = Deferrer::new(true);
+        let now = deferrer.now.clone();
+        let chain = of(vec![deferrer, Box::new(Liar)], vec![]);
+        assert!(chain.runs_in_place());
+        now.set(false);
+        assert!(!chain.runs_in_place(), "the entry cannot run now");
+        let mut head = http::Request::new(crate::body::ClientIn::empty());
+        let mut lent = LentRequest::new(&mut head, "127.0.0.1:1".parse().unwrap());
+        let (hook, end) = chain.run_first_now(ReqMut::Lent(&mut lent));
+        assert_eq!(hook, Hook::Pre);
+        assert!(end.is_none(), "deferred");
+        assert!(head.headers().get("x-deferrer").is_none());
+        assert_eq!(counted(&stats), 1, "a deferred call is not counted");
+        assert!(stats.error_counts().is_empty());
     }
 }

@@ -214,11 +214,7 @@ impl Proxy {
             ));
         }
         let ended = http_body::Body::is_end_stream(req.body());
-        // The paths that keep the request whole take it from the lender.
-        let take = |req: &mut Request<ClientIn>| {
-            let (parts, body) = std::mem::take(req).into_parts();
-            (parts, RequestBody::new(body, self.body_timeout))
-        };
+        let take = |req: &mut Request<ClientIn>| self.take(req);
         match &route.chain {
             // The common path: no middleware and no body.
             None if ended => Ok(Plan::Encoded(route, self.encode(route, req, remote))),
@@ -361,15 +357,16 @@ impl Proxy {
         let head = chain
             .has(Hook::Response)
             .then(|| crate::response::head_of(&mw));
-        let (body, added) = self.chain_upstream(route, chain, &mut parts, mw, remote)?;
+        let up = self.chain_encoded(route, chain, &mut mw, remote)?;
         // The format of a 500 for too many client headers: by the request
-        // as it goes upstream, which `parts` holds now.
+        // as it goes upstream.
         let format = match client {
-            Some(_) => ErrorFormat::of(&parts.headers),
+            Some(_) => ErrorFormat::of(&mw.headers),
             None => ErrorFormat::default(),
         };
-        let up = Request::from_parts(parts, body);
-        let resp = self.forward(route, up, added).await?;
+        drop((mw, parts));
+        let limit = self.upstream_timeout;
+        let resp = upstream::send_encoded(&self.pool, route.upstream, up, limit).await?;
         // As in Tyk, response middleware sees the upstream's answer alone;
         // the client headers are merged into what it leaves.
         let mut answer = match head {
@@ -390,6 +387,13 @@ impl Proxy {
         answer
     }
 
+    /// The request taken whole from the lender, for the paths that keep
+    /// it so.
+    fn take(&self, req: &mut Request<ClientIn>) -> (http::request::Parts, RequestBody) {
+        let (parts, body) = std::mem::take(req).into_parts();
+        (parts, RequestBody::new(body, self.body_timeout))
+    }
+
     /// An API whose chain [`ApiChain::runs_in_place`], for a request with
     /// no body to read: `pre` and `post` run right here, and the request
     /// goes on encoded as a route without middleware's does,
@@ -405,11 +409,30 @@ impl Proxy {
     ) -> Result<Plan<'a>, ProxyError> {
         reserve_chain_room(req.headers_mut());
         let mut lent = LentRequest::new(req, remote);
+        // A first entry that may have to be awaited (QuickJS inline) runs
+        // first: should it defer, nothing has run or changed, and the
+        // request goes the awaited way.
+        let mut ran = None;
+        if chain.first_defers() {
+            match chain.run_first_now(ReqMut::Lent(&mut lent)) {
+                (_, None) => {
+                    drop(lent);
+                    let (parts, body) = self.take(req);
+                    return Ok(Plan::Chain(route, chain, parts, body, remote));
+                }
+                (hook, Some(Ok(Flow::Continue))) => ran = Some(hook),
+                (_, Some(end)) => {
+                    *client = lent.take_client_headers();
+                    return ended_in_place(end);
+                }
+            }
+        }
         for hook in [Hook::Pre, Hook::Post] {
             // A phase without entries is skipped, not run empty; a phase
             // that goes on builds no answer (a large `Result` to move).
             if chain.has(hook) {
-                match chain.run_now(hook, ReqMut::Lent(&mut lent)) {
+                let skip = usize::from(ran == Some(hook));
+                match chain.run_now_after(hook, skip, ReqMut::Lent(&mut lent)) {
                     Ok(Flow::Continue) => {}
                     end => {
                         *client = lent.take_client_headers();
@@ -445,41 +468,44 @@ impl Proxy {
         Ok(Plan::Encoded(route, up))
     }
 
-    /// Puts what the chain left of the request (its path cleaned,
-    /// [`clean_rewritten_path`]) back into the client's `parts` it was lent
-    /// from ([`chain_request`]), as the upstream's head: the listen path
-    /// stripped, the proxy's headers, framing for the (maybe replaced) body,
-    /// which it returns. `parts` is borrowed and the request made by the
-    /// caller: passed and returned by value, the head and the request were
-    /// moved through memory (~200 more instructions per request on `/gopl/`).
-    /// Inlined: its result, returned through memory, was copied (~90 more).
+    /// The upstream's request, encoded, from what the chain left of the
+    /// client's (its path cleaned, [`clean_rewritten_path`]): the listen
+    /// path stripped, the proxy's headers, framing for the (maybe
+    /// replaced) body, which it takes. As [`Proxy::in_place`] encodes a
+    /// chain's request, so the path a middleware did not rewrite (the
+    /// client's, parsed already) is written as it is. Building a `Request`
+    /// (its target parsed again as a `Uri`) for `upstream::send` to take
+    /// apart into these same bytes cost ~1,000 instructions a request.
     #[inline(always)]
-    fn chain_upstream(
+    fn chain_encoded(
         &self,
         route: &Route,
         chain: &ApiChain,
-        parts: &mut http::request::Parts,
-        mw: MwRequest,
+        mw: &mut MwRequest,
         remote: SocketAddr,
-    ) -> Result<(UpstreamBody, upstream::Added), ProxyError> {
-        let uri = chain_uri(route, chain, &mw)?;
-        let MwRequest {
-            method,
-            mut headers,
+    ) -> Result<upstream::Encoded, ProxyError> {
+        let written = match mw.is_rewritten() {
+            true => Some(chain_uri(route, chain, mw)?),
+            false => None,
+        };
+        let body = std::mem::take(&mut mw.body);
+        let carries = crate::body::carries_body(&mw.method);
+        let added = self.prepare_chain_headers(route, &mut mw.headers, carries, body.len(), remote);
+        let target = |d: &mut Vec<u8>| match &written {
+            Some(uri) => d.extend_from_slice(
+                uri.path_and_query()
+                    .map_or("/", |pq| pq.as_str())
+                    .as_bytes(),
+            ),
+            None => write_target(d, &route.spec, mw.path(), mw.query()),
+        };
+        Ok(upstream::Encoded::from_head(
+            &mw.method,
+            target,
+            &mw.headers,
+            &added,
             body,
-            ..
-        } = mw;
-        let carries = crate::body::carries_body(&method);
-        let added = self.prepare_chain_headers(route, &mut headers, carries, body.len(), remote);
-        parts.method = method;
-        debug_assert!(parts.headers.is_empty() && parts.uri == Uri::default());
-        // What `chain_request` left in `parts` is empty: `Uri::default()`
-        // (static bytes) and `HeaderMap::new()` (no allocation). Forgetting
-        // them leaks nothing; dropping them was ~90 instructions a request.
-        std::mem::forget(std::mem::replace(&mut parts.uri, uri));
-        std::mem::forget(std::mem::replace(&mut parts.headers, headers));
-        parts.version = http::Version::HTTP_11;
-        Ok((Either::Right(Full::new(body)), added))
+        ))
     }
 
     /// Sends `req` upstream within the upstream timeout.
@@ -537,9 +563,9 @@ impl Proxy {
 /// The middleware's view of the client's request, with its whole `body`.
 #[inline(always)]
 fn chain_request(parts: &mut http::request::Parts, body: Bytes, remote: SocketAddr) -> MwRequest {
-    // Lent, not cloned: the chain edits the client's method, target and
-    // headers, and [`Proxy::chain_upstream`] puts what it leaves back into
-    // the same `parts`, so the head is neither copied nor moved whole.
+    // Taken, not cloned: the chain edits the client's method, target and
+    // headers, and [`Proxy::chain_encoded`] encodes the upstream's request
+    // from what it leaves, so the head is neither copied nor moved whole.
     lent(
         std::mem::take(&mut parts.method),
         std::mem::take(&mut parts.uri),

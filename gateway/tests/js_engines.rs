@@ -333,3 +333,68 @@ fn quickjs_inline_limits_hold_too() {
         }
     });
 }
+
+/// A QuickJS API that starts inline runs a bodiless request's chain in
+/// place, on the client's request as the server parsed it (lent, not
+/// moved into a middleware request), until a call overruns the inline
+/// slice: that call changes nothing and defers, the API moves to its VM
+/// thread, and from then on its chain is awaited there. `tyk-json`
+/// (whose calls take a middleware request) is never run in place; an API
+/// placed inline for good always is.
+#[test]
+fn a_quickjs_chain_runs_in_place_until_a_call_overruns_its_slice() {
+    use gateway::middleware::{HostOptions, LentRequest, ReqMut};
+    let spin = ("spinCounter", fixture("spin_counter.js"));
+    let lent_call = |host: &Host, spin_ms: &str| {
+        let mut head = http::Request::get("/q/x")
+            .header("X-Spin", spin_ms)
+            .body(gateway::body::ClientIn::empty())
+            .unwrap();
+        let mut lent = LentRequest::new(&mut head, "127.0.0.1:1".parse().unwrap());
+        let (hook, end) = host.chain().run_first_now(ReqMut::Lent(&mut lent));
+        assert_eq!(hook, Hook::Pre);
+        drop(lent);
+        let calls = head
+            .headers()
+            .get("x-calls")
+            .map(|v| v.to_str().unwrap().to_string());
+        (end.map(|r| r.map_err(|e| e.to_string())), calls)
+    };
+
+    // A slice no ordinary call of a debug build overruns, even on a
+    // loaded machine, and a spin well past it.
+    let host = host_opts(
+        &spec(QJS_PERSISTENT, "q", spin.clone(), serde_json::json!({})),
+        HostOptions {
+            jsvm_inline_budget: Duration::from_millis(100),
+            ..HostOptions::default()
+        },
+    );
+    assert!(host.chain().runs_in_place() && host.chain().first_defers());
+    for n in ["1", "2"] {
+        let (end, calls) = lent_call(&host, "0");
+        assert!(matches!(end, Some(Ok(Flow::Continue))), "{end:?}");
+        assert_eq!(calls.as_deref(), Some(n), "edited in the client's request");
+    }
+    // Overruns the slice: deferred, the request untouched.
+    let (end, calls) = lent_call(&host, "300");
+    assert!(end.is_none(), "{end:?}");
+    assert_eq!(calls, None, "a deferred call changes nothing");
+    assert!(!host.chain().runs_in_place(), "the API moved");
+    // The awaited path runs it on the VM thread, in a new context.
+    let mut req = get("/q/x", &[("X-Spin", "300")]);
+    host.ok(&mut req);
+    assert_eq!(header(&req, "x-calls"), "1");
+
+    let json = host_opts(
+        &spec(QJS_TYK_JSON, "j", spin.clone(), serde_json::json!({})),
+        HostOptions::default(),
+    );
+    assert!(!json.chain().runs_in_place(), "tyk-json is awaited");
+
+    let inline = host_inline(
+        &spec(QJS_PERSISTENT, "i", spin, serde_json::json!({})),
+        Duration::from_secs(5),
+    );
+    assert!(inline.chain().runs_in_place() && !inline.chain().first_defers());
+}

@@ -104,28 +104,28 @@ fn the_seed_route_shows_the_jsvm_header_in_the_echo() {
     }
 }
 
-fn every_request_field_and_rule_reaches_the_upstream(mode: Mode) {
+/// `placement`: `custom_middleware.placement` ("" leaves it to the
+/// gateway: QuickJS inline, where a bodiless request's chain runs in
+/// place, until a call overruns its slice).
+fn every_request_field_and_rule_reaches_the_upstream(mode: Mode, placement: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (addr, rec) = common::recorder();
     let up = format!("http://{addr}");
+    let placed = |hook: &str, name: &str, file: &str| {
+        let mut mw = js(mode, hook, name, fixture(file));
+        if !placement.is_empty() {
+            mw["placement"] = json!(placement);
+        }
+        mw
+    };
     write(
         dir.path(),
         "hdr",
         &up,
-        js(mode, "pre", "headersMw", fixture("headers.js")),
+        placed("pre", "headersMw", "headers.js"),
     );
-    write(
-        dir.path(),
-        "q",
-        &up,
-        js(mode, "post", "queryMw", fixture("query.js")),
-    );
-    write(
-        dir.path(),
-        "body",
-        &up,
-        js(mode, "pre", "bodyMw", fixture("body.js")),
-    );
+    write(dir.path(), "q", &up, placed("post", "queryMw", "query.js"));
+    write(dir.path(), "body", &up, placed("pre", "bodyMw", "body.js"));
     let gw = common::start_gateway(dir.path());
     assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
 
@@ -188,7 +188,19 @@ fn every_request_field_and_rule_reaches_the_upstream(mode: Mode) {
 #[test]
 fn every_request_field_and_rule_reaches_the_upstream_in_every_mode() {
     for mode in MODES {
-        every_request_field_and_rule_reaches_the_upstream(mode);
+        every_request_field_and_rule_reaches_the_upstream(mode, "");
+    }
+}
+
+/// QuickJS by default runs a bodiless request's chain in place, on the
+/// client's request as the server parsed it; on VM threads, or for a
+/// request with a body, the chain runs on a middleware request. Each
+/// placement gives the upstream the same request.
+#[test]
+fn every_request_field_and_rule_reaches_the_upstream_in_place_or_awaited() {
+    for placement in ["inline", "threads", "adaptive"] {
+        every_request_field_and_rule_reaches_the_upstream(("quickjs", "persistent"), placement);
+        every_request_field_and_rule_reaches_the_upstream(("quickjs", "fresh"), placement);
     }
 }
 

@@ -40,7 +40,7 @@ use serde_json::{Map, Value};
 use super::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY};
 use super::request::{canonical, edit_query, header, set_url};
 use crate::error::ErrorFormat;
-use crate::middleware::{Flow, MwError, MwRequest};
+use crate::middleware::{Flow, MwError, MwRequest, ReqMut};
 
 /// Tyk's `DoProcessRequest`, as a non-writable, non-enumerable global
 /// `__tykJson(mw, request, session, spec)`. It captures `b64dec`, `b64enc`
@@ -328,7 +328,9 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
         }
     }
     match r.get("URL") {
-        Some(Value::String(url)) if *url != req.path_and_query() => set_url(req, url)?,
+        Some(Value::String(url)) if *url != req.path_and_query() => {
+            set_url(&mut ReqMut::Owned(req), url)?
+        }
         Some(Value::String(_)) => {}
         other => {
             let got = other.unwrap_or(&Value::Null);
@@ -360,7 +362,7 @@ fn apply_params(r: &Map<String, Value>, req: &mut MwRequest) -> Result<(), MwErr
         }
     }
     if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {
-        edit_query(req, &deletes, &adds, &ext);
+        edit_query(&mut ReqMut::Owned(req), &deletes, &adds, &ext);
     }
     Ok(())
 }

@@ -23,7 +23,62 @@ use super::keys::{Key, Keys};
 use super::request::{Field, Table};
 
 use crate::js::phase::{endpoint_answer, endpoint_request, ResponseEdits};
-use crate::middleware::{Flow, MwError, MwRequest, MwResponse};
+use crate::middleware::{Flow, MwError, MwRequest, MwResponse, ReqMut};
+
+/// The request as a request-phase call reads it: a middleware request, or
+/// the client's request lent to a chain run in place
+/// ([`crate::middleware::ReqMut`]).
+pub(crate) trait Seen {
+    fn method(&self) -> &http::Method;
+    fn headers(&self) -> &HeaderMap;
+    fn body(&self) -> &Bytes;
+    fn path(&self) -> &str;
+    fn query(&self) -> Option<&str>;
+    /// The target exactly as the client sent it.
+    fn request_uri(&self) -> &http::Uri;
+}
+
+impl Seen for MwRequest {
+    fn method(&self) -> &http::Method {
+        &self.method
+    }
+    fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+    fn body(&self) -> &Bytes {
+        &self.body
+    }
+    fn path(&self) -> &str {
+        MwRequest::path(self)
+    }
+    fn query(&self) -> Option<&str> {
+        MwRequest::query(self)
+    }
+    fn request_uri(&self) -> &http::Uri {
+        &self.request_uri
+    }
+}
+
+impl Seen for ReqMut<'_, '_> {
+    fn method(&self) -> &http::Method {
+        ReqMut::method(self)
+    }
+    fn headers(&self) -> &HeaderMap {
+        ReqMut::headers(self)
+    }
+    fn body(&self) -> &Bytes {
+        ReqMut::body(self)
+    }
+    fn path(&self) -> &str {
+        ReqMut::path(self)
+    }
+    fn query(&self) -> Option<&str> {
+        ReqMut::query(self)
+    }
+    fn request_uri(&self) -> &http::Uri {
+        ReqMut::request_uri(self)
+    }
+}
 
 /// The strings handed to the script that it may give back unchanged. A JS
 /// string the script did not replace is the same refcounted string, so
@@ -69,18 +124,18 @@ impl Drop for Sent<'_> {
 
 /// Runs entry `index` of `host.js`'s `call` on `req`; returns the script's
 /// answer and what was sent.
-pub(crate) fn call<'js>(
+pub(crate) fn call<'js, R: Seen + ?Sized>(
     ctx: &Ctx<'js>,
     host: &Function<'js>,
     keys: &Keys,
     index: usize,
-    req: &MwRequest,
+    req: &R,
 ) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
     if let Some(table) = keys.request() {
         return call_native(ctx, table, index, req);
     }
     let body =
-        rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(&req.body))?.into_value();
+        rquickjs::String::from_str(ctx.clone(), &String::from_utf8_lossy(req.body()))?.into_value();
     let (args, url) = request_args(ctx, index, req, body.clone())?;
     let ret = host.call_arg(args)?;
     let request = None;
@@ -89,22 +144,22 @@ pub(crate) fn call<'js>(
 
 /// [`call`] in a persistent context: the request is one native object
 /// (`request.rs`), handed to `host.js`'s `direct`.
-fn call_native<'js>(
+fn call_native<'js, R: Seen + ?Sized>(
     ctx: &Ctx<'js>,
     table: &Table,
     index: usize,
-    req: &MwRequest,
+    req: &R,
 ) -> rquickjs::Result<(Value<'js>, Sent<'js>)> {
     let raw = ctx.as_raw().as_ptr();
     // SAFETY: new references of this context's strings, handed to `Value`s.
     let (body, method) = unsafe {
-        let body = if req.body.is_empty() {
+        let body = if req.body().is_empty() {
             table.empty(raw)
         } else {
-            let text = String::from_utf8_lossy(&req.body);
+            let text = String::from_utf8_lossy(req.body());
             qjs::JS_NewStringLen(raw, text.as_ptr().cast(), text.len() as _)
         };
-        let method = table.method(raw, req.method.as_str());
+        let method = table.method(raw, req.method().as_str());
         if qjs::JS_IsException(body) || qjs::JS_IsException(method) {
             qjs::JS_FreeValue(raw, body);
             qjs::JS_FreeValue(raw, method);
@@ -125,7 +180,7 @@ fn call_native<'js>(
         let dup = |v: &Value<'js>| qjs::JS_DupValue(raw, v.as_raw());
         let obj = table.request(
             raw,
-            &req.headers,
+            req.headers(),
             dup(&body),
             dup(&url),
             params.as_ref().map_or(qjs::JS_NULL, dup),
@@ -142,7 +197,7 @@ fn call_native<'js>(
         };
         let ret = table.call(raw, index, obj);
         if qjs::JS_IsException(ret) {
-            sent.end(Some(&req.headers));
+            sent.end(Some(req.headers()));
             return Err(rquickjs::Error::Exception);
         }
         Ok((Value::from_raw(ctx.clone(), ret), sent))
@@ -151,23 +206,23 @@ fn call_native<'js>(
 
 /// The request's URL, RequestURI (`None`: the URL's string) and query
 /// pairs (`None`: null), as the script gets them.
-fn request_values<'js>(
+fn request_values<'js, R: Seen + ?Sized>(
     ctx: &Ctx<'js>,
-    req: &MwRequest,
+    req: &R,
 ) -> rquickjs::Result<(Value<'js>, Option<Value<'js>>, Option<Value<'js>>)> {
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
     // The path alone needs no joined copy (the usual request has no query).
     let joined;
     let pq = match req.query() {
         None => req.path(),
-        Some(_) => {
-            joined = req.path_and_query();
+        Some(q) => {
+            joined = format!("{}?{q}", req.path());
             joined.as_str()
         }
     };
     let url = string(pq)?;
     let original = req
-        .request_uri
+        .request_uri()
         .path_and_query()
         .map_or("/", |pq| pq.as_str());
     // The client's URI as sent, also in `post` after the strip (Tyk's
@@ -185,19 +240,19 @@ fn request_values<'js>(
 }
 
 /// `call`'s first seven arguments: entry `index` and the request.
-fn request_args<'js>(
+fn request_args<'js, R: Seen + ?Sized>(
     ctx: &Ctx<'js>,
     index: usize,
-    req: &MwRequest,
+    req: &R,
     body: Value<'js>,
 ) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
     let (url, uri, params) = request_values(ctx, req)?;
     let uri = uri.unwrap_or_else(|| url.clone());
     let params = params.unwrap_or_else(|| Value::new_null(ctx.clone()));
-    let headers = rquickjs::String::from_str(ctx.clone(), &header_text(&req.headers))?;
+    let headers = rquickjs::String::from_str(ctx.clone(), &header_text(req.headers()))?;
     let mut args = Args::new(ctx.clone(), 8);
     args.push_arg(index as u32)?;
-    args.push_arg(req.method.as_str())?;
+    args.push_arg(req.method().as_str())?;
     args.push_arg(url.clone())?;
     args.push_arg(uri)?;
     args.push_arg(body)?;
@@ -748,12 +803,12 @@ pub(crate) struct Edits {
 }
 
 /// Reads the script's answer `ret` into what it asks of `req`.
-pub(crate) fn plan<'js>(
+pub(crate) fn plan<'js, R: Seen + ?Sized>(
     ctx: &Ctx<'js>,
     keys: &Keys,
     ret: Value<'js>,
     sent: &Sent<'js>,
-    req: &MwRequest,
+    req: &R,
 ) -> Result<Planned, Fail> {
     match read(ctx, keys, &ret)? {
         Ok(answer) => plan_read(ctx, keys, answer, sent, req).map_err(Fail::Script),
@@ -761,16 +816,16 @@ pub(crate) fn plan<'js>(
     }
 }
 
-fn plan_read<'js>(
+fn plan_read<'js, R: Seen + ?Sized>(
     ctx: &Ctx<'js>,
     keys: &Keys,
     a: Answer<'js>,
     sent: &Sent<'js>,
-    req: &MwRequest,
+    req: &R,
 ) -> Result<Planned, MwError> {
     if let Some(answer) = a
         .overrides
-        .map_or(Ok(None), |o| overrides(o, &req.headers, ctx))?
+        .map_or(Ok(None), |o| overrides(o, req.headers(), ctx))?
     {
         return Ok(Planned::Answer(answer));
     }
@@ -831,21 +886,20 @@ fn plan_read<'js>(
 
 /// Applies the planned edits to `req`, in Tyk's order: body, URL, header
 /// deletes, then sets, then query deletes, sets and appends.
-pub(crate) fn commit(e: Edits, req: &mut MwRequest) -> Result<Flow, MwError> {
+pub(crate) fn commit(e: Edits, req: &mut ReqMut<'_, '_>) -> Result<Flow, MwError> {
     if let Some(text) = e.body {
-        req.body = Bytes::from(text);
-        crate::body::reframe(&mut req.headers, &req.method, req.body.len());
+        req.set_body(Bytes::from(text));
     }
     if let Some(url) = e.url {
         set_url(req, &url)?;
     }
     for name in e.delete_headers {
         if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
-            req.headers.remove(n);
+            req.headers_mut().remove(n);
         }
     }
     for (n, v) in e.set_headers? {
-        crate::js::request::put_header(&mut req.headers, n, v, "Request.SetHeaders")?;
+        crate::js::request::put_header(req.headers_mut(), n, v, "Request.SetHeaders")?;
     }
     let (deletes, adds, ext) = (e.delete_params, e.add_params, e.extended_params);
     if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {

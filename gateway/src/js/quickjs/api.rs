@@ -28,7 +28,7 @@ use super::engine::{self, Watch};
 use super::fresh::Fresh;
 use super::keys::Keys;
 use crate::js::{tykjson, Strategy};
-use crate::middleware::{Flow, MwError, MwErrorKind, MwRequest, MwResponse};
+use crate::middleware::{Flow, MwError, MwErrorKind, MwRequest, MwResponse, ReqMut};
 
 /// An API's scripts compiled to bytecode, with what building a context needs.
 #[derive(Clone)]
@@ -351,24 +351,32 @@ impl QjsApi {
 
     /// Calls entry `index` on `req`, within the jsvm timeout.
     /// A context built first is not part of the call's time.
-    pub(crate) fn call(&mut self, index: usize, req: &mut MwRequest) -> Result<Flow, MwError> {
+    pub(crate) fn call(&mut self, index: usize, req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
         self.ensure_built()?;
         let deadline = Instant::now() + self.program.timeout;
         self.call_until(index, req, deadline)
     }
 
     /// Calls entry `index` on `req`, stopped at `deadline`.
+    /// A request lent to a chain run in place ([`ReqMut::Lent`]) is run
+    /// by every strategy but `tyk-json`, whose calls take a middleware
+    /// request (`Program::json`).
     pub(crate) fn call_until(
         &mut self,
         index: usize,
-        req: &mut MwRequest,
+        mut req: ReqMut<'_, '_>,
         deadline: Instant,
     ) -> Result<Flow, MwError> {
         // `tyk-json` (persistent contexts only) writes each call's source.
         let program = self.program.clone();
-        self.with_until(deadline, |ctx, host, keys| match &program.json {
-            Some(json) => json_run(ctx, json, index, req),
-            None => run(ctx, host, keys, index, req),
+        self.with_until(deadline, |ctx, host, keys| {
+            match (&program.json, &mut req) {
+                (Some(json), ReqMut::Owned(req)) => json_run(ctx, json, index, req),
+                (Some(_), ReqMut::Lent(_)) => Err(Fail::Script(MwError::internal(
+                    "a tyk-json call cannot run on a lent request",
+                ))),
+                (None, req) => run(ctx, host, keys, index, req),
+            }
         })
     }
 
@@ -572,16 +580,16 @@ fn run<'js>(
     host: &Function<'js>,
     keys: &Keys,
     index: usize,
-    req: &mut MwRequest,
+    req: &mut ReqMut<'_, '_>,
 ) -> Result<Flow, Fail> {
     // The script and the reading of its answer see the request as it
     // came; it changes only once both are done (`answer::plan`).
     let planned = {
-        let seen: &MwRequest = req;
+        let seen: &ReqMut<'_, '_> = req;
         match answer::call(ctx, host, keys, index, seen) {
             Ok((ret, sent)) => {
                 let planned = answer::plan(ctx, keys, ret, &sent, seen);
-                sent.detach(&seen.headers);
+                sent.detach(seen.headers());
                 planned
             }
             Err(e) => Err(failure(ctx, e)),

@@ -94,7 +94,7 @@ use rquickjs::{Context, Runtime};
 use crate::config::{ApiSpec, Hook, LoadError, Placement};
 use crate::middleware::{
     Chain, ChainFactory, Endpoint, Flow, HostOptions, Middleware, MwError, MwFuture, MwFutureOf,
-    MwRequest, MwResponse, ResponseMiddleware,
+    MwRequest, MwResponse, ReqMut, ResponseMiddleware,
 };
 
 use super::vmthread::{self, RunError, Slot, VmPool};
@@ -433,6 +433,7 @@ impl ChainFactory for QjsFactory {
             let mw: Box<dyn Middleware> = Box::new(QjsMiddleware {
                 name: name.clone(),
                 index,
+                lends: self.program.json.is_none(),
                 place: place.clone(),
                 timeout: self.program.timeout,
                 runs: None,
@@ -651,6 +652,9 @@ impl Place {
 struct QjsMiddleware {
     name: String,
     index: usize,
+    /// Runs on a lent request (every strategy but `tyk-json`): may run in
+    /// a chain run in place.
+    lends: bool,
     place: Rc<Place>,
     timeout: std::time::Duration,
     /// The time its calls run on a VM thread.
@@ -672,7 +676,10 @@ impl QjsMiddleware {
         let job = move |slot: &mut Slot<QjsApi>, deadline: Instant| {
             let mut req = owned;
             let (r, spent) = match slot.get() {
-                Ok(api) => (api.call_until(index, &mut req, deadline), api.is_spent()),
+                Ok(api) => {
+                    let r = api.call_until(index, ReqMut::Owned(&mut req), deadline);
+                    (r, api.is_spent())
+                }
                 Err(e) => (Err(e), false),
             };
             if spent {
@@ -715,18 +722,32 @@ impl QjsMiddleware {
         if let Some(pool) = a.pool.get() {
             return self.on_thread(pool, req, deadline).await;
         }
-        {
-            let mut inline = a.inline.borrow_mut();
-            let api = inline.as_mut().expect("inline until the pool exists");
-            let slice_end = (Instant::now() + a.budget).min(deadline);
-            let r = api.call_until(self.index, req, slice_end);
-            // Stopped at the slice, not at the call's own deadline: move.
-            if !(api.take_interrupted() && Instant::now() < deadline) {
-                return r;
-            }
+        if let Some(r) = self.in_slice(a, ReqMut::Owned(req), deadline) {
+            return r;
         }
         let pool = a.migrate(&self.name);
         self.on_thread(pool, req, deadline).await
+    }
+
+    /// An adaptive API's call inline, within the slice: its answer, or
+    /// `None` when the slice stopped it before its own deadline (the API
+    /// moves and the call runs again on its VM thread; a stopped call
+    /// changed nothing). The API must still be inline.
+    fn in_slice(
+        &self,
+        a: &Adaptive,
+        req: ReqMut<'_, '_>,
+        deadline: Instant,
+    ) -> Option<Result<Flow, MwError>> {
+        let mut inline = a.inline.borrow_mut();
+        let api = inline.as_mut().expect("inline until the pool exists");
+        let slice_end = (Instant::now() + a.budget).min(deadline);
+        let r = api.call_until(self.index, req, slice_end);
+        // Stopped at the slice, not at the call's own deadline: move.
+        match api.take_interrupted() && Instant::now() < deadline {
+            true => None,
+            false => Some(r),
+        }
     }
 }
 
@@ -739,10 +760,84 @@ impl Middleware for QjsMiddleware {
         self.runs = self.place.may_leave().then_some(runs);
     }
 
+    /// Inline for good (`--jsvm-threads 0`, `placement: inline`), a call
+    /// answers before it returns, and runs on a lent request unless the
+    /// API is `tyk-json`.
+    fn never_waits(&self) -> bool {
+        self.lends && matches!(&*self.place, Place::Inline(_))
+    }
+
+    fn call_now(&self, req: ReqMut<'_, '_>) -> Result<Flow, MwError> {
+        self.call_or_defer(req).unwrap_or_else(|| {
+            let e = MwError::internal("a call that has to be awaited was run in place");
+            Err(e.context(&self.name))
+        })
+    }
+
+    /// Adaptive (inline until a call overruns its slice): a chain that
+    /// starts with it runs in place until the API moves.
+    fn defers(&self) -> bool {
+        self.lends && matches!(&*self.place, Place::Adaptive(_))
+    }
+
+    fn in_place_now(&self) -> bool {
+        match &*self.place {
+            Place::Inline(_) => true,
+            Place::Adaptive(a) => a.pool.get().is_none(),
+            Place::Threads(_) => false,
+        }
+    }
+
+    /// As [`Middleware::call`] inline; a call the slice stopped (it
+    /// changed nothing) moves the API and defers, and the chain's awaited
+    /// run sends it to its VM thread, with a deadline of its own (the
+    /// slice, at most `--jsvm-inline-budget`, is not taken from it).
+    fn call_or_defer(&self, req: ReqMut<'_, '_>) -> Option<Result<Flow, MwError>> {
+        let a = match &*self.place {
+            Place::Inline(api) => {
+                let r = api.borrow_mut().call(self.index, req);
+                return Some(r.map_err(|e| e.context(&self.name)));
+            }
+            Place::Adaptive(a) if a.pool.get().is_none() => a,
+            _ => return None,
+        };
+        if let Err(e) = a.prepare() {
+            return Some(Err(e.context(&self.name)));
+        }
+        let deadline = Instant::now() + self.timeout;
+        match self.in_slice(a, req, deadline) {
+            Some(r) => Some(r.map_err(|e| e.context(&self.name))),
+            None => {
+                a.migrate(&self.name);
+                None
+            }
+        }
+    }
+
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
-        if let Place::Inline(api) = &*self.place {
-            let r = api.borrow_mut().call(self.index, req);
-            return MwFuture::ready(r.map_err(|e| e.context(&self.name)));
+        match &*self.place {
+            Place::Inline(api) => {
+                let r = api.borrow_mut().call(self.index, ReqMut::Owned(req));
+                return MwFuture::ready(r.map_err(|e| e.context(&self.name)));
+            }
+            // Still inline, the usual call answers before it returns: no
+            // future is built (nor boxed, moved and polled) for it; only a
+            // call the slice stopped awaits its VM thread.
+            Place::Adaptive(a) if a.pool.get().is_none() => {
+                if let Err(e) = a.prepare() {
+                    return MwFuture::ready(Err(e.context(&self.name)));
+                }
+                let deadline = Instant::now() + self.timeout;
+                if let Some(r) = self.in_slice(a, ReqMut::Owned(req), deadline) {
+                    return MwFuture::ready(r.map_err(|e| e.context(&self.name)));
+                }
+                return MwFuture::pending(async move {
+                    let pool = a.migrate(&self.name);
+                    let r = self.on_thread(pool, req, deadline).await;
+                    r.map_err(|e| e.context(&self.name))
+                });
+            }
+            _ => {}
         }
         MwFuture::pending(async move {
             // Inline, the context is built (at the API's first call on this
@@ -754,7 +849,7 @@ impl Middleware for QjsMiddleware {
             }
             let deadline = Instant::now() + self.timeout;
             let r = match &*self.place {
-                Place::Inline(api) => api.borrow_mut().call(self.index, req),
+                Place::Inline(api) => api.borrow_mut().call(self.index, ReqMut::Owned(req)),
                 Place::Threads(pool) => self.on_thread(pool, req, deadline).await,
                 Place::Adaptive(a) => self.adaptive(a, req, deadline).await,
             };

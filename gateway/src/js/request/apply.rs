@@ -19,7 +19,7 @@ use crate::intern::{BadPair, HeaderCache};
 use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY};
 use crate::js::forced::Overrides;
 use crate::js::text;
-use crate::middleware::{Flow, MwError, MwRequest};
+use crate::middleware::{Flow, MwError, MwRequest, ReqMut};
 
 /// A script's answer broke a type rule: names the field, as Go's decoder would.
 pub(crate) fn shape(field: &str, want: &str, got: &JsValue) -> MwError {
@@ -372,7 +372,7 @@ impl<'a> Answer<'a> {
             .as_string()
             .ok_or_else(|| shape("Request.URL", "a string", &url))?;
         if url != self.built.url {
-            uncounted(|| set_url(req, &text::lossy(&url)))?;
+            uncounted(|| set_url(&mut ReqMut::Owned(req), &text::lossy(&url)))?;
         }
         Ok(())
     }
@@ -427,7 +427,7 @@ impl<'a> Answer<'a> {
         let adds = string_map(&adds, "Request.AddParams", ctx)?;
         let extended = extended_params(&self.field(Lazy::ExtendedParams, ctx)?, ctx)?;
         if !deletes.is_empty() || !adds.is_empty() || !extended.is_empty() {
-            uncounted(|| edit_query(req, &deletes, &adds, &extended));
+            uncounted(|| edit_query(&mut ReqMut::Owned(req), &deletes, &adds, &extended));
         }
         Ok(())
     }
@@ -598,7 +598,7 @@ fn overrides(v: &JsValue, format: ErrorFormat, ctx: &mut Context) -> Result<Opti
 
 /// `URL` replaces path and query: an origin-form `/path?query`, or an absolute
 /// URL whose path and query are taken (Tyk parses it with `url.Parse`).
-pub(crate) fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
+pub(crate) fn set_url(req: &mut ReqMut<'_, '_>, url: &str) -> Result<(), MwError> {
     let uri: http::Uri = url
         .parse()
         .map_err(|e| MwError::bad_answer(format!("Request.URL {url:?} is not a URL: {e}")))?;
@@ -615,7 +615,7 @@ pub(crate) fn set_url(req: &mut MwRequest, url: &str) -> Result<(), MwError> {
 /// Deletes, then sets, then appends query parameters, and re-encodes the
 /// query as Go's `url.Values.Encode` does (keys sorted, values in order).
 pub(crate) fn edit_query(
-    req: &mut MwRequest,
+    req: &mut ReqMut<'_, '_>,
     deletes: &[String],
     adds: &[(String, String)],
     extended: &[(String, Vec<String>)],
