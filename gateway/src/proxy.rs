@@ -456,13 +456,8 @@ impl Proxy {
         let added =
             self.prepare_chain_headers(route, req.headers_mut(), carries, body.len(), remote);
         let uri = req.uri();
-        let target = |d: &mut Vec<u8>| match &written {
-            Some(uri) => d.extend_from_slice(
-                uri.path_and_query()
-                    .map_or("/", |pq| pq.as_str())
-                    .as_bytes(),
-            ),
-            None => write_target(d, &route.spec, uri.path(), uri.query()),
+        let target = |d: &mut Vec<u8>| {
+            chain_target(d, &route.spec, written.as_ref(), uri.path(), uri.query())
         };
         let up = upstream::Encoded::from_head(req.method(), target, req.headers(), &added, body);
         Ok(Plan::Encoded(route, up))
@@ -491,14 +486,8 @@ impl Proxy {
         let body = std::mem::take(&mut mw.body);
         let carries = crate::body::carries_body(&mw.method);
         let added = self.prepare_chain_headers(route, &mut mw.headers, carries, body.len(), remote);
-        let target = |d: &mut Vec<u8>| match &written {
-            Some(uri) => d.extend_from_slice(
-                uri.path_and_query()
-                    .map_or("/", |pq| pq.as_str())
-                    .as_bytes(),
-            ),
-            None => write_target(d, &route.spec, mw.path(), mw.query()),
-        };
+        let target =
+            |d: &mut Vec<u8>| chain_target(d, &route.spec, written.as_ref(), mw.path(), mw.query());
         Ok(upstream::Encoded::from_head(
             &mw.method,
             target,
@@ -770,6 +759,27 @@ fn upstream_uri(
     query: Option<&str>,
 ) -> Result<Uri, http::uri::InvalidUri> {
     Uri::try_from(target_of(spec, path, query).string())
+}
+
+/// The upstream's request target of a request a chain ran on: the URI a
+/// middleware wrote ([`target_uri`]: cleaned, checked, the listen path
+/// stripped), else the client's `path` and `query`, the listen path
+/// stripped as they are written.
+#[inline(always)]
+fn chain_target(
+    dst: &mut Vec<u8>,
+    spec: &ApiSpec,
+    written: Option<&Uri>,
+    path: &str,
+    query: Option<&str>,
+) {
+    match written {
+        Some(uri) => {
+            let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
+            dst.extend_from_slice(target.as_bytes());
+        }
+        None => write_target(dst, spec, path, query),
+    }
 }
 
 /// [`target_of`] written at the end of an upstream request's head. For a
