@@ -173,6 +173,16 @@ fn pairs(
             ),
         });
     }
+    // The seed's script on each other engine against native, placed by
+    // the gateway: what issue 12's per-engine targets are stated in.
+    for e in engines.iter().filter(|e| *e != DEFAULT_ENGINE) {
+        out.push(Pair {
+            choice: "VM vs native".into(),
+            within: Some(engine_name(e).to_string()),
+            base: family("native"),
+            other: js(e.clone(), DEFAULT_STRATEGY.into(), Role::Request),
+        });
+    }
     out.extend(js_pairs(engines, strategies, Role::Request));
     out.extend(placement_pairs(engines, placements, Role::Request));
     out.push(Pair {
@@ -492,6 +502,7 @@ mod tests {
             names,
             vec![
                 "VM vs native [] js - native",
+                "VM vs native [QuickJS] qj - native",
                 "Tyk's marshalling [boa] tj - js",
                 "strategy pooled [quickjs] odd - qj",
                 "engine: QuickJS vs boa [persistent] qj - js",
@@ -511,8 +522,9 @@ mod tests {
         );
         let t = design_table(&r).unwrap();
         assert_eq!(t.rows[0][5], "6.30 µs (0.63 on its VM thread) vs 5.20 µs");
-        assert_eq!(t.rows.len(), 4);
-        assert!(t.rows[1][0] == "Tyk's marshalling (boa)", "{:?}", t.rows[1]);
+        assert_eq!(t.rows.len(), 5);
+        assert_eq!(t.rows[1][0], "VM vs native (QuickJS)");
+        assert!(t.rows[2][0] == "Tyk's marshalling (boa)", "{:?}", t.rows[2]);
         assert!(t.rows[0][3].starts_with("+10.3 µs ("), "{:?}", t.rows[0]);
     }
 
@@ -550,14 +562,18 @@ mod tests {
             [
                 "VM vs native [] js - native",
                 "VM vs native [boa inline] inl - native",
+                "VM vs native [QuickJS] qj - native",
                 "engine: QuickJS vs boa [persistent] qj - js",
                 "isolation: VM thread vs inline [boa] js - inl",
                 "placement threads [quickjs] qt - qj",
             ]
         );
-        assert!((r.design_choices[3].gateway_cpu_us.diff - 10.0).abs() < 1e-9);
+        assert!((r.design_choices[4].gateway_cpu_us.diff - 10.0).abs() < 1e-9);
+        // QuickJS placed by the gateway against native: +1 µs.
+        assert!((r.design_choices[2].gateway_cpu_us.diff - 1.0).abs() < 1e-9);
         let t = design_table(&r).unwrap();
         assert_eq!(t.rows[1][0], "VM vs native (boa inline)");
+        assert_eq!(t.rows[2][0], "VM vs native (QuickJS)");
         let inl = r.route("ours", "inl").unwrap();
         assert_eq!(inl.route.kind.as_ref().unwrap().label("inl"), "JS inline");
     }
@@ -687,6 +703,7 @@ mod tests {
             rows,
             vec![
                 ("VM vs native", None, "js", "native"),
+                ("VM vs native", Some("QuickJS"), "qj", "native"),
                 ("engine: QuickJS vs boa", Some("persistent"), "qj", "js"),
                 ("wasm vs native", None, "wasm", "native"),
                 (
@@ -697,10 +714,10 @@ mod tests {
                 ),
             ]
         );
-        assert!((r.design_choices[3].gateway_cpu_us.diff + 60.0).abs() < 1e-9);
+        assert!((r.design_choices[4].gateway_cpu_us.diff + 60.0).abs() < 1e-9);
         let t = design_table(&r).unwrap();
         assert_eq!(
-            t.rows[3][0],
+            t.rows[4][0],
             "engine: QuickJS vs boa (persistent, response hook)"
         );
     }
