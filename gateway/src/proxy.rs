@@ -214,19 +214,18 @@ impl Proxy {
             ));
         }
         let ended = http_body::Body::is_end_stream(req.body());
-        let take = |req: &mut Request<ClientIn>| self.take(req);
         match &route.chain {
             // The common path: no middleware and no body.
             None if ended => Ok(Plan::Encoded(route, self.encode(route, req, remote))),
             // Streaming path: no middleware, nothing buffered.
             None => {
-                let (parts, body) = take(req);
+                let (parts, body) = self.take(req);
                 let (up, added) = self.stream(route, parts, body, remote)?;
                 Ok(Plan::Stream(route, up, added))
             }
             // Response middleware only: the request body streams too.
             Some(Ok(chain)) if crate::response::only_response(chain) => {
-                let (parts, body) = take(req);
+                let (parts, body) = self.take(req);
                 let head = crate::response::head_of_parts(&parts, remote);
                 let (up, added) = self.stream(route, parts, body, remote)?;
                 Ok(Plan::Boxed(Box::pin(async move {
@@ -240,7 +239,7 @@ impl Proxy {
                 self.in_place(route, chain, req, remote, client)
             }
             Some(Ok(chain)) => {
-                let (parts, body) = take(req);
+                let (parts, body) = self.take(req);
                 Ok(Plan::Chain(route, chain, parts, body, remote))
             }
             // Logged once at load (or when the worker built it), not per

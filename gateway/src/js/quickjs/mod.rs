@@ -711,28 +711,9 @@ impl QjsMiddleware {
 }
 
 impl QjsMiddleware {
-    /// [`Place::Adaptive`]: inline within the slice; a call that overruns
-    /// it moves the API and runs again on its VM thread.
-    async fn adaptive(
-        &self,
-        a: &Adaptive,
-        req: &mut MwRequest,
-        deadline: Instant,
-    ) -> Result<Flow, MwError> {
-        if let Some(pool) = a.pool.get() {
-            return self.on_thread(pool, req, deadline).await;
-        }
-        if let Some(r) = self.in_slice(a, ReqMut::Owned(req), deadline) {
-            return r;
-        }
-        let pool = a.migrate(&self.name);
-        self.on_thread(pool, req, deadline).await
-    }
-
     /// An adaptive API's call inline, within the slice: its answer, or
-    /// `None` when the slice stopped it before its own deadline (the API
-    /// moves and the call runs again on its VM thread; a stopped call
-    /// changed nothing). The API must still be inline.
+    /// `None` when the slice stopped it before its own deadline (a stopped
+    /// call changed nothing). The API must still be inline.
     fn in_slice(
         &self,
         a: &Adaptive,
@@ -788,10 +769,10 @@ impl Middleware for QjsMiddleware {
         }
     }
 
-    /// As [`Middleware::call`] inline; a call the slice stopped (it
-    /// changed nothing) moves the API and defers, and the chain's awaited
-    /// run sends it to its VM thread, with a deadline of its own (the
-    /// slice, at most `--jsvm-inline-budget`, is not taken from it).
+    /// The call inline; a call the slice stopped (it changed nothing)
+    /// moves the API and defers, and the awaited run ([`Middleware::call`])
+    /// sends it to its VM thread, with a deadline of its own (the slice, at
+    /// most `--jsvm-inline-budget`, is not taken from it).
     fn call_or_defer(&self, req: ReqMut<'_, '_>) -> Option<Result<Flow, MwError>> {
         let a = match &*self.place {
             Place::Inline(api) => {
@@ -801,6 +782,10 @@ impl Middleware for QjsMiddleware {
             Place::Adaptive(a) if a.pool.get().is_none() => a,
             _ => return None,
         };
+        // The context is built (at the API's first call on this worker, or
+        // after a stopped call discarded it) before the call's time
+        // starts, as a VM thread's is (`vmthread.rs`, `built`): a build
+        // taking the slice would move the API at once.
         if let Err(e) = a.prepare() {
             return Some(Err(e.context(&self.name)));
         }
@@ -815,43 +800,23 @@ impl Middleware for QjsMiddleware {
     }
 
     fn call<'a>(&'a self, req: &'a mut MwRequest) -> MwFuture<'a> {
-        match &*self.place {
-            Place::Inline(api) => {
-                let r = api.borrow_mut().call(self.index, ReqMut::Owned(req));
-                return MwFuture::ready(r.map_err(|e| e.context(&self.name)));
+        // Inline (for good, or an adaptive API not moved yet), the usual
+        // call answers before it returns: no future is built (nor boxed,
+        // moved and polled) for it. A call the slice stopped moved the
+        // API (`call_or_defer`) and runs again on its VM thread, as a
+        // deferred call run in place does.
+        if self.in_place_now() {
+            if let Some(r) = self.call_or_defer(ReqMut::Owned(req)) {
+                return MwFuture::ready(r);
             }
-            // Still inline, the usual call answers before it returns: no
-            // future is built (nor boxed, moved and polled) for it; only a
-            // call the slice stopped awaits its VM thread.
-            Place::Adaptive(a) if a.pool.get().is_none() => {
-                if let Err(e) = a.prepare() {
-                    return MwFuture::ready(Err(e.context(&self.name)));
-                }
-                let deadline = Instant::now() + self.timeout;
-                if let Some(r) = self.in_slice(a, ReqMut::Owned(req), deadline) {
-                    return MwFuture::ready(r.map_err(|e| e.context(&self.name)));
-                }
-                return MwFuture::pending(async move {
-                    let pool = a.migrate(&self.name);
-                    let r = self.on_thread(pool, req, deadline).await;
-                    r.map_err(|e| e.context(&self.name))
-                });
-            }
-            _ => {}
         }
         MwFuture::pending(async move {
-            // Inline, the context is built (at the API's first call on this
-            // worker, or after a stopped call discarded it) before the
-            // call's time starts, as a VM thread's is (`vmthread.rs`,
-            // `built`): a build taking the slice would move the API at once.
-            if let Place::Adaptive(a) = &*self.place {
-                a.prepare().map_err(|e| e.context(&self.name))?;
-            }
             let deadline = Instant::now() + self.timeout;
             let r = match &*self.place {
                 Place::Inline(api) => api.borrow_mut().call(self.index, ReqMut::Owned(req)),
                 Place::Threads(pool) => self.on_thread(pool, req, deadline).await,
-                Place::Adaptive(a) => self.adaptive(a, req, deadline).await,
+                // Moved (`migrate` finds the pool it made).
+                Place::Adaptive(a) => self.on_thread(a.migrate(&self.name), req, deadline).await,
             };
             r.map_err(|e| e.context(&self.name))
         })
