@@ -50,6 +50,11 @@ fn every_call_sees_its_own_method_and_body() {
 }
 
 #[test]
+fn every_call_sees_its_own_url() {
+    each(&ALL, js_scenarios::every_call_sees_its_own_url);
+}
+
+#[test]
 fn return_overrides_answer_without_proxying() {
     each(&ALL, js_scenarios::return_overrides_answer_without_proxying);
 }
@@ -59,6 +64,14 @@ fn script_faults_fail_one_request_and_the_next_works() {
     each(
         &ALL,
         js_scenarios::script_faults_fail_one_request_and_the_next_works,
+    );
+}
+
+#[test]
+fn a_wrong_set_header_still_runs_every_getter_once() {
+    each(
+        &ALL,
+        js_scenarios::a_wrong_set_header_still_runs_every_getter_once,
     );
 }
 

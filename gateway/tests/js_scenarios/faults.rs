@@ -38,6 +38,22 @@ pub fn script_faults_fail_one_request_and_the_next_works(mode: Mode) {
     assert_eq!(header(&req, "x-calls"), want);
 }
 
+/// A wrong `SetHeaders` value fails the call naming it, and every getter
+/// of the container still ran, once, as when Tyk's encoder reads them all
+/// before its decoder meets the wrong one.
+pub fn a_wrong_set_header_still_runs_every_getter_once(mode: Mode) {
+    let h = host_counting(&faults(mode));
+    let msg = h.err(&mut get("/faults/", &[("x-fault", "getters")]));
+    assert!(
+        msg.contains(r#"SetHeaders["X-N"] must be a string"#),
+        "{msg}"
+    );
+    let mut req = get("/faults/", &[]);
+    h.ok(&mut req);
+    let want = if is_fresh(mode) { "0" } else { "1" };
+    assert_eq!(header(&req, "x-getters"), want);
+}
+
 pub fn runaway_scripts_are_stopped_and_the_state_rebuilt(mode: Mode) {
     let h = host_with(&faults(mode), Duration::from_millis(300), 64 << 20);
     // boa cannot stop a loop inside a builtin's callback: its VM thread is

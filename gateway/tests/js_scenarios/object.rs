@@ -159,6 +159,52 @@ pub fn every_call_sees_its_own_method_and_body(mode: Mode) {
     }
 }
 
+/// Every call's `URL` is its own request's, whatever the calls before it
+/// had: paths alternating, a query, paths past what the QuickJS host keeps
+/// of the last one (256 bytes), and a rewrite, after which the next call
+/// sees its own path again.
+pub fn every_call_sees_its_own_url(mode: Mode) {
+    let s = spec(
+        mode,
+        "url",
+        ("urlMw", fixture("url_echo.js")),
+        serde_json::Value::Null,
+    );
+    let h = host(&s);
+    let long = format!("/url/{}", "l".repeat(300));
+    let longer = format!("{long}x");
+    let targets = [
+        "/url/a",
+        "/url/b",
+        "/url/a",
+        "/url/a?x=1",
+        "/url/a",
+        long.as_str(),
+        long.as_str(),
+        longer.as_str(),
+        long.as_str(),
+        "/url/a",
+    ];
+    for (i, target) in targets.iter().enumerate() {
+        let mut req = get(target, &[]);
+        h.ok(&mut req);
+        assert_eq!(header(&req, "x-url"), *target, "call {i}");
+        assert_eq!(header(&req, "x-uri"), *target, "call {i}");
+        assert_eq!(req.path_and_query(), *target, "call {i}");
+    }
+    // A rewrite to another path, and one to the same text.
+    for (target, to) in [("/url/a", "/url/elsewhere"), ("/url/b", "/url/b")] {
+        let mut req = get(target, &[("x-rewrite", to)]);
+        h.ok(&mut req);
+        assert_eq!(header(&req, "x-url"), target);
+        assert_eq!(req.path_and_query(), to);
+        let mut next = get(target, &[]);
+        h.ok(&mut next);
+        assert_eq!(header(&next, "x-url"), target);
+        assert_eq!(next.path_and_query(), target);
+    }
+}
+
 pub fn return_overrides_answer_without_proxying(mode: Mode) {
     let s = spec(
         mode,

@@ -170,7 +170,7 @@ fn call_native<'js, R: Seen + ?Sized>(
             Value::from_raw(ctx.clone(), method),
         )
     };
-    let (url, uri, params) = request_values(ctx, req)?;
+    let (url, uri, params) = request_values(ctx, req, Some(table))?;
     // SAFETY: every value is of this context; `request` takes a reference
     // of each (duplicated here, the `Value`s keep theirs) and the call's
     // result is handed to a `Value`. The headers are lent until the
@@ -209,6 +209,7 @@ fn call_native<'js, R: Seen + ?Sized>(
 fn request_values<'js, R: Seen + ?Sized>(
     ctx: &Ctx<'js>,
     req: &R,
+    table: Option<&Table>,
 ) -> rquickjs::Result<(Value<'js>, Option<Value<'js>>, Option<Value<'js>>)> {
     let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value());
     // The path alone needs no joined copy (the usual request has no query).
@@ -220,7 +221,19 @@ fn request_values<'js, R: Seen + ?Sized>(
             joined.as_str()
         }
     };
-    let url = string(pq)?;
+    let url = match table {
+        // SAFETY: the table is this context's; the new reference is
+        // handed to the `Value`.
+        Some(t) => unsafe {
+            let raw = ctx.as_raw().as_ptr();
+            let v = t.url(raw, pq);
+            if qjs::JS_IsException(v) {
+                return Err(rquickjs::Error::Exception);
+            }
+            Value::from_raw(ctx.clone(), v)
+        },
+        None => string(pq)?,
+    };
     let original = req
         .request_uri()
         .path_and_query()
@@ -246,7 +259,7 @@ fn request_args<'js, R: Seen + ?Sized>(
     req: &R,
     body: Value<'js>,
 ) -> rquickjs::Result<(Args<'js>, Value<'js>)> {
-    let (url, uri, params) = request_values(ctx, req)?;
+    let (url, uri, params) = request_values(ctx, req, None)?;
     let uri = uri.unwrap_or_else(|| url.clone());
     let params = params.unwrap_or_else(|| Value::new_null(ctx.clone()));
     let headers = rquickjs::String::from_str(ctx.clone(), &header_text(req.headers()))?;
@@ -558,46 +571,81 @@ fn string_map<'js>(
 /// the first key or value a header cannot carry, reported when the
 /// headers apply ([`commit`]), where [`crate::js::request::header`]
 /// reports it for the other readers.
+///
+/// Each value is checked as it is read, not gathered first (a `Vec` of
+/// `Value`s per call, and a clone of the object to check its shape, were
+/// a sixth of reading the usual answer); every getter still runs, as when
+/// Tyk's encoder reads them all, and the first wrong one is reported.
 fn header_map<'js>(
     v: Value<'js>,
     field: &str,
     keys: &Keys,
     ctx: &Ctx<'js>,
 ) -> Result<Result<Vec<(HeaderName, HeaderValue)>, MwError>, MwError> {
-    let Some(obj) = map_object(v, field)? else {
+    if !is_map(&v, field)? {
         return Ok(Ok(Vec::new()));
-    };
-    let (atoms, values) =
-        super::keys::own_atom_entries(ctx, obj.as_value()).map_err(|e| thrown(ctx, e, field))?;
-    let mut out = Vec::with_capacity(values.len());
+    }
+    let table = super::keys::own_keys(ctx, &v).map_err(|e| thrown(ctx, e, field))?;
+    let mut out = Vec::with_capacity(table.len());
+    let mut wrong = None;
     let mut invalid = None;
-    for (atom, value) in atoms.atoms().zip(&values) {
+    for atom in table.atoms() {
+        let value = table
+            .get(ctx, &v, atom)
+            .map_err(|e| thrown(ctx, e, field))?;
+        if wrong.is_some() || invalid.is_some() {
+            if wrong.is_none() && !value.is_string() {
+                wrong = Some(shape(
+                    &format!("{field}[{:?}]", table.text(atom)),
+                    "a string",
+                    &value,
+                ));
+            }
+            continue;
+        }
         let Some(s) = value.as_string() else {
-            return Err(shape(
-                &format!("{field}[{:?}]", atoms.text(atom)),
+            wrong = Some(shape(
+                &format!("{field}[{:?}]", table.text(atom)),
                 "a string",
-                value,
+                &value,
             ));
+            continue;
         };
         let parsed = keys
             .header_value(ctx, s)
             .map_err(|e| thrown(ctx, e, field))?;
-        if invalid.is_some() {
-            continue;
-        }
         let name = keys
             .header_name(ctx, atom)
             .map_err(|e| thrown(ctx, e, field))?;
         match (name, parsed) {
             (Some(n), Ok(v)) => out.push((n, v)),
-            (None, _) => invalid = Some(bad_header_name(field, &atoms.text(atom))),
-            (Some(_), Err(_)) => invalid = Some(bad_header_value(field, &atoms.text(atom))),
+            (None, _) => invalid = Some(bad_header_name(field, &table.text(atom))),
+            (Some(_), Err(_)) => invalid = Some(bad_header_value(field, &table.text(atom))),
         }
+    }
+    if let Some(e) = wrong {
+        return Err(e);
     }
     Ok(match invalid {
         Some(e) => Err(e),
         None => Ok(out),
     })
+}
+
+/// [`map_object`]'s rules on a borrowed value: `true` for an object to
+/// read, `false` for null or undefined (nothing to apply).
+fn is_map(v: &Value<'_>, field: &str) -> Result<bool, MwError> {
+    if nothing(v) {
+        return Ok(false);
+    }
+    if v.is_array() {
+        return Err(crate::js::request::not_a_map(field));
+    }
+    if is_object(v) {
+        Ok(true)
+    } else {
+        Err(shape(field, "an object", v))
+    }
 }
 
 /// The session fields' JSON text (`[SessionMeta, Session, AuthValue]`),
@@ -830,13 +878,17 @@ fn plan_read<'js, R: Seen + ?Sized>(
         return Ok(Planned::Answer(answer));
     }
     let mut body = None;
-    if !a
-        .ignore_body
-        .get::<Coerced<bool>>()
-        .map_err(|e| thrown(ctx, e, "IgnoreBody"))?
-        .0
-        && a.body != sent.body
-    {
+    // `false` as the request object holds it needs no conversion.
+    let ignore_body = match a.ignore_body.as_bool() {
+        Some(b) => b,
+        None => {
+            a.ignore_body
+                .get::<Coerced<bool>>()
+                .map_err(|e| thrown(ctx, e, "IgnoreBody"))?
+                .0
+        }
+    };
+    if !ignore_body && a.body != sent.body {
         // Any value, as Tyk's `b64enc(Body)` turns it into text (`42`
         // becomes "42").
         let text = a

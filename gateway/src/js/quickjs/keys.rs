@@ -432,34 +432,42 @@ pub(crate) fn own_entries<'js>(
     Ok(out)
 }
 
-/// [`own_entries`] with each key as its atom (alive while the returned
-/// table is), for a reader that needs the text only for an error.
-pub(crate) fn own_atom_entries<'js>(
-    ctx: &Ctx<'js>,
-    obj: &Value<'js>,
-) -> rquickjs::Result<(AtomTable, Vec<Value<'js>>)> {
-    let keys = OwnKeys::of(ctx, obj)?;
-    let mut out = Vec::with_capacity(keys.len as usize);
-    for atom in keys.atoms() {
-        // SAFETY: `atom` is alive (in the table); the returned value's
-        // reference is handed to the `Value`.
-        unsafe {
-            let v = qjs::JS_GetProperty(keys.raw, obj.as_raw(), atom);
-            if qjs::JS_IsException(v) {
-                return Err(rquickjs::Error::Exception);
-            }
-            out.push(Value::from_raw(ctx.clone(), v));
-        }
-    }
-    Ok((AtomTable(keys), out))
+/// `obj`'s own enumerable string keys as atoms (alive while the table
+/// is), for a reader that reads each value by its atom ([`AtomTable::get`])
+/// and needs the text only for an error.
+pub(crate) fn own_keys(ctx: &Ctx<'_>, obj: &Value<'_>) -> rquickjs::Result<AtomTable> {
+    OwnKeys::of(ctx, obj).map(AtomTable)
 }
 
-/// The keys [`own_atom_entries`] read, in order.
+/// The keys [`own_keys`] read, in order.
 pub(crate) struct AtomTable(OwnKeys);
 
 impl AtomTable {
     pub(crate) fn atoms(&self) -> impl Iterator<Item = qjs::JSAtom> + '_ {
         self.0.atoms()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len as usize
+    }
+
+    /// `obj[atom]` (a getter runs; a throw is `Error::Exception`, pending
+    /// in `ctx`), `atom` one of this table's.
+    pub(crate) fn get<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        obj: &Value<'js>,
+        atom: qjs::JSAtom,
+    ) -> rquickjs::Result<Value<'js>> {
+        // SAFETY: `atom` is alive (in the table); the returned value's
+        // reference is handed to the `Value`.
+        unsafe {
+            let v = qjs::JS_GetProperty(self.0.raw, obj.as_raw(), atom);
+            if qjs::JS_IsException(v) {
+                return Err(rquickjs::Error::Exception);
+            }
+            Ok(Value::from_raw(ctx.clone(), v))
+        }
     }
 
     /// The text of one of these atoms, for an error's message: empty when

@@ -144,7 +144,16 @@ pub(crate) struct Table {
     /// has made its own, for the same reason: its keys' shapes (the same
     /// headers, call after call) stay alive to be shared.
     kept: std::cell::Cell<JSValue>,
+    /// The last call's `URL` string and its text (up to [`URL_KEPT_LEN`]
+    /// bytes): a route's requests mostly share a path, and making the
+    /// string (an allocation, a copy, a free after) was a tenth of the
+    /// host's work on a call. JS strings never change, so sharing one is
+    /// sharing its text.
+    url: std::cell::RefCell<(String, JSValue)>,
 }
+
+/// The longest `URL` text [`Table::url`] keeps.
+const URL_KEPT_LEN: usize = 256;
 
 /// The methods whose strings are made once per context.
 const METHODS: [&str; 7] = ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"];
@@ -211,6 +220,7 @@ impl Table {
                 empty: undefined(),
                 shapes: [undefined(); 3],
                 kept: std::cell::Cell::new(undefined()),
+                url: std::cell::RefCell::new((String::new(), undefined())),
             });
             let string = |s: &str| qjs::JS_NewStringLen(ctx, s.as_ptr().cast(), s.len() as _);
             for (name, value) in table.methods.iter_mut() {
@@ -426,6 +436,32 @@ impl Table {
         }
     }
 
+    /// `text` as a JS string (a new reference), the last call's when its
+    /// text is the same; `JS_EXCEPTION` (pending in `ctx`) when it cannot
+    /// be made.
+    ///
+    /// # Safety
+    /// `ctx` is the table's live context.
+    pub(crate) unsafe fn url(&self, ctx: *mut qjs::JSContext, text: &str) -> JSValue {
+        let mut last = self.url.borrow_mut();
+        // SAFETY: the live context; the kept string is its own, holding a
+        // reference of the table's, freed once (here when replaced, or in
+        // `drop`).
+        unsafe {
+            if last.0 == text && qjs::JS_VALUE_GET_TAG(last.1) == qjs::JS_TAG_STRING {
+                return qjs::JS_DupValue(ctx, last.1);
+            }
+            let v = qjs::JS_NewStringLen(ctx, text.as_ptr().cast(), text.len() as _);
+            if !qjs::JS_IsException(v) && text.len() <= URL_KEPT_LEN {
+                let old = std::mem::replace(&mut last.1, qjs::JS_DupValue(ctx, v));
+                qjs::JS_FreeValue(ctx, old);
+                last.0.clear();
+                last.0.push_str(text);
+            }
+            v
+        }
+    }
+
     /// `""` (a new reference).
     ///
     /// # Safety
@@ -520,6 +556,7 @@ impl Drop for Table {
                 qjs::JS_FreeValueRT(self.rt, shape);
             }
             qjs::JS_FreeValueRT(self.rt, self.kept.get());
+            qjs::JS_FreeValueRT(self.rt, self.url.get_mut().1);
         }
     }
 }
@@ -619,9 +656,10 @@ unsafe extern "C" fn finalize(rt: *mut qjs::JSRuntime, obj: JSValue) {
             if WATCHED.get() == s {
                 WATCHED.set(std::ptr::null_mut());
             }
-            let slots = s.read();
+            // Freed where they are: copying the slots out first was
+            // a memcpy of the whole block per request.
+            free_slots(rt, &(*s).slots);
             qjs::js_free_rt(rt, s.cast());
-            free_slots(rt, &slots.slots);
         }
     }
 }
