@@ -491,10 +491,11 @@ fn opt_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, Mw
 /// A field Tyk decodes into a Go map: an object, never an array (the
 /// boa reader's rule, `crate::js::request::map_object`).
 fn map_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, MwError> {
-    if v.is_array() {
-        return Err(crate::js::request::not_a_map(field));
-    }
-    opt_object(v, field)
+    Ok(if is_map(&v, field)? {
+        v.into_object()
+    } else {
+        None
+    })
 }
 
 /// `s` as the body `field` of an answer: refused past the field's bound
@@ -593,14 +594,8 @@ fn header_map<'js>(
         let value = table
             .get(ctx, &v, atom)
             .map_err(|e| thrown(ctx, e, field))?;
-        if wrong.is_some() || invalid.is_some() {
-            if wrong.is_none() && !value.is_string() {
-                wrong = Some(shape(
-                    &format!("{field}[{:?}]", table.text(atom)),
-                    "a string",
-                    &value,
-                ));
-            }
+        // Past a wrong value the rest are only read (their getters run).
+        if wrong.is_some() {
             continue;
         }
         let Some(s) = value.as_string() else {
@@ -611,6 +606,11 @@ fn header_map<'js>(
             ));
             continue;
         };
+        // A bad name or value is reported when the headers apply; a wrong
+        // value after it still wins, as the answer's shape.
+        if invalid.is_some() {
+            continue;
+        }
         let parsed = keys
             .header_value(ctx, s)
             .map_err(|e| thrown(ctx, e, field))?;
@@ -632,8 +632,9 @@ fn header_map<'js>(
     })
 }
 
-/// [`map_object`]'s rules on a borrowed value: `true` for an object to
-/// read, `false` for null or undefined (nothing to apply).
+/// The rule for a field Tyk decodes into a Go map ([`map_object`]), on a
+/// borrowed value: `true` for an object to read, `false` for null or
+/// undefined (nothing to apply), an error for an array or anything else.
 fn is_map(v: &Value<'_>, field: &str) -> Result<bool, MwError> {
     if nothing(v) {
         return Ok(false);

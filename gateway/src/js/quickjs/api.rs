@@ -367,10 +367,12 @@ impl QjsApi {
         mut req: ReqMut<'_, '_>,
         deadline: Instant,
     ) -> Result<Flow, MwError> {
-        // `tyk-json` (persistent contexts only) writes each call's source.
-        let program = self.program.clone();
+        // `tyk-json` (persistent contexts only) writes each call's source;
+        // only it needs the program inside the call (cloning the `Arc` for
+        // every call was an atomic increment and decrement each).
+        let program = self.program.json.is_some().then(|| self.program.clone());
         self.with_until(deadline, |ctx, host, keys| {
-            match (&program.json, &mut req) {
+            match (program.as_ref().and_then(|p| p.json.as_ref()), &mut req) {
                 (Some(json), ReqMut::Owned(req)) => json_run(ctx, json, index, req),
                 (Some(_), ReqMut::Lent(_)) => Err(Fail::Script(MwError::internal(
                     "a tyk-json call cannot run on a lent request",

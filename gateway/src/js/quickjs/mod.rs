@@ -725,10 +725,8 @@ impl QjsMiddleware {
         let slice_end = (Instant::now() + a.budget).min(deadline);
         let r = api.call_until(self.index, req, slice_end);
         // Stopped at the slice, not at the call's own deadline: move.
-        match api.take_interrupted() && Instant::now() < deadline {
-            true => None,
-            false => Some(r),
-        }
+        let moved = api.take_interrupted() && Instant::now() < deadline;
+        (!moved).then_some(r)
     }
 }
 
