@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 
 pub mod affinity;
+pub mod arenas;
 pub mod body;
 pub mod config;
 pub mod conn;

@@ -306,6 +306,9 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
 }
 
 fn main() -> std::process::ExitCode {
+    // Before any thread starts (the log writer's is the first): threads
+    // that share a malloc arena contend on its lock (`arenas.rs`).
+    let arenas = gateway::arenas::spread();
     // Lines are written to stderr by a thread of their own, and dropped
     // when LOG_LINES_BUFFERED are already waiting: a stderr nobody reads (a
     // pipe whose reader stopped, a parent that never drains it) used to
@@ -335,6 +338,15 @@ fn main() -> std::process::ExitCode {
         .init();
     if let Some((v, e)) = bad_filter {
         tracing::warn!("RUST_LOG={v:?} is not a filter ({e}); logging at info");
+    }
+    match arenas {
+        gateway::arenas::Arenas::Set(n) => tracing::debug!("malloc arenas: up to {n}"),
+        gateway::arenas::Arenas::FromEnv(var) => {
+            tracing::debug!("malloc arenas: as {var} sets")
+        }
+        gateway::arenas::Arenas::Unsupported => {
+            tracing::debug!("malloc arenas: the allocator's default")
+        }
     }
     let args = Args::parse();
     if let Some(wait) = args.jsvm_wait {

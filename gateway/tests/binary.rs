@@ -465,6 +465,37 @@ fn a_rust_log_that_does_not_parse_is_said_not_dropped() {
     );
 }
 
+/// The gateway raises glibc's malloc arena limit before its first thread
+/// (`arenas.rs`; `malloc_arenas.rs` shows what the limit does), unless the
+/// environment sets it.
+#[test]
+fn the_malloc_arena_limit_is_raised_unless_the_environment_sets_it() {
+    let run = |env: Option<(&str, &str)>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gateway"));
+        cmd.args(["--apis", "/nonexistent/apis", "--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "gateway=debug")
+            .env_remove("MALLOC_ARENA_MAX")
+            .env_remove("GLIBC_TUNABLES");
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        let out = common::dies_with_test(&mut cmd).output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let limit = gateway::arenas::limit_for(cores, None, None).unwrap();
+    let err = run(None);
+    assert!(
+        err.contains(&format!("malloc arenas: up to {limit}")),
+        "{err}"
+    );
+    let err = run(Some(("MALLOC_ARENA_MAX", "4")));
+    assert!(
+        err.contains("malloc arenas: as MALLOC_ARENA_MAX sets"),
+        "{err}"
+    );
+}
+
 /// `--jsvm-wait` (the in-place wait, gone) still parses, so that command
 /// lines that set it keep starting, and says it does nothing.
 #[test]
