@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::bins::{apis_dir, bench, bin_dir, children, validate};
+use common::bins::{apis_dir, bench, bin_dir, children, validate, workspace};
 use serde_json::Value;
 
 /// A definition whose plugin file does not exist, beside the repo's.
@@ -159,6 +159,9 @@ fn a_taken_port_or_a_missing_binary_is_a_clear_error() {
             "--upstream-port",
             "0",
         ])
+        // The repo root, where the default `apis` is (elsewhere that is
+        // the error, exit 2, before any port is tried).
+        .current_dir(workspace())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -174,6 +177,7 @@ fn a_taken_port_or_a_missing_binary_is_a_clear_error() {
         .args(["bench", "--bin-dir", empty.path().to_str().unwrap()])
         // Ports the OS picks: the defaults (8222, 8091) may be in use here.
         .args(["--upstream-port", "0", "--gateway-port", "0"])
+        .current_dir(workspace())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -193,7 +197,8 @@ fn outside_the_repo_root_the_bench_says_where_it_looked_and_what_to_pass() {
         .current_dir(elsewhere.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    // A usage error, found before anything starts (exit 2, as --help says).
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let looked = elsewhere.path().join("apis");
     assert!(

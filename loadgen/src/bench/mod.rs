@@ -229,12 +229,14 @@ pub fn main(args: BenchArgs) -> i32 {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     // Usage errors exit 2, as clap's own do (an unknown flag, a value
     // that does not parse): every check of the flags alone is made here,
-    // before anything starts, and so are the two that read files: the
-    // output paths, and the names `--routes` gives against `--apis`.
+    // before anything starts, and so are those that read files: the
+    // output paths, the `--apis` directory (the default `apis` is
+    // relative: outside the repo root it is not there), and the names
+    // `--routes` gives against it.
     let usage = args
         .check()
         .and_then(|()| render::check_outputs(&args))
-        .and_then(|()| runner::check_routes(&args));
+        .and_then(|()| runner::check_definitions(&args));
     if let Err(e) = usage {
         eprintln!("loadgen bench: {e:#}");
         return 2;

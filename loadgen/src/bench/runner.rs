@@ -586,18 +586,17 @@ fn candidates(found: &[Found]) -> Vec<(Route, Option<String>)> {
     routes
 }
 
-/// The usage check of `--routes`, made before anything starts: every name
-/// must choose a route of the definitions in `--apis` (read, not yet
-/// written: that needs the upstream's port). A directory that cannot be
-/// read is left to the run to report, as it is without `--routes`.
-pub fn check_routes(args: &BenchArgs) -> anyhow::Result<()> {
+/// The usage check of `--apis` and `--routes`, made before anything
+/// starts: the definitions directory must be readable (the bench run
+/// outside the repo root, where the default `apis` is not), and every name
+/// `--routes` gives must choose a route of its definitions (read, not yet
+/// written: that needs the upstream's port).
+pub fn check_definitions(args: &BenchArgs) -> anyhow::Result<()> {
+    let root = std::env::current_dir()?;
+    let defs = apis::read(&args.apis, &root)?;
     if args.routes.is_empty() {
         return Ok(());
     }
-    let root = std::env::current_dir()?;
-    let Ok(defs) = apis::read(&args.apis, &root) else {
-        return Ok(());
-    };
     select(&candidates(&defs.found), &args.routes).map(drop)
 }
 
