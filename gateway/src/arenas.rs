@@ -36,6 +36,16 @@ pub enum Arenas {
     Unsupported,
 }
 
+impl std::fmt::Display for Arenas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Arenas::Set(n) => write!(f, "up to {n}"),
+            Arenas::FromEnv(var) => write!(f, "as {var} sets"),
+            Arenas::Unsupported => f.write_str("the allocator's default"),
+        }
+    }
+}
+
 /// The limit to set on a machine with `cores` cores, given the values of
 /// `MALLOC_ARENA_MAX` and `GLIBC_TUNABLES`: `Err` names the variable that
 /// decides it instead.

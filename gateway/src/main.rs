@@ -339,15 +339,7 @@ fn main() -> std::process::ExitCode {
     if let Some((v, e)) = bad_filter {
         tracing::warn!("RUST_LOG={v:?} is not a filter ({e}); logging at info");
     }
-    match arenas {
-        gateway::arenas::Arenas::Set(n) => tracing::debug!("malloc arenas: up to {n}"),
-        gateway::arenas::Arenas::FromEnv(var) => {
-            tracing::debug!("malloc arenas: as {var} sets")
-        }
-        gateway::arenas::Arenas::Unsupported => {
-            tracing::debug!("malloc arenas: the allocator's default")
-        }
-    }
+    tracing::debug!("malloc arenas: {arenas}");
     let args = Args::parse();
     if let Some(wait) = args.jsvm_wait {
         tracing::warn!(
