@@ -85,6 +85,17 @@ pub type ClientHeaders = Option<Box<HeaderMap>>;
 /// header would grow the answer without end.
 pub const MAX_CLIENT_HEADER_LINES: usize = 1 << 15;
 
+/// The most header and query text, names and values, one middleware call
+/// may hand the host: 1 MiB, Go's `http.DefaultMaxHeaderBytes` (a Go
+/// upstream reads no more of a request's head). A script or module holds
+/// its strings by reference: `SetHeaders` can name one 4 MiB string 30,000
+/// times at the cost of 4 MiB of its heap, which copied into the request
+/// was 120 GiB of the gateway's (a QuickJS script setting 3,000 took the
+/// process down at its allocation limit). Past the bound the call fails
+/// closed (500): `js/headtext.rs` for scripts, `wasm/request.rs` for
+/// modules.
+pub const MAX_HEAD_TEXT: usize = 1 << 20;
+
 impl MwRequest {
     /// The request with the client's target `request_uri`, whose path and
     /// query are the request's until a middleware writes others.

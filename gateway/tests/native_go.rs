@@ -782,6 +782,40 @@ fn a_go_answer_flooded_with_headers_fails_its_request_only() {
     gw.stop();
 }
 
+/// A handler setting 900 request headers to one 64 KiB string (64 KiB of
+/// Go's heap): the host copied each, 59 MB for the upstream. Past 1 MiB of
+/// header text in one call the request now fails closed (500, nothing
+/// proxied, counted as a plugin fault), and the next request is served.
+#[test]
+fn a_go_handler_naming_one_string_under_many_headers_fails_past_1_mib() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go(
+            "a_go_handler_naming_one_string_under_many_headers_fails_past_1_mib",
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, rec) = recorder();
+    go_api(dir.path(), "flood", &lib, "HeadFlood", &up.to_string());
+    go_api(dir.path(), "edit", &lib, "Edit", &up.to_string());
+    let gw = start_gateway(dir.path());
+    assert!(gw.load_errors.is_empty(), "{:?}", gw.load_errors);
+    for _ in 0..2 {
+        let got = get(gw.addr, "/flood/");
+        assert_eq!(got.status, 500, "{}", got.text());
+        assert_eq!(got.json()["error"], TYK_500);
+        assert_eq!(get(gw.addr, "/edit/").status, 200);
+    }
+    assert_eq!(rec.count(), 2, "only the edits went upstream");
+    let counts: Vec<_> = gw
+        .stats
+        .error_counts()
+        .into_iter()
+        .map(|e| (e.api_id, e.kind, e.count))
+        .collect();
+    assert_eq!(counts, [("flood".into(), "plugin_fault".into(), 2)]);
+    gw.stop();
+}
+
 /// Built --bounded, a handler that calls `runtime.Goexit()` never returns
 /// and never panics: the call waited for the whole budget (here a minute,
 /// past `send`'s 30 s limit) before its 500. It is now answered at once.

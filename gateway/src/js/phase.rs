@@ -21,6 +21,7 @@ use serde_json::error::Category;
 
 use super::bodies::ENDPOINT_BODY;
 use super::forced;
+use super::headtext::HeadText;
 use super::request::{canonical, header};
 use crate::middleware::{MwError, MwRequest, MwResponse};
 
@@ -309,10 +310,12 @@ impl<'de> Visitor<'de> for Headers<'_> {
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        let mut head = HeadText::new();
         while let Some(name) = m.next_key::<String>()? {
             let mut value = String::new();
             m.next_value_seed(Any(Text(&mut value, "each Response.Headers value")))?;
-            header(&name, &value, "Response.Headers")
+            head.pair("Response.Headers", name.len(), value.len())
+                .and_then(|()| header(&name, &value, "Response.Headers"))
                 .and_then(|(n, v)| crate::js::request::put_header(self.0, n, v, "Response.Headers"))
                 .map_err(|e| de::Error::custom(e.message()))?;
         }

@@ -38,6 +38,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY};
+use super::headtext::HeadText;
 use super::request::{canonical, edit_query, header, set_url};
 use crate::error::ErrorFormat;
 use crate::middleware::{Flow, MwError, MwRequest, ReqMut};
@@ -237,14 +238,16 @@ fn opt_object<'a>(
     }
 }
 
-fn strings(v: Option<&Value>, field: &str) -> Result<Vec<String>, MwError> {
+/// The other strategies' `strings` on decoded JSON: each taken from the
+/// answer's `head` text, as they take it (`js/headtext.rs`).
+fn strings(v: Option<&Value>, field: &str, head: &mut HeadText) -> Result<Vec<String>, MwError> {
     match v {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
             .enumerate()
             .map(|(i, item)| match item {
-                Value::String(s) => Ok(s.clone()),
+                Value::String(s) => head.take(field, s.len()).map(|()| s.clone()),
                 other => Err(shape(&format!("{field}[{i}]"), "a string", other)),
             })
             .collect(),
@@ -252,13 +255,19 @@ fn strings(v: Option<&Value>, field: &str) -> Result<Vec<String>, MwError> {
     }
 }
 
-fn string_map(v: Option<&Value>, field: &str) -> Result<Vec<(String, String)>, MwError> {
+fn string_map(
+    v: Option<&Value>,
+    field: &str,
+    head: &mut HeadText,
+) -> Result<Vec<(String, String)>, MwError> {
     let Some(m) = opt_object(v, field)? else {
         return Ok(Vec::new());
     };
     m.iter()
         .map(|(k, v)| match v {
-            Value::String(s) => Ok((k.clone(), s.clone())),
+            Value::String(s) => head
+                .pair(field, k.len(), s.len())
+                .map(|()| (k.clone(), s.clone())),
             other => Err(shape(&format!("{field}[{k:?}]"), "a string", other)),
         })
         .collect()
@@ -310,7 +319,9 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
             check(v)?;
         }
     }
-    if let Some(answer) = overrides(r.get("ReturnOverrides"), ErrorFormat::of(&req.headers))? {
+    let mut head = HeadText::new();
+    let format = ErrorFormat::of(&req.headers);
+    if let Some(answer) = overrides(r.get("ReturnOverrides"), format, &mut head)? {
         return Ok(answer);
     }
     if !truthy(r.get("IgnoreBody")) {
@@ -337,28 +348,36 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
             return Err(shape("Request.URL", "a string", got));
         }
     }
-    for name in strings(r.get("DeleteHeaders"), "Request.DeleteHeaders")? {
+    for name in strings(r.get("DeleteHeaders"), "Request.DeleteHeaders", &mut head)? {
         if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
             req.headers.remove(n);
         }
     }
-    for (name, value) in string_map(r.get("SetHeaders"), "Request.SetHeaders")? {
+    for (name, value) in string_map(r.get("SetHeaders"), "Request.SetHeaders", &mut head)? {
         let (n, v) = header(&name, &value, "Request.SetHeaders")?;
         crate::js::request::put_header(&mut req.headers, n, v, "Request.SetHeaders")?;
     }
-    apply_params(r, req)?;
+    apply_params(r, req, &mut head)?;
     Ok(Flow::Continue)
 }
 
 /// Query deletes, sets and appends.
-fn apply_params(r: &Map<String, Value>, req: &mut MwRequest) -> Result<(), MwError> {
-    let deletes = strings(r.get("DeleteParams"), "Request.DeleteParams")?;
-    let adds = string_map(r.get("AddParams"), "Request.AddParams")?;
+fn apply_params(
+    r: &Map<String, Value>,
+    req: &mut MwRequest,
+    head: &mut HeadText,
+) -> Result<(), MwError> {
+    let deletes = strings(r.get("DeleteParams"), "Request.DeleteParams", head)?;
+    let adds = string_map(r.get("AddParams"), "Request.AddParams", head)?;
     let field = "Request.ExtendedParams";
     let mut ext = Vec::new();
     if let Some(m) = opt_object(r.get("ExtendedParams"), field)? {
         for (k, v) in m {
-            ext.push((k.clone(), strings(Some(v), &format!("{field}[{k:?}]"))?));
+            head.take(field, k.len())?;
+            ext.push((
+                k.clone(),
+                strings(Some(v), &format!("{field}[{k:?}]"), head)?,
+            ));
         }
     }
     if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {
@@ -372,7 +391,11 @@ fn apply_params(r: &Map<String, Value>, req: &mut MwRequest) -> Result<(), MwErr
 /// replaces `ResponseBody`; a code >= 400 without `OverrideError` is Tyk's
 /// error template in the request's `format`; any other non-zero code is a
 /// forced response.
-fn overrides(v: Option<&Value>, format: ErrorFormat) -> Result<Option<Flow>, MwError> {
+fn overrides(
+    v: Option<&Value>,
+    format: ErrorFormat,
+    head: &mut HeadText,
+) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);
@@ -392,7 +415,7 @@ fn overrides(v: Option<&Value>, format: ErrorFormat) -> Result<Option<Flow>, MwE
             MwError::bad_answer(format!("{field}.ResponseCode {code} is not an HTTP status"))
         })?;
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
-    let headers = string_map(ro.get("ResponseHeaders"), hfield)?;
+    let headers = string_map(ro.get("ResponseHeaders"), hfield, head)?;
     let text = |key: &str, field: BodyField| -> Result<String, MwError> {
         match ro.get(key) {
             None | Some(Value::Null) => Ok(String::new()),

@@ -17,7 +17,7 @@ use plugin_sdk::abi::{
 };
 
 use crate::intern::{BadPair, HeaderCache};
-use crate::middleware::{MwResponse, ReqMut, MAX_CLIENT_HEADER_LINES};
+use crate::middleware::{MwResponse, ReqMut, MAX_CLIENT_HEADER_LINES, MAX_HEAD_TEXT};
 use crate::proxy::MAX_BUFFERED_BODY;
 
 /// What a plugin may read about the API it serves: fixed at load, shared by
@@ -58,6 +58,8 @@ pub(crate) struct Ctx<'a, 'h> {
     /// request edits look a plugin's constant strings up here instead of
     /// parsing and copying them on every call.
     pub cache: &'a mut HeaderCache,
+    /// Bytes of header names and values this call has set ([`take_text`]).
+    pub set_text: usize,
 }
 
 /// The one callback table, shared by every call on every thread (it is all
@@ -256,6 +258,27 @@ pub(super) fn any_edit(
     }
 }
 
+/// Takes a header's name and value from the call's [`MAX_HEAD_TEXT`],
+/// before either is copied: every callback that keeps a header (the
+/// request's, a response's, the client's, `respond`'s) calls it. A plugin
+/// handing over one buffer under many names (a Go handler's
+/// `Header().Set` of one string in a loop) had the host copy it each time.
+pub(super) fn take_text(set_text: &mut usize, name: GwStr, value: GwStr) -> Result<(), String> {
+    *set_text = set_text.saturating_add(name.len.saturating_add(value.len));
+    if *set_text > MAX_HEAD_TEXT {
+        return Err(past_head_text());
+    }
+    Ok(())
+}
+
+#[cold]
+fn past_head_text() -> String {
+    format!(
+        "the plugin set more than {MAX_HEAD_TEXT} bytes (1 MiB) of header names and values \
+         in one call, the most one call may hand the host"
+    )
+}
+
 pub(super) fn header_pair(name: GwStr, value: GwStr) -> Result<(HeaderName, HeaderValue), String> {
     // SAFETY: the plugin's buffers, alive during the callback.
     let (name, value) = unsafe { (bytes(name), bytes(value)) };
@@ -317,6 +340,7 @@ fn bad_value(name: &HeaderName, raw: &[u8]) -> String {
 
 unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
+        take_text(&mut c.set_text, name, value)?;
         let (n, v) = cached_pair(c.cache, name, value)?;
         c.req.headers_mut().try_insert(n, v).map_err(too_many)?;
         Ok(())
@@ -325,6 +349,7 @@ unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) 
 
 unsafe extern "C" fn append_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
+        take_text(&mut c.set_text, name, value)?;
         let (n, v) = cached_pair(c.cache, name, value)?;
         c.req.headers_mut().try_append(n, v).map_err(too_many)?;
         Ok(())
@@ -411,6 +436,7 @@ unsafe extern "C" fn respond(
         };
         let mut map = HeaderMap::try_with_capacity(lines.len()).map_err(too_many)?;
         for line in lines {
+            take_text(&mut c.set_text, line.name, line.value)?;
             let (n, v) = header_pair(line.name, line.value)?;
             map.try_append(n, v).map_err(too_many)?;
         }
@@ -491,6 +517,7 @@ unsafe extern "C" fn set_method(req: *mut GwRequest, method: GwStr) -> i32 {
 
 unsafe extern "C" fn add_client_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
+        take_text(&mut c.set_text, name, value)?;
         let (n, v) = header_pair(name, value)?;
         let added = c.req.client_headers_mut();
         if added.len() >= MAX_CLIENT_HEADER_LINES {
@@ -502,4 +529,32 @@ unsafe extern "C" fn add_client_header(req: *mut GwRequest, name: GwStr, value: 
         added.try_append(n, v).map_err(too_many)?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One call's header lines total at most `MAX_HEAD_TEXT` bytes, taken
+    /// before anything is copied; an overflowing length is past it.
+    #[test]
+    fn a_call_takes_at_most_a_mebibyte_of_header_text() {
+        let value = vec![b'v'; 64 * 1024];
+        let mut set_text = 0;
+        let mut kept = 0;
+        while take_text(&mut set_text, s(b"x-big"), s(&value)).is_ok() {
+            kept += 1;
+            assert!(kept < 100, "never refused");
+        }
+        assert_eq!(kept, 15);
+        // One byte past a full call.
+        let mut full = MAX_HEAD_TEXT;
+        let e = take_text(&mut full, s(b""), s(b"v")).unwrap_err();
+        assert!(e.contains("more than 1048576 bytes (1 MiB)"), "{e}");
+        let huge = GwStr {
+            ptr: value.as_ptr(),
+            len: usize::MAX,
+        };
+        assert!(take_text(&mut 1, s(b"x"), huge).is_err());
+    }
 }

@@ -31,8 +31,17 @@ unsafe fn answer<'a>(req: *const GwRequest) -> Option<&'a MwResponse> {
 
 /// An edit of the response: refused outside the response phase.
 fn edit(req: *mut GwRequest, f: impl FnOnce(&mut MwResponse) -> Result<(), String>) -> i32 {
+    edit_counted(req, |resp, _| f(resp))
+}
+
+/// [`edit`], `f` also given the call's count of header text set
+/// ([`super::host::take_text`]).
+fn edit_counted(
+    req: *mut GwRequest,
+    f: impl FnOnce(&mut MwResponse, &mut usize) -> Result<(), String>,
+) -> i32 {
     any_edit(req, |c: &mut Ctx<'_, '_>| match c.resp.as_deref_mut() {
-        Some(resp) => f(resp),
+        Some(resp) => f(resp, &mut c.set_text),
         None => Err("there is no response to edit yet (only response entries can)".to_string()),
     })
 }
@@ -111,7 +120,8 @@ pub(super) unsafe extern "C" fn set_response_header(
     name: GwStr,
     value: GwStr,
 ) -> i32 {
-    edit(req, |r| {
+    edit_counted(req, |r, set_text| {
+        super::host::take_text(set_text, name, value)?;
         let (n, v) = header_pair(name, value)?;
         r.headers.try_insert(n, v).map_err(super::host::too_many)?;
         Ok(())
@@ -123,7 +133,8 @@ pub(super) unsafe extern "C" fn append_response_header(
     name: GwStr,
     value: GwStr,
 ) -> i32 {
-    edit(req, |r| {
+    edit_counted(req, |r, set_text| {
+        super::host::take_text(set_text, name, value)?;
         let (n, v) = header_pair(name, value)?;
         r.headers.try_append(n, v).map_err(super::host::too_many)?;
         Ok(())
@@ -180,6 +191,7 @@ impl NativeResponse {
             error: None,
             resp: Some(resp),
             cache: &mut HeaderCache::default(),
+            set_text: 0,
         };
         let handle = &mut ctx as *mut Ctx<'_, '_> as *mut GwRequest;
         // SAFETY: as for the request phase (`NativeMiddleware::call_sync`).

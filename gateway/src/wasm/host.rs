@@ -26,7 +26,7 @@ use wasmtime::{Caller, Global, Linker, Memory, TypedFunc, Val, ValType};
 
 use super::abi;
 use super::limits::InstanceLimits;
-use super::request::{body_within, ReqParts, TooManyHeaders, MAX_HEADERS};
+use super::request::{body_within, HeaderLimit, ReqParts, MAX_HEADERS};
 use crate::middleware::MwResponse;
 
 /// What a module may learn about where it runs, fixed at load.
@@ -203,7 +203,7 @@ fn define_headers(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 let Some((mem, st)) = split(&mut c) else {
                     return Ok(abi::INVALID_MEMORY_ACCESS);
                 };
-                // Past the header bound the call traps (`TooManyHeaders`).
+                // Past a header bound the call traps (`HeaderLimit`).
                 match (slice(mem, kp, kl), slice(mem, vp, vl)) {
                     (Some(k), Some(v)) => Ok(st.req.set(k, v, add)?),
                     _ => Ok(abi::INVALID_MEMORY_ACCESS),
@@ -356,13 +356,13 @@ fn sync_body_to_send(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
 /// Builds the answer `proxy_send_local_response` asks for; `None` for a
 /// status outside 200..=999 (a 1xx is not an answer:
 /// [`crate::middleware::final_status`]) or a header that is not valid HTTP;
-/// [`TooManyHeaders`] past [`MAX_HEADERS`] (the call traps, as for the
+/// [`HeaderLimit::Count`] past [`MAX_HEADERS`] (the call traps, as for the
 /// request's headers).
 fn local_response(
     status: u32,
     body: &[u8],
     headers: &[u8],
-) -> Result<Option<MwResponse>, TooManyHeaders> {
+) -> Result<Option<MwResponse>, HeaderLimit> {
     let parsed = || {
         let status = StatusCode::from_u16(u16::try_from(status).ok()?).ok()?;
         (!status.is_informational()).then_some(())?;
@@ -372,14 +372,14 @@ fn local_response(
         return Ok(None);
     };
     if pairs.len() > MAX_HEADERS {
-        return Err(TooManyHeaders);
+        return Err(HeaderLimit::Count);
     }
     let mut map = HeaderMap::with_capacity(pairs.len());
     for (k, v) in pairs {
         let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k), HeaderValue::from_bytes(v)) else {
             return Ok(None);
         };
-        map.try_append(k, v).map_err(|_| TooManyHeaders)?;
+        map.try_append(k, v).map_err(|_| HeaderLimit::Count)?;
     }
     Ok(Some(MwResponse {
         status,

@@ -11,7 +11,7 @@ use http::{HeaderMap, Method};
 
 use super::abi;
 use crate::intern::HeaderCache;
-use crate::middleware::ReqMut;
+use crate::middleware::{ReqMut, MAX_HEAD_TEXT};
 use crate::proxy::MAX_BUFFERED_BODY;
 
 /// The most header values a module may leave in a request or a local
@@ -21,23 +21,38 @@ use crate::proxy::MAX_BUFFERED_BODY;
 /// the worker's task with it.
 pub const MAX_HEADERS: usize = 1000;
 
-/// A module tried to keep more than [`MAX_HEADERS`] header values: the call
-/// traps (the request fails closed with 500, as a plugin fault), since a
-/// module that ignored an error status would send a request missing the
-/// headers it meant to add.
-#[derive(Debug)]
-pub struct TooManyHeaders;
+/// A module passed a bound on the headers it sets: the call traps (the
+/// request fails closed with 500, as a plugin fault), since a module that
+/// ignored an error status would send a request missing the headers it
+/// meant to add.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeaderLimit {
+    /// More than [`MAX_HEADERS`] header values kept.
+    Count,
+    /// More than [`MAX_HEAD_TEXT`] bytes of names and values set in one
+    /// call: each set copies the bytes out of the module's memory, so a
+    /// module could hand the host one buffer as large as `--wasm-memory`
+    /// under [`MAX_HEADERS`] names.
+    Text,
+}
 
-impl std::fmt::Display for TooManyHeaders {
+impl std::fmt::Display for HeaderLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the module set more than {MAX_HEADERS} header values, the most this host keeps"
-        )
+        match self {
+            HeaderLimit::Count => write!(
+                f,
+                "the module set more than {MAX_HEADERS} header values, the most this host keeps"
+            ),
+            HeaderLimit::Text => write!(
+                f,
+                "the module set more than {MAX_HEAD_TEXT} bytes (1 MiB) of header names and \
+                 values in one call, the most one call may hand the host"
+            ),
+        }
     }
 }
 
-impl std::error::Error for TooManyHeaders {}
+impl std::error::Error for HeaderLimit {}
 
 /// A module handed the host a body past [`MAX_BUFFERED_BODY`], the bound
 /// on every body the gateway holds whole (a client's is a 413 past it, a
@@ -87,6 +102,9 @@ pub struct ReqParts {
     /// The instance's parsed header names and values: stays in the store
     /// across requests (it is not part of the request, `take_from` leaves it).
     pub cache: HeaderCache,
+    /// Bytes of header names and values set in this call (`take_from`
+    /// starts it at 0): [`HeaderLimit::Text`] past [`MAX_HEAD_TEXT`].
+    pub set_text: usize,
 }
 
 impl ReqParts {
@@ -95,6 +113,7 @@ impl ReqParts {
     /// so they are copied out of the request's target.
     pub fn take_from(&mut self, req: &mut ReqMut<'_, '_>) {
         self.swap_fields(req);
+        self.set_text = 0;
         self.path.clear();
         self.path.push_str(req.path());
         self.query = req.query().map(str::to_string);
@@ -172,8 +191,9 @@ impl ReqParts {
 
     /// Sets `name` to `value`, replacing every previous value (`add` false)
     /// or appending one more (`add` true). Returns an ABI status, or
-    /// [`TooManyHeaders`] when the value would be one past [`MAX_HEADERS`].
-    pub fn set(&mut self, name: &[u8], value: &[u8], add: bool) -> Result<u32, TooManyHeaders> {
+    /// [`HeaderLimit`] when the value would be one past [`MAX_HEADERS`] or
+    /// the call's text past [`MAX_HEAD_TEXT`] (taken before it is copied).
+    pub fn set(&mut self, name: &[u8], value: &[u8], add: bool) -> Result<u32, HeaderLimit> {
         match name {
             b":method" => match Method::from_bytes(value) {
                 Ok(m) => self.method = m,
@@ -184,13 +204,17 @@ impl ReqParts {
             // Only plain http:// is proxied; a module cannot change that.
             b":scheme" => return Ok(abi::BAD_ARGUMENT),
             _ => {
+                self.set_text = self.set_text.saturating_add(name.len() + value.len());
+                if self.set_text > MAX_HEAD_TEXT {
+                    return Err(HeaderLimit::Text);
+                }
                 let (Ok(name), Ok(value)) = (self.cache.name(name), self.cache.value(value)) else {
                     return Ok(abi::BAD_ARGUMENT);
                 };
                 // Only a full map is looked up: a value that would grow it
                 // is refused (a replacement does not grow it).
                 if self.headers.len() >= MAX_HEADERS && (add || !self.headers.contains_key(&name)) {
-                    return Err(TooManyHeaders);
+                    return Err(HeaderLimit::Count);
                 }
                 // `try_`: never the panic, whatever the bound.
                 let stored = if add {
@@ -198,7 +222,7 @@ impl ReqParts {
                 } else {
                     self.headers.try_insert(name, value).map(drop)
                 };
-                stored.map_err(|_| TooManyHeaders)?;
+                stored.map_err(|_| HeaderLimit::Count)?;
             }
         }
         Ok(abi::OK)
@@ -234,7 +258,7 @@ impl ReqParts {
 
     /// Replaces the whole map with `pairs` (pseudo-headers set their parts).
     /// Nothing changes unless every pair is accepted.
-    pub fn replace_all(&mut self, pairs: &[(&[u8], &[u8])]) -> Result<u32, TooManyHeaders> {
+    pub fn replace_all(&mut self, pairs: &[(&[u8], &[u8])]) -> Result<u32, HeaderLimit> {
         let mut fresh = ReqParts {
             method: self.method.clone(),
             path: self.path.clone(),
@@ -243,12 +267,14 @@ impl ReqParts {
             headers: HeaderMap::with_capacity(pairs.len().min(MAX_HEADERS)),
             body: Bytes::new(),
             cache: mem::take(&mut self.cache),
+            set_text: self.set_text,
         };
         let status = pairs
             .iter()
             .map(|(k, v)| fresh.set(k, v, true))
             .find(|s| !matches!(s, Ok(abi::OK)));
         self.cache = mem::take(&mut fresh.cache);
+        self.set_text = fresh.set_text;
         if let Some(status) = status {
             return status;
         }
@@ -297,6 +323,7 @@ mod tests {
             headers,
             body: Bytes::from_static(b"hello"),
             cache: HeaderCache::default(),
+            set_text: 0,
         }
     }
 
@@ -363,5 +390,44 @@ mod tests {
         assert_eq!(p.path, "/x");
         assert!(p.headers.get(HOST).is_none());
         assert_eq!(p.headers["x-b"], "3");
+    }
+
+    /// One call's sets total at most `MAX_HEAD_TEXT` bytes, refused before
+    /// the value is copied, replacements and whole-map sets included; the
+    /// next call starts again.
+    #[test]
+    fn one_call_sets_at_most_a_mebibyte_of_header_text() {
+        let mut p = parts();
+        let value = vec![b'v'; 64 * 1024];
+        let mut set = 0;
+        let err = loop {
+            match p.set(format!("x-{set}").as_bytes(), &value, true) {
+                Ok(status) => assert_eq!(status, abi::OK),
+                Err(e) => break e,
+            }
+            set += 1;
+            assert!(set < 100, "never refused");
+        };
+        assert_eq!(err, HeaderLimit::Text);
+        assert!(err.to_string().contains("1 MiB"), "{err}");
+        // 15 values of 64 KiB and their names fit, the 16th does not.
+        assert_eq!(set, 15);
+        assert!(
+            p.headers.get("x-15").is_none(),
+            "the refused value was stored"
+        );
+        // A whole-map set counts as the sets it is made of.
+        let pairs: Vec<(&[u8], &[u8])> = vec![(b"x-b", &value)];
+        assert_eq!(p.replace_all(&pairs), Err(HeaderLimit::Text));
+        // A new call (`take_from`) starts a new count.
+        let mut req = crate::middleware::MwRequest::new(
+            Method::GET,
+            "/".parse().unwrap(),
+            HeaderMap::new(),
+            Bytes::new(),
+            "127.0.0.1:1".parse().unwrap(),
+        );
+        p.take_from(&mut ReqMut::Owned(&mut req));
+        assert_eq!(p.set(b"x-c", &value, false), Ok(abi::OK));
     }
 }

@@ -1,7 +1,8 @@
 ;; Tries to keep 30,000 distinct headers, past http::HeaderMap's own
 ;; maximum, as the request's x-flood header asks: "add" one at a time,
-;; "pairs" in one proxy_set_header_map_pairs, "local" in a local response.
-;; Without x-flood it lets the request through.
+;; "pairs" in one proxy_set_header_map_pairs, "local" in a local response;
+;; or "big": 900 headers each given the same 64 KiB of its memory (59 MB
+;; copied out of 64 KiB). Without x-flood it lets the request through.
 (module
   (import "env" "proxy_get_header_map_value"
     (func $get (param i32 i32 i32 i32 i32) (result i32)))
@@ -56,6 +57,15 @@
         (br_if $done (i32.ge_u (local.get $i) (i32.const 30000)))
         (call $name (local.get $i))
         (drop (call $add (i32.const 0) (i32.const 500) (i32.const 6) (i32.const 500) (i32.const 1)))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $each)))))
+    ;; "big"
+    (if (i32.eq (local.get $mode) (i32.const 98)) (then
+      (memory.fill (i32.const 65536) (i32.const 0x76) (i32.const 65536))
+      (block $done (loop $each
+        (br_if $done (i32.ge_u (local.get $i) (i32.const 900)))
+        (call $name (local.get $i))
+        (drop (call $add (i32.const 0) (i32.const 500) (i32.const 6) (i32.const 65536) (i32.const 65536)))
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br $each)))))
     ;; "pairs"

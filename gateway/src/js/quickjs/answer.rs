@@ -10,6 +10,7 @@
 use crate::error::ErrorFormat;
 use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY, RESPONSE_BODY};
 use crate::js::forced::Overrides;
+use crate::js::headtext::HeadText;
 use crate::js::request::{bad_header_name, bad_header_value, edit_query, set_url};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
@@ -365,11 +366,12 @@ pub(crate) fn apply_response<'js>(
             None => return Err(shape(RESPONSE_BODY.name, "a string", &body)),
         }
     };
+    let mut head = HeadText::new();
     ResponseEdits {
         status,
         body,
-        delete: strings(at(3)?, "Response.DeleteHeaders", ctx)?,
-        set: string_map(at(4)?, "Response.SetHeaders", ctx)?,
+        delete: strings(at(3)?, "Response.DeleteHeaders", &mut head, ctx)?,
+        set: string_map(at(4)?, "Response.SetHeaders", &mut head, ctx)?,
     }
     .apply(resp)
 }
@@ -529,8 +531,14 @@ fn entries<'js>(
     super::keys::own_entries(ctx, obj.as_value()).map_err(|e| thrown(ctx, e, field))
 }
 
-/// Strings of an array (`DeleteHeaders`, `DeleteParams`, ...).
-fn strings<'js>(v: Value<'js>, field: &str, ctx: &Ctx<'js>) -> Result<Vec<String>, MwError> {
+/// Strings of an array (`DeleteHeaders`, `DeleteParams`, ...), each taken
+/// from the answer's `head` text once read (`js/headtext.rs`).
+fn strings<'js>(
+    v: Value<'js>,
+    field: &str,
+    head: &mut HeadText,
+    ctx: &Ctx<'js>,
+) -> Result<Vec<String>, MwError> {
     if nothing(&v) {
         return Ok(Vec::new());
     }
@@ -543,14 +551,19 @@ fn strings<'js>(v: Value<'js>, field: &str, ctx: &Ctx<'js>) -> Result<Vec<String
     (0..arr.len())
         .map(|i| {
             let item: Value = arr.get(i).map_err(|e| thrown(ctx, e, field))?;
-            string_at(&item, || format!("{field}[{i}]"))
+            let s = string_at(&item, || format!("{field}[{i}]"))?;
+            head.take(field, s.len())?;
+            Ok(s)
         })
         .collect()
 }
 
+/// A map of names to strings (`AddParams`, `ResponseHeaders`, ...), each
+/// name and value taken from the answer's `head` text once read.
 fn string_map<'js>(
     v: Value<'js>,
     field: &str,
+    head: &mut HeadText,
     ctx: &Ctx<'js>,
 ) -> Result<Vec<(String, String)>, MwError> {
     let Some(obj) = map_object(v, field)? else {
@@ -560,6 +573,7 @@ fn string_map<'js>(
         .into_iter()
         .map(|(k, v)| {
             let s = string_at(&v, || format!("{field}[{k:?}]"))?;
+            head.pair(field, k.len(), s.len())?;
             Ok((k, s))
         })
         .collect()
@@ -581,6 +595,7 @@ fn header_map<'js>(
     v: Value<'js>,
     field: &str,
     keys: &Keys,
+    head: &mut HeadText,
     ctx: &Ctx<'js>,
 ) -> Result<Result<Vec<(HeaderName, HeaderValue)>, MwError>, MwError> {
     if !is_map(&v, field)? {
@@ -617,6 +632,11 @@ fn header_map<'js>(
         let name = keys
             .header_name(ctx, atom)
             .map_err(|e| thrown(ctx, e, field))?;
+        // Past the answer's bound nothing more is read (a value is taken
+        // once read: its length is its text's).
+        let name_len = name.as_ref().map_or(0, |n| n.as_str().len());
+        let value_len = parsed.as_ref().map_or(0, |v| v.len());
+        head.pair(field, name_len, value_len)?;
         match (name, parsed) {
             (Some(n), Ok(v)) => out.push((n, v)),
             (None, _) => invalid = Some(bad_header_name(field, &table.text(atom))),
@@ -872,9 +892,10 @@ fn plan_read<'js, R: Seen + ?Sized>(
     sent: &Sent<'js>,
     req: &R,
 ) -> Result<Planned, MwError> {
+    let mut head = HeadText::new();
     if let Some(answer) = a
         .overrides
-        .map_or(Ok(None), |o| overrides(o, req.headers(), ctx))?
+        .map_or(Ok(None), |o| overrides(o, req.headers(), &mut head, ctx))?
     {
         return Ok(Planned::Answer(answer));
     }
@@ -903,18 +924,19 @@ fn plan_read<'js, R: Seen + ?Sized>(
     } else {
         None
     };
-    let delete_headers = a
-        .delete_headers
-        .map_or(Ok(Vec::new()), |v| strings(v, "Request.DeleteHeaders", ctx))?;
-    let set_headers = a.set_headers.map_or(Ok(Ok(Vec::new())), |v| {
-        header_map(v, "Request.SetHeaders", keys, ctx)
+    let head = &mut head;
+    let delete_headers = a.delete_headers.map_or(Ok(Vec::new()), |v| {
+        strings(v, "Request.DeleteHeaders", head, ctx)
     })?;
-    let delete_params = a
-        .delete_params
-        .map_or(Ok(Vec::new()), |v| strings(v, "Request.DeleteParams", ctx))?;
-    let add_params = a
-        .add_params
-        .map_or(Ok(Vec::new()), |v| string_map(v, "Request.AddParams", ctx))?;
+    let set_headers = a.set_headers.map_or(Ok(Ok(Vec::new())), |v| {
+        header_map(v, "Request.SetHeaders", keys, head, ctx)
+    })?;
+    let delete_params = a.delete_params.map_or(Ok(Vec::new()), |v| {
+        strings(v, "Request.DeleteParams", head, ctx)
+    })?;
+    let add_params = a.add_params.map_or(Ok(Vec::new()), |v| {
+        string_map(v, "Request.AddParams", head, ctx)
+    })?;
     let field = "Request.ExtendedParams";
     let mut extended_params = Vec::new();
     if let Some(obj) = a
@@ -922,7 +944,8 @@ fn plan_read<'js, R: Seen + ?Sized>(
         .map_or(Ok(None), |v| map_object(v, field))?
     {
         for (k, v) in entries(&obj, field, ctx)? {
-            let vals = strings(v, &format!("{field}[{k:?}]"), ctx)?;
+            head.take(field, k.len())?;
+            let vals = strings(v, &format!("{field}[{k:?}]"), head, ctx)?;
             extended_params.push((k, vals));
         }
     }
@@ -967,6 +990,7 @@ pub(crate) fn commit(e: Edits, req: &mut ReqMut<'_, '_>) -> Result<Flow, MwError
 fn overrides<'js>(
     v: Value<'js>,
     request_headers: &HeaderMap,
+    head: &mut HeadText,
     ctx: &Ctx<'js>,
 ) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
@@ -986,7 +1010,7 @@ fn overrides<'js>(
         None => return Err(shape(&format!("{field}.ResponseCode"), "a number", &code)),
     };
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
-    let headers = string_map(get(&ro, "ResponseHeaders", ctx)?, hfield, ctx)?;
+    let headers = string_map(get(&ro, "ResponseHeaders", ctx)?, hfield, head, ctx)?;
     let override_error: Coerced<bool> = ro
         .get("OverrideError")
         .map_err(|e| thrown(ctx, e, "OverrideError"))?;

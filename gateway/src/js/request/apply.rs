@@ -18,6 +18,7 @@ use crate::heap::uncounted;
 use crate::intern::{BadPair, HeaderCache};
 use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY};
 use crate::js::forced::Overrides;
+use crate::js::headtext::HeadText;
 use crate::js::text;
 use crate::middleware::{Flow, MwError, MwRequest, ReqMut};
 
@@ -163,8 +164,14 @@ fn own_entries(
     Ok(out)
 }
 
-/// Strings of an array-like (`DeleteHeaders`, `DeleteParams`, ...).
-pub(crate) fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec<String>, MwError> {
+/// Strings of an array-like (`DeleteHeaders`, `DeleteParams`, ...), each
+/// taken from the answer's `head` text before it is copied.
+pub(crate) fn strings(
+    v: &JsValue,
+    field: &str,
+    head: &mut HeadText,
+    ctx: &mut Context,
+) -> Result<Vec<String>, MwError> {
     let Some(obj) = opt_object(v, field)? else {
         return Ok(Vec::new());
     };
@@ -178,9 +185,11 @@ pub(crate) fn strings(v: &JsValue, field: &str, ctx: &mut Context) -> Result<Vec
             let item = arr
                 .get(i, ctx)
                 .map_err(|e| threw(format_args!("{field}[{i}]"), &e))?;
-            item.as_string()
-                .map(|s| text::lossy(&s))
-                .ok_or_else(|| shape(&format!("{field}[{i}]"), "a string", &item))
+            let s = item
+                .as_string()
+                .ok_or_else(|| shape(&format!("{field}[{i}]"), "a string", &item))?;
+            head.take(field, s.len())?;
+            Ok(text::lossy(&s))
         })
         .collect()
 }
@@ -243,9 +252,12 @@ pub(crate) fn bad_header_value(field: &str, name: &str) -> MwError {
     ))
 }
 
+/// A map of names to strings (`AddParams`, `ResponseHeaders`, ...), each
+/// name and value taken from the answer's `head` text before it is copied.
 pub(crate) fn string_map(
     v: &JsValue,
     field: &str,
+    head: &mut HeadText,
     ctx: &mut Context,
 ) -> Result<Vec<(String, String)>, MwError> {
     let Some(obj) = map_object(v, field)? else {
@@ -254,7 +266,10 @@ pub(crate) fn string_map(
     entries(&obj, field, ctx)?
         .into_iter()
         .map(|(k, v)| match v.as_string() {
-            Some(s) => Ok((k, text::lossy(&s))),
+            Some(s) => {
+                head.pair(field, k.len(), s.len())?;
+                Ok((k, text::lossy(&s)))
+            }
             None => Err(shape(&format!("{field}[{k:?}]"), "a string", &v)),
         })
         .collect()
@@ -273,14 +288,15 @@ pub(crate) fn apply(
 ) -> Result<Flow, MwError> {
     let answer = Answer::read(ret, built, acc, ctx)?;
     let format = ErrorFormat::of(&req.headers);
+    let mut head = HeadText::new();
     let ro = answer.field(Lazy::ReturnOverrides, ctx)?;
-    if let Some(answer) = overrides(&ro, format, ctx)? {
+    if let Some(answer) = overrides(&ro, format, &mut head, ctx)? {
         return Ok(answer);
     }
     answer.apply_body(req, ctx)?;
     answer.apply_url(req, ctx)?;
-    answer.apply_headers(req, cache, ctx)?;
-    answer.apply_query(req, ctx)?;
+    answer.apply_headers(req, cache, &mut head, ctx)?;
+    answer.apply_query(req, &mut head, ctx)?;
     Ok(Flow::Continue)
 }
 
@@ -384,10 +400,11 @@ impl<'a> Answer<'a> {
         &self,
         req: &mut MwRequest,
         cache: &mut HeaderCache,
+        head: &mut HeadText,
         ctx: &mut Context,
     ) -> Result<(), MwError> {
         let deletes = self.field(Lazy::DeleteHeaders, ctx)?;
-        for name in strings(&deletes, "Request.DeleteHeaders", ctx)? {
+        for name in strings(&deletes, "Request.DeleteHeaders", head, ctx)? {
             if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
                 uncounted(|| req.headers.remove(n));
             }
@@ -398,13 +415,14 @@ impl<'a> Answer<'a> {
         };
         let sets = own_entries(&sets, field, ctx)?;
         for (k, v) in &sets {
-            if !v.is_string() {
+            let Some(s) = v.as_string() else {
                 return Err(shape(
                     &format!("{field}[{:?}]", text::lossy(k)),
                     "a string",
                     v,
                 ));
-            }
+            };
+            head.pair(field, k.len(), s.len())?;
         }
         // The cache's work and what goes into `req` are the host's
         // (`heap.rs`).
@@ -420,12 +438,17 @@ impl<'a> Answer<'a> {
 
     /// Phase 5: `DeleteParams`, `AddParams`, `ExtendedParams`, applied
     /// together ([`edit_query`]) when any is non-empty.
-    fn apply_query(&self, req: &mut MwRequest, ctx: &mut Context) -> Result<(), MwError> {
+    fn apply_query(
+        &self,
+        req: &mut MwRequest,
+        head: &mut HeadText,
+        ctx: &mut Context,
+    ) -> Result<(), MwError> {
         let deletes = self.field(Lazy::DeleteParams, ctx)?;
-        let deletes = strings(&deletes, "Request.DeleteParams", ctx)?;
+        let deletes = strings(&deletes, "Request.DeleteParams", head, ctx)?;
         let adds = self.field(Lazy::AddParams, ctx)?;
-        let adds = string_map(&adds, "Request.AddParams", ctx)?;
-        let extended = extended_params(&self.field(Lazy::ExtendedParams, ctx)?, ctx)?;
+        let adds = string_map(&adds, "Request.AddParams", head, ctx)?;
+        let extended = extended_params(&self.field(Lazy::ExtendedParams, ctx)?, head, ctx)?;
         if !deletes.is_empty() || !adds.is_empty() || !extended.is_empty() {
             uncounted(|| edit_query(&mut ReqMut::Owned(req), &deletes, &adds, &extended));
         }
@@ -525,7 +548,11 @@ fn is_empty_plain(o: &JsObject) -> bool {
     b.shape().keys().is_empty() && b.properties().index_property_keys().next().is_none()
 }
 
-fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<String>)>, MwError> {
+fn extended_params(
+    v: &JsValue,
+    head: &mut HeadText,
+    ctx: &mut Context,
+) -> Result<Vec<(String, Vec<String>)>, MwError> {
     let field = "Request.ExtendedParams";
     let Some(obj) = map_object(v, field)? else {
         return Ok(Vec::new());
@@ -533,7 +560,8 @@ fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<St
     entries(&obj, field, ctx)?
         .into_iter()
         .map(|(k, v)| {
-            let vals = strings(&v, &format!("{field}[{k:?}]"), ctx)?;
+            head.take(field, k.len())?;
+            let vals = strings(&v, &format!("{field}[{k:?}]"), head, ctx)?;
             Ok((k, vals))
         })
         .collect()
@@ -541,7 +569,12 @@ fn extended_params(v: &JsValue, ctx: &mut Context) -> Result<Vec<(String, Vec<St
 
 /// `ReturnOverrides`: `None` when `ResponseCode` is 0 or absent; else the
 /// answer Tyk gives ([`Overrides::respond`]), in the request's error format.
-fn overrides(v: &JsValue, format: ErrorFormat, ctx: &mut Context) -> Result<Option<Flow>, MwError> {
+fn overrides(
+    v: &JsValue,
+    format: ErrorFormat,
+    head: &mut HeadText,
+    ctx: &mut Context,
+) -> Result<Option<Flow>, MwError> {
     let field = "Request.ReturnOverrides";
     let Some(ro) = opt_object(v, field)? else {
         return Ok(None);
@@ -568,6 +601,7 @@ fn overrides(v: &JsValue, format: ErrorFormat, ctx: &mut Context) -> Result<Opti
     let headers = string_map(
         &get(&ro, js_string!("ResponseHeaders"), ctx)?,
         "Request.ReturnOverrides.ResponseHeaders",
+        head,
         ctx,
     )?;
     let override_error = get(&ro, js_string!("OverrideError"), ctx)?.to_boolean();

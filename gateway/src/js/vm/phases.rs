@@ -26,6 +26,7 @@ use http::HeaderMap;
 use crate::heap::Uncounted;
 
 use super::super::bodies::RESPONSE_BODY;
+use super::super::headtext::HeadText;
 use super::super::phase::{endpoint_answer, endpoint_request, ResponseEdits};
 use super::super::prelude::HOST_GLOBAL;
 use super::super::request::{self, get, opt_object, plain, shape, string_map, strings};
@@ -315,14 +316,17 @@ fn response_edits(
         None if body.is_null_or_undefined() => Some(String::new()),
         None => return Err(shape("Response.Body", "a string", &body)),
     };
+    let mut head = HeadText::new();
     let delete = strings(
         &get(&r, js_string!("DeleteHeaders"), ctx)?,
         "Response.DeleteHeaders",
+        &mut head,
         ctx,
     )?;
     let set = string_map(
         &get(&r, js_string!("SetHeaders"), ctx)?,
         "Response.SetHeaders",
+        &mut head,
         ctx,
     )?;
     Ok(ResponseEdits {
