@@ -116,4 +116,53 @@ mod tests {
             .unwrap();
         assert!(!built.unchanged());
     }
+
+    /// The query edits as Tyk's loop states them, one `Set` at a time
+    /// (`values.retain` per added name: quadratic), against `edited`'s
+    /// sets, over random queries and edits drawn from few names (so they
+    /// collide: a name deleted and added, added twice, extended and
+    /// added).
+    #[test]
+    fn query_edits_match_tyk_s_loop() {
+        fn tyk_loop(
+            mut values: Vec<(String, String)>,
+            deletes: &[String],
+            adds: &[(String, String)],
+            extended: &[(String, Vec<String>)],
+        ) -> Vec<(String, String)> {
+            values.retain(|(k, _)| !deletes.contains(k));
+            for (k, v) in adds {
+                values.retain(|(name, _)| name != k);
+                values.push((k.clone(), v.clone()));
+            }
+            for (k, vals) in extended {
+                values.extend(vals.iter().map(|v| (k.clone(), v.clone())));
+            }
+            values.sort_by(|a, b| a.0.cmp(&b.0));
+            values
+        }
+        let mut rng = fastrand::Rng::with_seed(12);
+        let name = |rng: &mut fastrand::Rng| ["a", "b", "c", "d", "e"][rng.usize(..5)].to_string();
+        let value = |rng: &mut fastrand::Rng| rng.u8(..4).to_string();
+        for case in 0..2000 {
+            let values: Vec<_> = (0..rng.usize(..6))
+                .map(|_| (name(&mut rng), value(&mut rng)))
+                .collect();
+            let deletes: Vec<_> = (0..rng.usize(..3)).map(|_| name(&mut rng)).collect();
+            let adds: Vec<_> = (0..rng.usize(..4))
+                .map(|_| (name(&mut rng), value(&mut rng)))
+                .collect();
+            let extended: Vec<_> = (0..rng.usize(..3))
+                .map(|_| {
+                    let vals = (0..rng.usize(..3)).map(|_| value(&mut rng)).collect();
+                    (name(&mut rng), vals)
+                })
+                .collect();
+            assert_eq!(
+                super::apply::edited(values.clone(), &deletes, &adds, &extended),
+                tyk_loop(values.clone(), &deletes, &adds, &extended),
+                "case {case}: {values:?} - {deletes:?} + {adds:?} ++ {extended:?}"
+            );
+        }
+    }
 }
