@@ -6,6 +6,8 @@ faultsMw.NewProcessRequest(function (request, session, spec) {
     faultsCalls++;
     var fault = (request.Headers["X-Fault"] || [""])[0];
     if (fault === "throw") { throw new Error("boom from js"); }
+    // The script's own error, whose text names memory: not the heap limit.
+    if (fault === "oom-text") { throw new Error("cache out of memory"); }
     if (fault === "nothing") { return; }
     if (fault === "shape") { return request; }
     if (fault === "number") { request.SetHeaders["X-N"] = 42; }

@@ -122,11 +122,16 @@ fn limits(rt: Runtime, memory_limit: usize) -> Result<(Runtime, Rc<Watch>), Stri
 /// the memory limit: an `InternalError: out of memory`, or `null` when even
 /// that error object could not be allocated. (A script that throws `null`
 /// itself is taken for one too: its state is rebuilt, which is harmless.)
+/// A script's own error that only mentions memory (`Error: cache out of
+/// memory`) is not: it was, counted as `out_of_memory` with its context
+/// rebuilt and the log blaming `--jsvm-memory`.
 /// The host's own steps (reading an answer's fields, converting its
 /// strings) fail the same way at the limit: [`pending`] finds their
 /// exception when rquickjs reports another error.
 pub(crate) fn is_out_of_memory(message: &str) -> bool {
-    message.contains("out of memory") || message == "null" || message.ends_with(": null")
+    message.contains("InternalError: out of memory")
+        || message == "null"
+        || message.ends_with(": null")
 }
 
 /// The exception a failed step left pending in `ctx`, taken, as one line
