@@ -63,6 +63,57 @@ fn a_scripts_log_message_stays_on_its_own_line() {
     );
 }
 
+/// A script that throws an error megabytes long: the failure's log line
+/// carries its start, cut at 2,000 bytes, on both engines (QuickJS wrote
+/// all 4 MiB of it, per request).
+#[test]
+fn a_thrown_error_s_text_is_cut_in_the_log_on_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (up, _rec) = recorder();
+    let t = format!("http://{up}");
+    let thrower = write_file(
+        d,
+        "thrower.js",
+        "var mw = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         var big = 'start of it ' + new Array(4 * 1024 * 1024).join('e');\n\
+         mw.NewProcessRequest(function (request) {\n\
+           if (request.Headers['X-String']) { throw big; }\n\
+           throw new Error(big);\n\
+         });\n",
+    );
+    for engine in ["boa", "quickjs"] {
+        let mut mw = js_mw("mw", &thrower);
+        mw["engine"] = json!(engine);
+        let id = format!("throw-{engine}");
+        write_api(d, &id, &api_json(&id, &format!("/{id}/"), &t, true, mw));
+    }
+    let log = d.join("gateway.log");
+    let (child, addr) = spawn_binary(d, "0", &log);
+    for engine in ["boa", "quickjs"] {
+        let path = format!("/throw-{engine}/x");
+        assert_eq!(get(addr, &path).status, 500);
+        assert_eq!(
+            send(addr, "GET", &path, &[("x-string", "1")], b"").status,
+            500
+        );
+    }
+    stop_binary(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("start of it eee"))
+        .collect();
+    assert_eq!(said.len(), 4, "{}", &text[..text.len().min(4000)]);
+    for line in said {
+        assert!(line.len() < 2400, "a line of {} bytes", line.len());
+        assert!(
+            line.contains("(threw)") && line.ends_with("eee..."),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 fn log_lines_are_plain_words_naming_the_users_files_once() {
     let dir = tempfile::tempdir().unwrap();

@@ -633,8 +633,8 @@ pub(crate) fn error_text(e: &boa_engine::JsError) -> String {
 }
 
 /// `text` cut to [`MAX_ERROR_TEXT`] bytes (on a character boundary), `...`
-/// marking the cut.
-fn clip(mut text: String) -> String {
+/// marking the cut: every engine's error text (QuickJS's `describe` too).
+pub(crate) fn clip(mut text: String) -> String {
     if text.len() > MAX_ERROR_TEXT {
         let mut end = MAX_ERROR_TEXT;
         while !text.is_char_boundary(end) {

@@ -394,7 +394,9 @@ pub(crate) fn eval_function<'js>(
 /// function`), and for a syntax error where it is (`line 4, column 41 of
 /// file.js`), read from the first stack frame.
 pub(crate) fn describe(thrown: &Value<'_>, with_place: bool) -> String {
-    let text = coerced(thrown).unwrap_or_else(|_| unshown(thrown.ctx()));
+    // Cut as boa's are (2,000 bytes): the text goes into a log line, and a
+    // script's `throw new Error(big)` wrote all 4 MiB of it, per request.
+    let text = crate::js::vm::clip(coerced(thrown).unwrap_or_else(|_| unshown(thrown.ctx())));
     if !with_place {
         return text;
     }
