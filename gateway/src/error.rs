@@ -403,6 +403,25 @@ pub fn text_response(
     resp
 }
 
+/// `text` cut to [`MAX_ERROR_TEXT`] bytes (on a character boundary), `...`
+/// marking the cut: the text of an error a script or plugin made (a JS
+/// throw on either engine, a native plugin's `set_error`, a Go handler's
+/// panic) goes into a log line, and can be megabytes long.
+pub(crate) fn clip(mut text: String) -> String {
+    if text.len() > MAX_ERROR_TEXT {
+        let mut end = MAX_ERROR_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
+}
+
+/// The longest error text [`clip`] leaves.
+pub(crate) const MAX_ERROR_TEXT: usize = 2000;
+
 /// A message a script or plugin wrote, on one log line: control
 /// characters escaped as Rust writes them (`\n`, `\r`, `\t`, `\u{1b}`), so
 /// a message cannot start log lines of its own (`log("ok\nlevel=ERROR

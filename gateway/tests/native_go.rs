@@ -816,6 +816,37 @@ fn a_go_handler_naming_one_string_under_many_headers_fails_past_1_mib() {
     gw.stop();
 }
 
+/// A handler panicking with a 4 MiB message: its request's 500 is logged
+/// with the message's first 2,000 bytes (the whole message was one log
+/// line per request), and the next request is served.
+#[test]
+fn a_go_panic_with_a_huge_message_is_cut_in_the_log() {
+    let Some(lib) = go_plugin(FIXTURE) else {
+        return skip_without_go("a_go_panic_with_a_huge_message_is_cut_in_the_log");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (up, _rec) = recorder();
+    go_api(dir.path(), "big", &lib, "PanicBig", &up.to_string());
+    go_api(dir.path(), "edit", &lib, "Edit", &up.to_string());
+    let log = dir.path().join("gateway.log");
+    let (child, addr) = common::spawn_binary(dir.path(), "0", &log);
+    for _ in 0..2 {
+        assert_eq!(get(addr, "/big/").status, 500);
+        assert_eq!(get(addr, "/edit/").status, 200);
+    }
+    common::stop_binary(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("start of it ppp"))
+        .collect();
+    assert_eq!(said.len(), 2, "{}", &text[..text.len().min(4000)]);
+    for line in said {
+        assert!(line.len() < 2600, "a line of {} bytes", line.len());
+        assert!(line.contains("ppp..."), "{line}");
+    }
+}
+
 /// Built --bounded, a handler that calls `runtime.Goexit()` never returns
 /// and never panics: the call waited for the whole budget (here a minute,
 /// past `send`'s 30 s limit) before its 500. It is now answered at once.

@@ -22,6 +22,7 @@ pub(crate) use phases::session_argument;
 
 use super::budget::{self, Guard, Stop, SLICE_BUDGET};
 use super::{depth, memory, prelude, reactions, request, scope, tykapi, tykjson, Strategy};
+use crate::error::clip;
 use crate::heap::Uncounted;
 use crate::intern::HeaderCache;
 use crate::middleware::{Flow, MwError, MwRequest};
@@ -632,24 +633,6 @@ pub(crate) fn error_text(e: &boa_engine::JsError) -> String {
     clip(error_lines(e))
 }
 
-/// `text` cut to [`MAX_ERROR_TEXT`] bytes (on a character boundary), `...`
-/// marking the cut: every engine's error text (QuickJS's `describe` too).
-pub(crate) fn clip(mut text: String) -> String {
-    if text.len() > MAX_ERROR_TEXT {
-        let mut end = MAX_ERROR_TEXT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("...");
-    }
-    text
-}
-
-/// The longest [`error_text`]: a script can throw a string or an Error
-/// whose message is megabytes long, and the text goes into a log line.
-const MAX_ERROR_TEXT: usize = 2000;
-
 /// A thrown value that is an object but no Error is named by its kind, as
 /// `String(value)` names a plain object in Tyk's engines (`[object
 /// Object]`): boa's own display of it prints every property of every
@@ -687,7 +670,7 @@ fn error_lines(e: &boa_engine::JsError) -> String {
 }
 
 /// `v` for a message, bounded: a primitive as boa shows it (a string
-/// quoted, cut at [`MAX_ERROR_TEXT`] bytes), an object by its kind only
+/// quoted, cut at [`crate::error::MAX_ERROR_TEXT`] bytes), an object by its kind only
 /// ([`object_tag`]), not boa's dump of its contents.
 fn value_text(v: &JsValue) -> String {
     match v.as_object() {
@@ -718,6 +701,7 @@ const LARGE_BODY: usize = 64 * 1024;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::MAX_ERROR_TEXT;
     use boa_engine::{JsError, JsNativeError};
 
     #[test]

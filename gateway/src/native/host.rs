@@ -461,7 +461,12 @@ unsafe extern "C" fn set_error(req: *mut GwRequest, message: GwStr) {
     guard((), || {
         // SAFETY: the plugin's handle and buffer.
         let (ctx, msg) = unsafe { (ctx_mut(req), bytes(message)) };
-        ctx.error = Some(String::from_utf8_lossy(msg).into_owned());
+        // Cut before it is copied (a Go handler's `panic(big)` arrives
+        // here): the message goes into a log line.
+        let head = &msg[..msg.len().min(crate::error::MAX_ERROR_TEXT + 4)];
+        ctx.error = Some(crate::error::clip(
+            String::from_utf8_lossy(head).into_owned(),
+        ));
     })
 }
 

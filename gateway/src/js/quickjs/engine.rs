@@ -396,7 +396,7 @@ pub(crate) fn eval_function<'js>(
 pub(crate) fn describe(thrown: &Value<'_>, with_place: bool) -> String {
     // Cut as boa's are (2,000 bytes): the text goes into a log line, and a
     // script's `throw new Error(big)` wrote all 4 MiB of it, per request.
-    let text = crate::js::vm::clip(coerced(thrown).unwrap_or_else(|_| unshown(thrown.ctx())));
+    let text = crate::error::clip(coerced(thrown).unwrap_or_else(|_| unshown(thrown.ctx())));
     if !with_place {
         return text;
     }
