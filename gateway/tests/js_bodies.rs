@@ -10,20 +10,16 @@ mod js_phases;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use common::{
-    error_counts, recorder, send, spawn_binary_with, stop_binary, write_api, Got, Recorder,
-};
-use js_phases::{file_endpoint, js_api};
+use common::{error_counts, recorder, send, spawn_binary_with, stop_binary, Got, Recorder};
+use js_phases::{fixture, write_phase_apis, PhaseEntries, ENDPOINT_FAILED, STRATEGIES};
 use loadgen::bench::probe::Control;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// `MAX_BUFFERED_BODY` (a request's body, a script's own answer) and
 /// `MAX_BUFFERED_RESPONSE` (a response's).
 const BOUND: usize = 32 << 20;
 
 const SECRET: &str = "bodies-secret";
-
-const STRATEGIES: [&str; 3] = ["persistent", "tyk-json", "fresh"];
 
 /// One worker: the request after a refused one meets the same contexts.
 /// A generous timeout: a debug build's `tyk-json` call of 32 MiB takes a
@@ -45,37 +41,17 @@ const FIELDS: [(&str, &str); 3] = [
     ("response-error", "Request.ReturnOverrides.ResponseError"),
 ];
 
-/// Tyk's answer to a virtual endpoint that cannot answer.
-const ENDPOINT_FAILED: &str =
-    "Error during virtual endpoint execution. Contact Administrator for more details.";
-
-fn fixture() -> String {
-    format!(
-        "{}/tests/js_fixtures/big_body.js",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-/// APIs on `engine`: one per strategy running `bigBody` in `pre`
-/// (`/<engine>-<strategy>/`), one running `bigResponse` as response
-/// middleware (`/<engine>-resp/`), one with `bigEndpoint` as the virtual
-/// endpoint `/v` (`/<engine>-virt/`).
+/// The phases' APIs ([`write_phase_apis`]) running `bigBody`,
+/// `bigResponse` and `bigEndpoint`.
 fn write_apis(dir: &std::path::Path, engine: &str, up: SocketAddr) {
-    let js = fixture();
-    let target = format!("http://{up}");
-    let entry = |name: &str| json!([{"name": name, "path": js}]);
-    for strategy in STRATEGIES {
-        let id = format!("{engine}-{strategy}");
-        let mw = json!({"strategy": strategy, "pre": entry("bigBody")});
-        write_api(dir, &id, &js_api(&id, &target, engine, mw));
-    }
-    let id = format!("{engine}-resp");
-    let mw = json!({"response": entry("bigResponse")});
-    write_api(dir, &id, &js_api(&id, &target, engine, mw));
-    let id = format!("{engine}-virt");
-    let mut def: Value = js_api(&id, &target, engine, json!({}));
-    def["version_data"] = file_endpoint("bigEndpoint", &js);
-    write_api(dir, &id, &def);
+    let file = fixture("big_body.js");
+    let entries = PhaseEntries {
+        file: &file,
+        pre: "bigBody",
+        response: "bigResponse",
+        endpoint: "bigEndpoint",
+    };
+    write_phase_apis(dir, engine, &format!("http://{up}"), &entries);
 }
 
 fn ask(addr: SocketAddr, path: &str, size: usize, field: &str) -> Got {

@@ -15,14 +15,12 @@ mod js_phases;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use common::{error_counts, recorder, send, spawn_binary_with, stop_binary, write_api, Got};
-use js_phases::{file_endpoint, js_api};
+use common::{error_counts, recorder, send, spawn_binary_with, stop_binary, Got};
+use js_phases::{fixture, write_phase_apis, PhaseEntries, ENDPOINT_FAILED, STRATEGIES};
 use loadgen::bench::probe::Control;
 use serde_json::json;
 
 const SECRET: &str = "head-secret";
-
-const STRATEGIES: [&str; 3] = ["persistent", "tyk-json", "fresh"];
 
 /// One worker; a generous timeout for a debug build (no timing asserted).
 const GATEWAY_ARGS: [&str; 6] = [
@@ -50,36 +48,17 @@ const FIELDS: [&str; 6] = [
 const SIZE: usize = 50_000;
 const PAST: usize = 25;
 
-/// Tyk's answer to a virtual endpoint that cannot answer.
-const ENDPOINT_FAILED: &str =
-    "Error during virtual endpoint execution. Contact Administrator for more details.";
-
-fn fixture() -> String {
-    format!(
-        "{}/tests/js_fixtures/big_head.js",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-/// APIs on `engine`: one per strategy running `bigHead` in `pre`, one
-/// running `bigResponseHead` as response middleware, one with
-/// `bigEndpointHead` as the virtual endpoint `/v`.
+/// The phases' APIs ([`write_phase_apis`]) running `bigHead`,
+/// `bigResponseHead` and `bigEndpointHead`.
 fn write_apis(dir: &std::path::Path, engine: &str, up: SocketAddr) {
-    let js = fixture();
-    let target = format!("http://{up}");
-    let entry = |name: &str| json!([{"name": name, "path": js}]);
-    for strategy in STRATEGIES {
-        let id = format!("{engine}-{strategy}");
-        let mw = json!({"strategy": strategy, "pre": entry("bigHead")});
-        write_api(dir, &id, &js_api(&id, &target, engine, mw));
-    }
-    let id = format!("{engine}-resp");
-    let mw = json!({"response": entry("bigResponseHead")});
-    write_api(dir, &id, &js_api(&id, &target, engine, mw));
-    let id = format!("{engine}-virt");
-    let mut def = js_api(&id, &target, engine, json!({}));
-    def["version_data"] = file_endpoint("bigEndpointHead", &js);
-    write_api(dir, &id, &def);
+    let file = fixture("big_head.js");
+    let entries = PhaseEntries {
+        file: &file,
+        pre: "bigHead",
+        response: "bigResponseHead",
+        endpoint: "bigEndpointHead",
+    };
+    write_phase_apis(dir, engine, &format!("http://{up}"), &entries);
 }
 
 fn ask(addr: SocketAddr, path: &str, field: &str, count: usize, size: usize) -> Got {

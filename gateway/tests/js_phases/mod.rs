@@ -52,3 +52,47 @@ pub fn virtual_version(endpoints: Value) -> Value {
         }}
     })
 }
+
+/// Tyk's answer to a virtual endpoint that cannot answer.
+pub const ENDPOINT_FAILED: &str =
+    "Error during virtual endpoint execution. Contact Administrator for more details.";
+
+/// The path of `tests/js_fixtures/<name>`.
+pub fn fixture(name: &str) -> String {
+    format!("{}/tests/js_fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every JS strategy, as `custom_middleware.strategy` names it.
+pub const STRATEGIES: [&str; 3] = ["persistent", "tyk-json", "fresh"];
+
+/// The functions of one fixture script that one phase each runs.
+pub struct PhaseEntries<'a> {
+    /// The script file.
+    pub file: &'a str,
+    /// Its request-phase middleware (`pre`).
+    pub pre: &'a str,
+    /// Its response middleware.
+    pub response: &'a str,
+    /// Its virtual endpoint function.
+    pub endpoint: &'a str,
+}
+
+/// APIs on `engine` proxying to `target`: one per strategy running
+/// `e.pre` (`/<engine>-<strategy>/`), one running `e.response` as response
+/// middleware (`/<engine>-resp/`), one with `e.endpoint` as the virtual
+/// endpoint `/v` (`/<engine>-virt/`).
+pub fn write_phase_apis(dir: &Path, engine: &str, target: &str, e: &PhaseEntries<'_>) {
+    let entry = |name: &str| json!([{"name": name, "path": e.file}]);
+    for strategy in STRATEGIES {
+        let id = format!("{engine}-{strategy}");
+        let mw = json!({"strategy": strategy, "pre": entry(e.pre)});
+        super::common::write_api(dir, &id, &js_api(&id, target, engine, mw));
+    }
+    let id = format!("{engine}-resp");
+    let mw = json!({"response": entry(e.response)});
+    super::common::write_api(dir, &id, &js_api(&id, target, engine, mw));
+    let id = format!("{engine}-virt");
+    let mut def = js_api(&id, target, engine, json!({}));
+    def["version_data"] = file_endpoint(e.endpoint, e.file);
+    super::common::write_api(dir, &id, &def);
+}
