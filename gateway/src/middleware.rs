@@ -92,9 +92,51 @@ pub const MAX_CLIENT_HEADER_LINES: usize = 1 << 15;
 /// times at the cost of 4 MiB of its heap, which copied into the request
 /// was 120 GiB of the gateway's (a QuickJS script setting 3,000 took the
 /// process down at its allocation limit). Past the bound the call fails
-/// closed (500): `js/headtext.rs` for scripts, `wasm/request.rs` for
-/// modules.
+/// closed (500): each call takes from one [`HeadBudget`] (`js/headtext.rs`
+/// for scripts, `wasm/request.rs` for modules, `native/host.rs` for native
+/// plugins and the Go adapter).
 pub const MAX_HEAD_TEXT: usize = 1 << 20;
+
+/// What is left of one call's [`MAX_HEAD_TEXT`]: each header or query
+/// name and value a middleware hands the host is taken from it before it
+/// is copied. One per call (a script's answer, a wasm callback, a native
+/// plugin's call); each driver words its own error.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadBudget {
+    left: usize,
+}
+
+/// The call's header and query text passed [`MAX_HEAD_TEXT`].
+#[derive(Debug)]
+pub struct PastHeadText;
+
+impl HeadBudget {
+    /// A full budget, for one call.
+    pub const fn new() -> HeadBudget {
+        HeadBudget {
+            left: MAX_HEAD_TEXT,
+        }
+    }
+
+    /// Takes a name's and a value's bytes; [`PastHeadText`] (nothing
+    /// taken) once the call's text would pass the bound.
+    #[inline]
+    pub fn take(&mut self, name: usize, value: usize) -> Result<(), PastHeadText> {
+        match self.left.checked_sub(name.saturating_add(value)) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => Err(PastHeadText),
+        }
+    }
+}
+
+impl Default for HeadBudget {
+    fn default() -> Self {
+        HeadBudget::new()
+    }
+}
 
 impl MwRequest {
     /// The request with the client's target `request_uri`, whose path and

@@ -15,39 +15,29 @@
 //! byte); a QuickJS or JSON one by its bytes once read, so at most one
 //! string past the bound is ever copied.
 
-use crate::middleware::{MwError, MAX_HEAD_TEXT};
+use crate::middleware::{HeadBudget, MwError, MAX_HEAD_TEXT};
 
-/// What is left of one answer's header and query text.
-#[derive(Debug)]
-pub(crate) struct HeadText {
-    left: usize,
-}
+/// One answer's [`HeadBudget`], its refusal naming the field.
+#[derive(Debug, Default)]
+pub(crate) struct HeadText(HeadBudget);
 
 impl HeadText {
     /// A full budget, for one answer.
     pub(crate) fn new() -> HeadText {
-        HeadText {
-            left: MAX_HEAD_TEXT,
-        }
+        HeadText(HeadBudget::new())
     }
 
     /// Takes `len` bytes read from `field`; the error once the answer's
     /// text passes the bound.
     #[inline]
     pub(crate) fn take(&mut self, field: &str, len: usize) -> Result<(), MwError> {
-        match self.left.checked_sub(len) {
-            Some(left) => {
-                self.left = left;
-                Ok(())
-            }
-            None => Err(past(field)),
-        }
+        self.pair(field, len, 0)
     }
 
     /// [`take`](Self::take) for a name and its value.
     #[inline]
     pub(crate) fn pair(&mut self, field: &str, name: usize, value: usize) -> Result<(), MwError> {
-        self.take(field, name.saturating_add(value))
+        self.0.take(name, value).map_err(|_| past(field))
     }
 }
 

@@ -17,7 +17,7 @@ use plugin_sdk::abi::{
 };
 
 use crate::intern::{BadPair, HeaderCache};
-use crate::middleware::{MwResponse, ReqMut, MAX_CLIENT_HEADER_LINES, MAX_HEAD_TEXT};
+use crate::middleware::{HeadBudget, MwResponse, ReqMut, MAX_CLIENT_HEADER_LINES, MAX_HEAD_TEXT};
 use crate::proxy::MAX_BUFFERED_BODY;
 
 /// What a plugin may read about the API it serves: fixed at load, shared by
@@ -58,8 +58,8 @@ pub(crate) struct Ctx<'a, 'h> {
     /// request edits look a plugin's constant strings up here instead of
     /// parsing and copying them on every call.
     pub cache: &'a mut HeaderCache,
-    /// Bytes of header names and values this call has set ([`take_text`]).
-    pub set_text: usize,
+    /// What is left of this call's header text ([`take_text`]).
+    pub head: HeadBudget,
 }
 
 /// The one callback table, shared by every call on every thread (it is all
@@ -263,12 +263,8 @@ pub(super) fn any_edit(
 /// request's, a response's, the client's, `respond`'s) calls it. A plugin
 /// handing over one buffer under many names (a Go handler's
 /// `Header().Set` of one string in a loop) had the host copy it each time.
-pub(super) fn take_text(set_text: &mut usize, name: GwStr, value: GwStr) -> Result<(), String> {
-    *set_text = set_text.saturating_add(name.len.saturating_add(value.len));
-    if *set_text > MAX_HEAD_TEXT {
-        return Err(past_head_text());
-    }
-    Ok(())
+pub(super) fn take_text(head: &mut HeadBudget, name: GwStr, value: GwStr) -> Result<(), String> {
+    head.take(name.len, value.len).map_err(|_| past_head_text())
 }
 
 #[cold]
@@ -340,7 +336,7 @@ fn bad_value(name: &HeaderName, raw: &[u8]) -> String {
 
 unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
-        take_text(&mut c.set_text, name, value)?;
+        take_text(&mut c.head, name, value)?;
         let (n, v) = cached_pair(c.cache, name, value)?;
         c.req.headers_mut().try_insert(n, v).map_err(too_many)?;
         Ok(())
@@ -349,7 +345,7 @@ unsafe extern "C" fn set_header(req: *mut GwRequest, name: GwStr, value: GwStr) 
 
 unsafe extern "C" fn append_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
-        take_text(&mut c.set_text, name, value)?;
+        take_text(&mut c.head, name, value)?;
         let (n, v) = cached_pair(c.cache, name, value)?;
         c.req.headers_mut().try_append(n, v).map_err(too_many)?;
         Ok(())
@@ -436,7 +432,7 @@ unsafe extern "C" fn respond(
         };
         let mut map = HeaderMap::try_with_capacity(lines.len()).map_err(too_many)?;
         for line in lines {
-            take_text(&mut c.set_text, line.name, line.value)?;
+            take_text(&mut c.head, line.name, line.value)?;
             let (n, v) = header_pair(line.name, line.value)?;
             map.try_append(n, v).map_err(too_many)?;
         }
@@ -462,7 +458,8 @@ unsafe extern "C" fn set_error(req: *mut GwRequest, message: GwStr) {
         // SAFETY: the plugin's handle and buffer.
         let (ctx, msg) = unsafe { (ctx_mut(req), bytes(message)) };
         // Cut before it is copied (a Go handler's `panic(big)` arrives
-        // here): the message goes into a log line.
+        // here): the message goes into a log line. A few bytes past the
+        // bound are kept, so that `clip` sees the cut and marks it.
         let head = &msg[..msg.len().min(crate::error::MAX_ERROR_TEXT + 4)];
         ctx.error = Some(crate::error::clip(
             String::from_utf8_lossy(head).into_owned(),
@@ -522,7 +519,7 @@ unsafe extern "C" fn set_method(req: *mut GwRequest, method: GwStr) -> i32 {
 
 unsafe extern "C" fn add_client_header(req: *mut GwRequest, name: GwStr, value: GwStr) -> i32 {
     edit(req, |c| {
-        take_text(&mut c.set_text, name, value)?;
+        take_text(&mut c.head, name, value)?;
         let (n, v) = header_pair(name, value)?;
         let added = c.req.client_headers_mut();
         if added.len() >= MAX_CLIENT_HEADER_LINES {
@@ -545,21 +542,22 @@ mod tests {
     #[test]
     fn a_call_takes_at_most_a_mebibyte_of_header_text() {
         let value = vec![b'v'; 64 * 1024];
-        let mut set_text = 0;
+        let mut head = HeadBudget::new();
         let mut kept = 0;
-        while take_text(&mut set_text, s(b"x-big"), s(&value)).is_ok() {
+        while take_text(&mut head, s(b"x-big"), s(&value)).is_ok() {
             kept += 1;
             assert!(kept < 100, "never refused");
         }
         assert_eq!(kept, 15);
         // One byte past a full call.
-        let mut full = MAX_HEAD_TEXT;
+        let mut full = HeadBudget::new();
+        take_text(&mut full, s(&vec![b'v'; MAX_HEAD_TEXT]), s(b"")).unwrap();
         let e = take_text(&mut full, s(b""), s(b"v")).unwrap_err();
         assert!(e.contains("more than 1048576 bytes (1 MiB)"), "{e}");
         let huge = GwStr {
             ptr: value.as_ptr(),
             len: usize::MAX,
         };
-        assert!(take_text(&mut 1, s(b"x"), huge).is_err());
+        assert!(take_text(&mut HeadBudget::new(), s(b"x"), huge).is_err());
     }
 }

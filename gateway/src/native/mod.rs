@@ -206,7 +206,7 @@ impl NativeMiddleware {
             error: None,
             resp: None,
             cache: &mut self.cache.borrow_mut(),
-            set_text: 0,
+            head: crate::middleware::HeadBudget::new(),
         };
         let handle = &mut ctx as *mut Ctx<'_, '_> as *mut GwRequest;
         // SAFETY: `func` was resolved from a version-checked library that is

@@ -17,7 +17,9 @@ use plugin_sdk::abi::{GwHeader, GwRequest, GwStr, GW_CONTINUE, GW_FOUND, GW_NOT_
 use super::host::{any_edit, bytes, ctx, guard, header_pair, lookup, s, within, Ctx, HOST};
 use super::Entry;
 use crate::intern::HeaderCache;
-use crate::middleware::{MwError, MwFutureOf, MwRequest, MwResponse, ReqMut, ResponseMiddleware};
+use crate::middleware::{
+    HeadBudget, MwError, MwFutureOf, MwRequest, MwResponse, ReqMut, ResponseMiddleware,
+};
 use crate::response::MAX_BUFFERED_RESPONSE;
 
 /// The answer of a live response call, if this is one.
@@ -34,14 +36,14 @@ fn edit(req: *mut GwRequest, f: impl FnOnce(&mut MwResponse) -> Result<(), Strin
     edit_counted(req, |resp, _| f(resp))
 }
 
-/// [`edit`], `f` also given the call's count of header text set
+/// [`edit`], `f` also given what is left of the call's header text
 /// ([`super::host::take_text`]).
 fn edit_counted(
     req: *mut GwRequest,
-    f: impl FnOnce(&mut MwResponse, &mut usize) -> Result<(), String>,
+    f: impl FnOnce(&mut MwResponse, &mut HeadBudget) -> Result<(), String>,
 ) -> i32 {
     any_edit(req, |c: &mut Ctx<'_, '_>| match c.resp.as_deref_mut() {
-        Some(resp) => f(resp, &mut c.set_text),
+        Some(resp) => f(resp, &mut c.head),
         None => Err("there is no response to edit yet (only response entries can)".to_string()),
     })
 }
@@ -120,8 +122,8 @@ pub(super) unsafe extern "C" fn set_response_header(
     name: GwStr,
     value: GwStr,
 ) -> i32 {
-    edit_counted(req, |r, set_text| {
-        super::host::take_text(set_text, name, value)?;
+    edit_counted(req, |r, head| {
+        super::host::take_text(head, name, value)?;
         let (n, v) = header_pair(name, value)?;
         r.headers.try_insert(n, v).map_err(super::host::too_many)?;
         Ok(())
@@ -133,8 +135,8 @@ pub(super) unsafe extern "C" fn append_response_header(
     name: GwStr,
     value: GwStr,
 ) -> i32 {
-    edit_counted(req, |r, set_text| {
-        super::host::take_text(set_text, name, value)?;
+    edit_counted(req, |r, head| {
+        super::host::take_text(head, name, value)?;
         let (n, v) = header_pair(name, value)?;
         r.headers.try_append(n, v).map_err(super::host::too_many)?;
         Ok(())
@@ -191,7 +193,7 @@ impl NativeResponse {
             error: None,
             resp: Some(resp),
             cache: &mut HeaderCache::default(),
-            set_text: 0,
+            head: HeadBudget::new(),
         };
         let handle = &mut ctx as *mut Ctx<'_, '_> as *mut GwRequest;
         // SAFETY: as for the request phase (`NativeMiddleware::call_sync`).

@@ -11,7 +11,7 @@ use http::{HeaderMap, Method};
 
 use super::abi;
 use crate::intern::HeaderCache;
-use crate::middleware::{ReqMut, MAX_HEAD_TEXT};
+use crate::middleware::{HeadBudget, ReqMut, MAX_HEAD_TEXT};
 use crate::proxy::MAX_BUFFERED_BODY;
 
 /// The most header values a module may leave in a request or a local
@@ -102,9 +102,9 @@ pub struct ReqParts {
     /// The instance's parsed header names and values: stays in the store
     /// across requests (it is not part of the request, `take_from` leaves it).
     pub cache: HeaderCache,
-    /// Bytes of header names and values set in this call (`take_from`
-    /// starts it at 0): [`HeaderLimit::Text`] past [`MAX_HEAD_TEXT`].
-    pub set_text: usize,
+    /// What is left of this call's header text (`take_from` starts it
+    /// full): [`HeaderLimit::Text`] past [`MAX_HEAD_TEXT`].
+    pub head: HeadBudget,
 }
 
 impl ReqParts {
@@ -113,7 +113,7 @@ impl ReqParts {
     /// so they are copied out of the request's target.
     pub fn take_from(&mut self, req: &mut ReqMut<'_, '_>) {
         self.swap_fields(req);
-        self.set_text = 0;
+        self.head = HeadBudget::new();
         self.path.clear();
         self.path.push_str(req.path());
         self.query = req.query().map(str::to_string);
@@ -204,10 +204,9 @@ impl ReqParts {
             // Only plain http:// is proxied; a module cannot change that.
             b":scheme" => return Ok(abi::BAD_ARGUMENT),
             _ => {
-                self.set_text = self.set_text.saturating_add(name.len() + value.len());
-                if self.set_text > MAX_HEAD_TEXT {
-                    return Err(HeaderLimit::Text);
-                }
+                self.head
+                    .take(name.len(), value.len())
+                    .map_err(|_| HeaderLimit::Text)?;
                 let (Ok(name), Ok(value)) = (self.cache.name(name), self.cache.value(value)) else {
                     return Ok(abi::BAD_ARGUMENT);
                 };
@@ -267,14 +266,14 @@ impl ReqParts {
             headers: HeaderMap::with_capacity(pairs.len().min(MAX_HEADERS)),
             body: Bytes::new(),
             cache: mem::take(&mut self.cache),
-            set_text: self.set_text,
+            head: self.head,
         };
         let status = pairs
             .iter()
             .map(|(k, v)| fresh.set(k, v, true))
             .find(|s| !matches!(s, Ok(abi::OK)));
         self.cache = mem::take(&mut fresh.cache);
-        self.set_text = fresh.set_text;
+        self.head = fresh.head;
         if let Some(status) = status {
             return status;
         }
@@ -323,7 +322,7 @@ mod tests {
             headers,
             body: Bytes::from_static(b"hello"),
             cache: HeaderCache::default(),
-            set_text: 0,
+            head: HeadBudget::new(),
         }
     }
 
