@@ -72,6 +72,9 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<JsObject> {
         is_array: super::depth::method(&array, "isArray", ctx)?,
         is_raw_json: super::depth::method(&json, "isRawJSON", ctx)?,
     };
+    ctx.realm()
+        .host_defined_mut()
+        .insert(IsArray(builtins.is_array.clone()));
     let stringify = boa_engine::NativeFunction::from_copy_closure_with_captures(
         |_, args, b: &Builtins, ctx| stringify(b, args, ctx),
         builtins,
@@ -326,6 +329,39 @@ fn property_list(list: &JsObject, ctx: &mut Context) -> JsResult<Vec<JsString>> 
         }
     }
     Ok(out)
+}
+
+/// The realm's `Array.isArray` as [`install`] found it, kept in the realm
+/// for the answer readers ([`is_array_like`]).
+struct IsArray(JsObject);
+
+impl Finalize for IsArray {}
+
+// SAFETY: the one GC pointer, traced.
+unsafe impl Trace for IsArray {
+    boa_engine::gc::custom_trace!(this, mark, {
+        mark(&this.0);
+    });
+}
+
+impl boa_engine::JsData for IsArray {}
+
+/// `IsArray(o)` as `JSON.stringify` asks it, for the answer readers: an
+/// Array, or a Proxy whose target is one (Tyk's transport makes a list of
+/// it, where boa's `is_array` says no).
+pub(crate) fn is_array_like(o: &JsObject, ctx: &mut Context) -> JsResult<bool> {
+    if o.is::<Proxy>() {
+        let f = ctx
+            .realm()
+            .host_defined()
+            .get::<IsArray>()
+            .map(|f| f.0.clone());
+        if let Some(f) = f {
+            let v = f.call(&JsValue::undefined(), &[o.clone().into()], ctx)?;
+            return Ok(v.to_boolean());
+        }
+    }
+    Ok(o.is_array())
 }
 
 /// `IsArray(o)`: an Array, or a Proxy whose target is one.

@@ -116,6 +116,7 @@ mod depth;
 mod forced;
 mod gojson;
 pub(crate) mod goquery;
+mod gostring;
 mod headtext;
 mod jobs;
 mod json;

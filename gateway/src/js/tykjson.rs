@@ -248,6 +248,9 @@ fn strings(v: Option<&Value>, field: &str, head: &mut HeadText) -> Result<Vec<St
             .enumerate()
             .map(|(i, item)| match item {
                 Value::String(s) => head.take(field, s.len()).map(|()| s.clone()),
+                // Go decodes `null` into a string as no change: `""`
+                // (`gostring.rs`).
+                Value::Null => Ok(String::new()),
                 other => Err(shape(&format!("{field}[{i}]"), "a string", other)),
             })
             .collect(),
@@ -264,11 +267,15 @@ fn string_map(
         return Ok(Vec::new());
     };
     m.iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => head
-                .pair(field, k.len(), s.len())
-                .map(|()| (k.clone(), s.clone())),
-            other => Err(shape(&format!("{field}[{k:?}]"), "a string", other)),
+        .map(|(k, v)| {
+            let s = match v {
+                Value::String(s) => s.as_str(),
+                // `null`: `""` to Go (`gostring.rs`).
+                Value::Null => "",
+                other => return Err(shape(&format!("{field}[{k:?}]"), "a string", other)),
+            };
+            head.pair(field, k.len(), s.len())
+                .map(|()| (k.clone(), s.to_string()))
         })
         .collect()
 }
@@ -322,6 +329,9 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
     let mut head = HeadText::new();
     let format = ErrorFormat::of(&req.headers);
     if let Some(answer) = overrides(r.get("ReturnOverrides"), format, &mut head)? {
+        // Go decoded the edits too before the override answered: one it
+        // cannot decode fails the request all the same.
+        check_edits(r, &mut head)?;
         return Ok(answer);
     }
     if !truthy(r.get("IgnoreBody")) {
@@ -361,18 +371,35 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
     Ok(Flow::Continue)
 }
 
-/// Query deletes, sets and appends.
-fn apply_params(
-    r: &Map<String, Value>,
-    req: &mut MwRequest,
-    head: &mut HeadText,
-) -> Result<(), MwError> {
+/// The edits' types, read as [`apply`] reads them, nothing applied: what
+/// Go's decoder refuses when an override answers.
+fn check_edits(r: &Map<String, Value>, head: &mut HeadText) -> Result<(), MwError> {
+    // Absent or `null` is Go's "" (never applied, so never refused).
+    match r.get("URL") {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(other) => return Err(shape("Request.URL", "a string", other)),
+    }
+    strings(r.get("DeleteHeaders"), "Request.DeleteHeaders", head)?;
+    string_map(r.get("SetHeaders"), "Request.SetHeaders", head)?;
+    query_edits(r, head).map(drop)
+}
+
+/// `DeleteParams`, `AddParams` and `ExtendedParams`.
+type QueryEdits = (
+    Vec<String>,
+    Vec<(String, String)>,
+    Vec<(String, Vec<String>)>,
+);
+
+/// `DeleteParams`, `AddParams` and `ExtendedParams`, read.
+fn query_edits(r: &Map<String, Value>, head: &mut HeadText) -> Result<QueryEdits, MwError> {
     let deletes = strings(r.get("DeleteParams"), "Request.DeleteParams", head)?;
     let adds = string_map(r.get("AddParams"), "Request.AddParams", head)?;
     let field = "Request.ExtendedParams";
     let mut ext = Vec::new();
     if let Some(m) = opt_object(r.get("ExtendedParams"), field)? {
-        for (k, v) in m {
+        // A `null` list is nil to Go: nothing to add.
+        for (k, v) in m.iter().filter(|(_, v)| !v.is_null()) {
             head.take(field, k.len())?;
             ext.push((
                 k.clone(),
@@ -380,6 +407,16 @@ fn apply_params(
             ));
         }
     }
+    Ok((deletes, adds, ext))
+}
+
+/// Query deletes, sets and appends.
+fn apply_params(
+    r: &Map<String, Value>,
+    req: &mut MwRequest,
+    head: &mut HeadText,
+) -> Result<(), MwError> {
+    let (deletes, adds, ext) = query_edits(r, head)?;
     if !deletes.is_empty() || !adds.is_empty() || !ext.is_empty() {
         edit_query(&mut ReqMut::Owned(req), &deletes, &adds, &ext);
     }
@@ -401,19 +438,19 @@ fn overrides(
         return Ok(None);
     };
     let code = match ro.get("ResponseCode") {
-        None | Some(Value::Null) => return Ok(None),
+        None | Some(Value::Null) => 0.0,
         Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
         Some(other) => return Err(shape(&format!("{field}.ResponseCode"), "a number", other)),
     };
-    if code == 0.0 {
-        return Ok(None);
-    }
-    let code = Some(code)
-        .filter(|c| c.fract() == 0.0 && (100.0..=999.0).contains(c))
-        .map(|c| c as u16)
-        .ok_or_else(|| {
-            MwError::bad_answer(format!("{field}.ResponseCode {code} is not an HTTP status"))
-        })?;
+    let code = match code {
+        0.0 => None,
+        c if c.fract() == 0.0 && (100.0..=999.0).contains(&c) => Some(c as u16),
+        _ => {
+            return Err(MwError::bad_answer(format!(
+                "{field}.ResponseCode {code} is not an HTTP status"
+            )))
+        }
+    };
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
     let headers = string_map(ro.get("ResponseHeaders"), hfield, head)?;
     let text = |key: &str, field: BodyField| -> Result<String, MwError> {
@@ -423,10 +460,19 @@ fn overrides(
             Some(other) => Err(shape(field.name, "a string", other)),
         }
     };
+    let (error, body) = (
+        text("ResponseError", OVERRIDE_ERROR)?,
+        text("ResponseBody", OVERRIDE_BODY)?,
+    );
+    // Without a code nothing answers; the fields were read all the same,
+    // as Go decodes them.
+    let Some(code) = code else {
+        return Ok(None);
+    };
     let o = super::forced::Overrides {
         code,
-        error: text("ResponseError", OVERRIDE_ERROR)?,
-        body: text("ResponseBody", OVERRIDE_BODY)?,
+        error,
+        body,
         headers,
         override_error: truthy(ro.get("OverrideError")),
     };

@@ -10,6 +10,7 @@
 use crate::error::ErrorFormat;
 use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY, RESPONSE_BODY};
 use crate::js::forced::Overrides;
+use crate::js::gostring::{json_null_number, GoString, Kind};
 use crate::js::headtext::HeadText;
 use crate::js::request::{bad_header_name, bad_header_value, edit_query, set_url};
 use bytes::Bytes;
@@ -480,8 +481,106 @@ fn nothing(v: &Value<'_>) -> bool {
     v.is_undefined() || v.is_null()
 }
 
+/// A value Tyk's transport makes nothing of where it decodes a map, a
+/// list or a struct (the boa reader's rule,
+/// `crate::js::request::json_nothing`): `undefined`, a function or a
+/// Symbol (left out by `JSON.stringify`), `null`, `NaN`, `±Infinity`
+/// (JSON `null`).
+fn json_nothing(v: &Value<'_>) -> bool {
+    nothing(v) || v.is_symbol() || v.is_function() || v.as_number().is_some_and(json_null_number)
+}
+
+/// `IsArray(v)` as `JSON.stringify` asks it: an Array, or a Proxy whose
+/// target is one, however deep (`JS_IsArray` no longer looks through a
+/// Proxy). A revoked Proxy throws, as `JSON.stringify` would.
+fn is_array_like<'js>(ctx: &Ctx<'js>, v: &Value<'js>) -> rquickjs::Result<bool> {
+    // SAFETY: reads the class of a live value.
+    if !unsafe { qjs::JS_IsProxy(v.as_raw()) } {
+        // SAFETY: as above.
+        return Ok(unsafe { qjs::JS_IsArray(v.as_raw()) });
+    }
+    let mut v = v.clone();
+    loop {
+        // SAFETY: reads the class of a live value.
+        if unsafe { qjs::JS_IsArray(v.as_raw()) } {
+            return Ok(true);
+        }
+        // SAFETY: as above.
+        if !unsafe { qjs::JS_IsProxy(v.as_raw()) } {
+            return Ok(false);
+        }
+        // SAFETY: a new reference, or an exception (a revoked Proxy).
+        let target = unsafe { qjs::JS_GetProxyTarget(ctx.as_raw().as_ptr(), v.as_raw()) };
+        // SAFETY: reads the tag.
+        if unsafe { qjs::JS_IsException(target) } {
+            return Err(rquickjs::Error::Exception);
+        }
+        // SAFETY: the target's new reference, handed over.
+        v = unsafe { Value::from_raw(ctx.clone(), target) };
+    }
+}
+
+/// QuickJS's class ids (`quickjs.c`): an ordinary object, a `String` object.
+const CLASS_OBJECT: qjs::JSClassID = 1;
+const CLASS_STRING: qjs::JSClassID = 5;
+
+/// The class id of `v` (0 for a value that is not an object).
+fn class_of(v: &Value<'_>) -> qjs::JSClassID {
+    // SAFETY: reads the class of a live value; no reference changes hands.
+    unsafe { qjs::JS_GetClassID(v.as_raw()) }
+}
+
+/// `v` as `JSON.stringify` first makes it: what its `toJSON` method
+/// returns when it has one (called with `key`), else `v`. Asked only of a
+/// value that is not what its field wants.
+fn to_json<'js>(
+    v: &Value<'js>,
+    key: impl FnOnce() -> String,
+    what: &impl Fn() -> String,
+    ctx: &Ctx<'js>,
+) -> Result<Value<'js>, MwError> {
+    if let Some(obj) = v.as_object().filter(|_| !v.is_function()) {
+        let f: Value = obj.get("toJSON").map_err(|e| thrown(ctx, e, &what()))?;
+        if let Some(f) = f.as_function() {
+            return f
+                .call((rquickjs::function::This(v.clone()), key()))
+                .map_err(|e| thrown(ctx, e, &what()));
+        }
+    }
+    Ok(v.clone())
+}
+
+/// `v` where Tyk's decoder wants a Go string (`gostring.rs`, the boa
+/// reader's `go_string`): `None` when it refuses it. Past a plain string,
+/// a `toJSON` method is called with `key`, as `JSON.stringify` calls it,
+/// and a `String` object is unwrapped; a throw is the answer's error.
+fn go_string<'js>(
+    v: &Value<'js>,
+    key: impl FnOnce() -> String,
+    what: impl Fn() -> String,
+    ctx: &Ctx<'js>,
+) -> Result<Option<GoString<String>>, MwError> {
+    if v.is_string() {
+        return string_at(v, what).map(|s| Some(GoString::Text(s)));
+    }
+    let v = to_json(v, key, &what, ctx)?;
+    let kind = if class_of(&v) == CLASS_STRING {
+        let s: Coerced<String> = v.get().map_err(|e| thrown(ctx, e, &what()))?;
+        Kind::Text(s.0)
+    } else if v.is_string() {
+        Kind::Text(string_at(&v, &what)?)
+    } else if v.is_null() || v.as_number().is_some_and(json_null_number) {
+        Kind::Null
+    } else if json_nothing(&v) {
+        Kind::Left
+    } else {
+        Kind::Refused
+    };
+    Ok(kind.go())
+}
+
 fn opt_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, MwError> {
-    if nothing(&v) {
+    if json_nothing(&v) {
         return Ok(None);
     }
     match v.as_object() {
@@ -539,19 +638,39 @@ fn strings<'js>(
     head: &mut HeadText,
     ctx: &Ctx<'js>,
 ) -> Result<Vec<String>, MwError> {
-    if nothing(&v) {
+    let Some(mut obj) = opt_object(v.clone(), field)? else {
         return Ok(Vec::new());
+    };
+    if !is_array_like(ctx, &v).map_err(|e| thrown(ctx, e, field))? {
+        // Not a list: what `JSON.stringify` makes of it (the boa reader's
+        // rule, `crate::js::request::strings`).
+        let made = to_json(&v, String::new, &|| field.to_string(), ctx)?;
+        if json_nothing(&made) {
+            return Ok(Vec::new());
+        }
+        if !is_array_like(ctx, &made).map_err(|e| thrown(ctx, e, field))? {
+            return Err(shape(field, "an array", &v));
+        }
+        obj = made.into_object().expect("an array is an object");
     }
-    let Some(obj) = opt_object(v.clone(), field)? else {
-        return Ok(Vec::new());
+    // An Array, or a Proxy of one (its traps run, as `JSON.stringify`'s).
+    let len = match obj.as_array() {
+        Some(arr) => arr.len(),
+        None => {
+            let n: Coerced<f64> = obj.get("length").map_err(|e| thrown(ctx, e, field))?;
+            n.0.clamp(0.0, u32::MAX as f64) as usize
+        }
     };
-    let Some(arr) = obj.into_array() else {
-        return Err(shape(field, "an array", &v));
-    };
-    (0..arr.len())
+    (0..len)
         .map(|i| {
-            let item: Value = arr.get(i).map_err(|e| thrown(ctx, e, field))?;
-            let s = string_at(&item, || format!("{field}[{i}]"))?;
+            let item: Value = obj.get(i as u32).map_err(|e| thrown(ctx, e, field))?;
+            let what = || format!("{field}[{i}]");
+            let s = match go_string(&item, || i.to_string(), what, ctx)? {
+                Some(GoString::Text(s)) => s,
+                // `null` in the array: `""` to Go.
+                Some(GoString::Left | GoString::Empty) => String::new(),
+                None => return Err(shape(&what(), "a string", &item)),
+            };
             head.take(field, s.len())?;
             Ok(s)
         })
@@ -569,14 +688,19 @@ fn string_map<'js>(
     let Some(obj) = map_object(v, field)? else {
         return Ok(Vec::new());
     };
-    entries(&obj, field, ctx)?
-        .into_iter()
-        .map(|(k, v)| {
-            let s = string_at(&v, || format!("{field}[{k:?}]"))?;
-            head.pair(field, k.len(), s.len())?;
-            Ok((k, s))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (k, v) in entries(&obj, field, ctx)? {
+        let what = || format!("{field}[{k:?}]");
+        let s = match go_string(&v, || k.clone(), what, ctx)? {
+            Some(GoString::Text(s)) => s,
+            Some(GoString::Empty) => String::new(),
+            Some(GoString::Left) => continue,
+            None => return Err(shape(&what(), "a string", &v)),
+        };
+        head.pair(field, k.len(), s.len())?;
+        out.push((k, s));
+    }
+    Ok(out)
 }
 
 /// `SetHeaders` read straight into header names and values: the same
@@ -614,11 +738,33 @@ fn header_map<'js>(
             continue;
         }
         let Some(s) = value.as_string() else {
-            wrong = Some(shape(
-                &format!("{field}[{:?}]", table.text(atom)),
-                "a string",
-                &value,
-            ));
+            // Not a string: what Tyk's transport makes of it, if anything.
+            let what = || format!("{field}[{:?}]", table.text(atom));
+            let text = match go_string(&value, || table.text(atom), what, ctx)? {
+                Some(GoString::Text(s)) => s,
+                Some(GoString::Empty) => String::new(),
+                Some(GoString::Left) => continue,
+                None => {
+                    wrong = Some(shape(&what(), "a string", &value));
+                    continue;
+                }
+            };
+            if invalid.is_some() {
+                continue;
+            }
+            let name = keys
+                .header_name(ctx, atom)
+                .map_err(|e| thrown(ctx, e, field))?;
+            head.pair(
+                field,
+                name.as_ref().map_or(0, |n| n.as_str().len()),
+                text.len(),
+            )?;
+            match (name, HeaderValue::from_str(&text)) {
+                (Some(n), Ok(v)) => out.push((n, v)),
+                (None, _) => invalid = Some(bad_header_name(field, &table.text(atom))),
+                (Some(_), Err(_)) => invalid = Some(bad_header_value(field, &table.text(atom))),
+            }
             continue;
         };
         // A bad name or value is reported when the headers apply; a wrong
@@ -656,10 +802,11 @@ fn header_map<'js>(
 /// borrowed value: `true` for an object to read, `false` for null or
 /// undefined (nothing to apply), an error for an array or anything else.
 fn is_map(v: &Value<'_>, field: &str) -> Result<bool, MwError> {
-    if nothing(v) {
+    if json_nothing(v) {
         return Ok(false);
     }
-    if v.is_array() {
+    // A Proxy of an array is an array to `JSON.stringify`.
+    if is_array_like(v.ctx(), v).map_err(|e| thrown(v.ctx(), e, field))? {
         return Err(crate::js::request::not_a_map(field));
     }
     if is_object(v) {
@@ -743,13 +890,6 @@ fn read<'js>(
             extended_params: present(get(&r, Key::ExtendedParams)?),
         },
     };
-    let mut answer = answer;
-    // A ReturnOverrides whose ResponseCode is 0: nothing to answer with.
-    if let Some(o) = &answer.overrides {
-        if is_object(o) && get(o, Key::ResponseCode)?.as_number() == Some(0.0) {
-            answer.overrides = None;
-        }
-    }
     if let Err(e) = check_session(ctx, keys, ret)? {
         return Ok(Err(e));
     }
@@ -821,8 +961,9 @@ fn check_session<'js>(
     let empty_meta = match &meta {
         None => true,
         Some(m) => {
-            is_object(m)
-                && !m.is_array()
+            // An ordinary object (a `Date` has no own keys either, but
+            // `JSON.stringify` makes it a string, which Tyk cannot decode).
+            class_of(m) == CLASS_OBJECT
                 && super::keys::no_own_keys(ctx, m).map_err(|e| failure(ctx, e))?
         }
     };
@@ -893,12 +1034,13 @@ fn plan_read<'js, R: Seen + ?Sized>(
     req: &R,
 ) -> Result<Planned, MwError> {
     let mut head = HeadText::new();
-    if let Some(answer) = a
+    // An override answers, but only once the edits below are read: Tyk
+    // decodes the whole answer before it uses any of it, so an edit Go's
+    // decoder refuses fails the request all the same (a header that is
+    // valid JSON but not a valid header does not: it is never applied).
+    let forced = a
         .overrides
-        .map_or(Ok(None), |o| overrides(o, req.headers(), &mut head, ctx))?
-    {
-        return Ok(Planned::Answer(answer));
-    }
+        .map_or(Ok(None), |o| overrides(o, req.headers(), &mut head, ctx))?;
     let mut body = None;
     // `false` as the request object holds it needs no conversion.
     let ignore_body = match a.ignore_body.as_bool() {
@@ -919,10 +1061,12 @@ fn plan_read<'js, R: Seen + ?Sized>(
             .map_err(|e| thrown(ctx, e, REQUEST_BODY.name))?;
         body = Some(body_text(ctx, &text.0, REQUEST_BODY)?);
     }
-    let url = if a.url != sent.url {
-        Some(string(&a.url, "Request.URL")?)
-    } else {
+    let url = if a.url == sent.url || forced.is_some() && json_nothing(&a.url) {
+        // Under an override, left out or `null` is Go's "" (never applied,
+        // so never refused).
         None
+    } else {
+        Some(string(&a.url, "Request.URL")?)
     };
     let head = &mut head;
     let delete_headers = a.delete_headers.map_or(Ok(Vec::new()), |v| {
@@ -944,10 +1088,18 @@ fn plan_read<'js, R: Seen + ?Sized>(
         .map_or(Ok(None), |v| map_object(v, field))?
     {
         for (k, v) in entries(&obj, field, ctx)? {
+            // A value JSON leaves out or makes `null` is a nil list to
+            // Go: nothing to add.
+            if json_nothing(&v) {
+                continue;
+            }
             head.take(field, k.len())?;
             let vals = strings(v, &format!("{field}[{k:?}]"), head, ctx)?;
             extended_params.push((k, vals));
         }
+    }
+    if let Some(answer) = forced {
+        return Ok(Planned::Answer(answer));
     }
     Ok(Planned::Edits(Edits {
         body,
@@ -998,15 +1150,17 @@ fn overrides<'js>(
         return Ok(None);
     };
     let code = get(&ro, "ResponseCode", ctx)?;
+    // Without a code nothing answers, but the other fields are read all
+    // the same: Go decodes them, and refuses a wrong one.
     let code = match code.as_number() {
-        Some(0.0) => return Ok(None),
-        Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => n as u16,
+        _ if json_nothing(&code) => None,
+        Some(0.0) => None,
+        Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => Some(n as u16),
         Some(n) => {
             return Err(MwError::bad_answer(format!(
                 "{field}.ResponseCode {n} is not an HTTP status"
             )))
         }
-        None if nothing(&code) => return Ok(None),
         None => return Err(shape(&format!("{field}.ResponseCode"), "a number", &code)),
     };
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
@@ -1016,16 +1170,26 @@ fn overrides<'js>(
         .map_err(|e| thrown(ctx, e, "OverrideError"))?;
     let text = |key: &str, field: BodyField| -> Result<String, MwError> {
         let v = get(&ro, key, ctx)?;
-        match v.as_string() {
-            Some(s) => body_text(ctx, s, field),
-            None if nothing(&v) => Ok(String::new()),
+        if let Some(s) = v.as_string() {
+            return body_text(ctx, s, field);
+        }
+        match go_string(&v, || key.to_string(), || field.name.to_string(), ctx)? {
+            Some(GoString::Text(s)) => field.check(s.len()).map(|()| s),
+            Some(GoString::Left | GoString::Empty) => Ok(String::new()),
             None => Err(shape(field.name, "a string", &v)),
         }
     };
+    let (error, body) = (
+        text("ResponseError", OVERRIDE_ERROR)?,
+        text("ResponseBody", OVERRIDE_BODY)?,
+    );
+    let Some(code) = code else {
+        return Ok(None);
+    };
     Overrides {
         code,
-        error: text("ResponseError", OVERRIDE_ERROR)?,
-        body: text("ResponseBody", OVERRIDE_BODY)?,
+        error,
+        body,
         headers,
         override_error: override_error.0,
     }

@@ -16,7 +16,6 @@ use super::request::Table;
 pub(crate) enum Key {
     Request,
     ReturnOverrides,
-    ResponseCode,
     IgnoreBody,
     Body,
     Url,
@@ -31,10 +30,9 @@ pub(crate) enum Key {
 }
 
 /// Each [`Key`]'s JS name, in the enum's order.
-const NAMES: [&str; 14] = [
+const NAMES: [&str; 13] = [
     "Request",
     "ReturnOverrides",
-    "ResponseCode",
     "IgnoreBody",
     "Body",
     "URL",

@@ -18,7 +18,9 @@ use crate::heap::uncounted;
 use crate::intern::{BadPair, HeaderCache};
 use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY};
 use crate::js::forced::Overrides;
+use crate::js::gostring::{json_null_number, GoString, Kind};
 use crate::js::headtext::HeadText;
+use crate::js::json::is_array_like;
 use crate::js::text;
 use crate::middleware::{Flow, MwError, MwRequest, ReqMut};
 
@@ -100,9 +102,20 @@ pub(crate) fn plain_object(v: &JsValue) -> Option<JsObject> {
     v.as_object().filter(|o| !o.is_callable())
 }
 
+/// A value Tyk's transport makes nothing of where it decodes a map, a
+/// list or a struct: `undefined`, a function or a Symbol (which
+/// `JSON.stringify` leaves out), `null`, `NaN` or `±Infinity` (JSON
+/// `null`, which Go decodes as no change).
+pub(crate) fn json_nothing(v: &JsValue) -> bool {
+    v.is_null_or_undefined()
+        || v.is_symbol()
+        || v.as_object().is_some_and(|o| o.is_callable())
+        || v.as_number().is_some_and(json_null_number)
+}
+
 pub(crate) fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
     match v {
-        v if v.is_null_or_undefined() => Ok(None),
+        v if json_nothing(v) => Ok(None),
         v => plain_object(v)
             .map(Some)
             .ok_or_else(|| shape(field, "an object", v)),
@@ -112,10 +125,17 @@ pub(crate) fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, M
 /// A field Tyk decodes into a Go map (`SetHeaders`, `AddParams`,
 /// `ExtendedParams`, `ResponseHeaders`): an object, never an array, which
 /// Go's decoder refuses for a map (the request fails, 500).
-pub(crate) fn map_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
+pub(crate) fn map_object(
+    v: &JsValue,
+    field: &str,
+    ctx: &mut Context,
+) -> Result<Option<JsObject>, MwError> {
     let obj = opt_object(v, field)?;
-    if obj.as_ref().is_some_and(JsObject::is_array) {
-        return Err(not_a_map(field));
+    if let Some(o) = &obj {
+        // A Proxy of an array is an array to `JSON.stringify`.
+        if is_array_like(o, ctx).map_err(|e| threw(field, &e))? {
+            return Err(not_a_map(field));
+        }
     }
     Ok(obj)
 }
@@ -127,7 +147,8 @@ pub(crate) fn not_a_map(field: &str) -> MwError {
     ))
 }
 
-/// Own enumerable-or-not string keys of `obj`, with their values.
+/// Own enumerable string keys of `obj`, with their values: what
+/// `JSON.stringify`, and so Tyk's decoder, would see.
 fn entries(
     obj: &JsObject,
     field: &str,
@@ -140,12 +161,23 @@ fn entries(
 }
 
 /// [`entries`], the keys as boa holds them (an index key as its digits).
+/// An ordinary object answers from its property table, each key looked up
+/// once for both its enumerability and its value; any other (a Proxy, an
+/// array) lists its keys through `Object.keys`, whose traps run as
+/// `JSON.stringify`'s would. A non-enumerable key (a RegExp's
+/// `lastIndex`, a property defined with `enumerable: false`) is not part
+/// of the answer Tyk decodes.
 fn own_entries(
     obj: &JsObject,
     field: &str,
     ctx: &mut Context,
 ) -> Result<Vec<(JsString, JsValue)>, MwError> {
-    let keys = obj.own_property_keys(ctx).map_err(|e| threw(field, &e))?;
+    let ordinary = obj.is_ordinary();
+    let keys = if ordinary {
+        obj.own_property_keys(ctx).map_err(|e| threw(field, &e))?
+    } else {
+        listed_keys(obj, field, ctx)?
+    };
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let name = match &key {
@@ -153,7 +185,18 @@ fn own_entries(
             PropertyKey::Index(i) => JsString::from(i.get().to_string()),
             PropertyKey::Symbol(_) => continue,
         };
-        let v = match own_data(obj, &key) {
+        let data = if ordinary {
+            let o = obj.borrow();
+            match o.properties().get(&key) {
+                Some(d) if d.enumerable() == Some(true) => {
+                    d.is_data_descriptor().then(|| d.expect_value().clone())
+                }
+                _ => continue,
+            }
+        } else {
+            None
+        };
+        let v = match data {
             Some(v) => v,
             None => obj
                 .get(key, ctx)
@@ -164,6 +207,84 @@ fn own_entries(
     Ok(out)
 }
 
+/// An exotic object's own enumerable string keys, by `Object.keys` (the
+/// spec's `EnumerableOwnProperties`, as `JSON.stringify` lists them).
+fn listed_keys(
+    obj: &JsObject,
+    field: &str,
+    ctx: &mut Context,
+) -> Result<Vec<PropertyKey>, MwError> {
+    let listed = OrdinaryObject::keys(&JsValue::undefined(), &[obj.clone().into()], ctx)
+        .map_err(|e| threw(field, &e))?;
+    let listed = listed
+        .as_object()
+        .and_then(|a| JsArray::from_object(a).ok())
+        .ok_or_else(|| MwError::internal(format!("JS host: {field}: Object.keys gave no array")))?;
+    let len = listed.length(ctx).map_err(|e| threw(field, &e))?;
+    (0..len)
+        .map(|i| {
+            let k = listed.get(i, ctx).map_err(|e| threw(field, &e))?;
+            k.as_string()
+                .map(|s| PropertyKey::from(s.clone()))
+                .ok_or_else(|| {
+                    MwError::internal(format!("JS host: {field}: a key that is not a string"))
+                })
+        })
+        .collect()
+}
+
+/// `v` as `JSON.stringify` first makes it: what its `toJSON` method
+/// returns when it has one (called with `key`), else `v`. Asked only of a
+/// value that is not what its field wants, so the usual answer pays
+/// nothing for it.
+fn to_json(
+    v: &JsValue,
+    key: impl FnOnce() -> JsString,
+    what: &impl Fn() -> String,
+    ctx: &mut Context,
+) -> Result<JsValue, MwError> {
+    if let Some(obj) = plain_object(v) {
+        let f = obj
+            .get(js_string!("toJSON"), ctx)
+            .map_err(|e| threw(what(), &e))?;
+        if let Some(f) = f.as_callable() {
+            return f
+                .call(v, &[key().into()], ctx)
+                .map_err(|e| threw(what(), &e));
+        }
+    }
+    Ok(v.clone())
+}
+
+/// `v` where Tyk's decoder wants a Go string (`gostring.rs`): `None` when
+/// it refuses it. Past a plain string, a `toJSON` method is called with
+/// `key` (the entry's name, or its index as text), as `JSON.stringify`
+/// calls it, and a `String` object is unwrapped; a throw is the answer's
+/// error.
+pub(crate) fn go_string(
+    v: &JsValue,
+    key: impl FnOnce() -> JsString,
+    what: impl Fn() -> String,
+    ctx: &mut Context,
+) -> Result<Option<GoString<JsString>>, MwError> {
+    if let Some(s) = v.as_string() {
+        return Ok(Some(GoString::Text(s)));
+    }
+    let v = to_json(v, key, &what, ctx)?;
+    let boxed = v
+        .as_object()
+        .and_then(|o| o.downcast_ref::<JsString>().map(|s| s.clone()));
+    let kind = match (&v, boxed) {
+        (_, Some(s)) => Kind::Text(s),
+        (v, None) if v.is_string() => Kind::Text(v.as_string().expect("a string")),
+        (v, None) if v.is_null() => Kind::Null,
+        (v, None) if json_nothing(v) && !v.is_number() => Kind::Left,
+        (v, None) if v.as_number().is_some_and(json_null_number) => Kind::Null,
+        _ => Kind::Refused,
+    };
+    Ok(kind.go())
+}
+
 /// Strings of an array-like (`DeleteHeaders`, `DeleteParams`, ...), each
 /// taken from the answer's `head` text before it is copied.
 pub(crate) fn strings(
@@ -172,22 +293,39 @@ pub(crate) fn strings(
     head: &mut HeadText,
     ctx: &mut Context,
 ) -> Result<Vec<String>, MwError> {
-    let Some(obj) = opt_object(v, field)? else {
+    let Some(mut obj) = opt_object(v, field)? else {
         return Ok(Vec::new());
     };
-    if !obj.is_array() {
-        return Err(shape(field, "an array", v));
+    if !is_array_like(&obj, ctx).map_err(|e| threw(field, &e))? {
+        // Not a list: what `JSON.stringify` makes of it (a `toJSON`
+        // answering `null` is a nil list to Go, one answering a list is
+        // that list). The key it is handed is "".
+        let made = to_json(v, || js_string!(), &|| field.to_string(), ctx)?;
+        if json_nothing(&made) {
+            return Ok(Vec::new());
+        }
+        match made.as_object() {
+            Some(o) if is_array_like(&o, ctx).map_err(|e| threw(field, &e))? => obj = o,
+            _ => return Err(shape(field, "an array", v)),
+        }
     }
-    let arr = JsArray::from_object(obj).map_err(|e| threw(field, &e))?;
-    let len = arr.length(ctx).map_err(|e| threw(field, &e))?;
+    // An Array, or a Proxy of one (its traps run, as `JSON.stringify`'s).
+    let len = obj
+        .get(js_string!("length"), ctx)
+        .and_then(|n| n.to_length(ctx))
+        .map_err(|e| threw(field, &e))?;
     (0..len)
         .map(|i| {
-            let item = arr
+            let item = obj
                 .get(i, ctx)
                 .map_err(|e| threw(format_args!("{field}[{i}]"), &e))?;
-            let s = item
-                .as_string()
-                .ok_or_else(|| shape(&format!("{field}[{i}]"), "a string", &item))?;
+            let what = || format!("{field}[{i}]");
+            let s = match go_string(&item, || JsString::from(i.to_string()), what, ctx)? {
+                Some(GoString::Text(s)) => s,
+                // `null` in the array: `""` to Go.
+                Some(GoString::Left | GoString::Empty) => js_string!(),
+                None => return Err(shape(&what(), "a string", &item)),
+            };
             head.take(field, s.len())?;
             Ok(text::lossy(&s))
         })
@@ -260,19 +398,22 @@ pub(crate) fn string_map(
     head: &mut HeadText,
     ctx: &mut Context,
 ) -> Result<Vec<(String, String)>, MwError> {
-    let Some(obj) = map_object(v, field)? else {
+    let Some(obj) = map_object(v, field, ctx)? else {
         return Ok(Vec::new());
     };
-    entries(&obj, field, ctx)?
-        .into_iter()
-        .map(|(k, v)| match v.as_string() {
-            Some(s) => {
-                head.pair(field, k.len(), s.len())?;
-                Ok((k, text::lossy(&s)))
-            }
-            None => Err(shape(&format!("{field}[{k:?}]"), "a string", &v)),
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (k, v) in own_entries(&obj, field, ctx)? {
+        let what = || format!("{field}[{:?}]", text::lossy(&k));
+        let s = match go_string(&v, || k.clone(), what, ctx)? {
+            Some(GoString::Text(s)) => s,
+            Some(GoString::Empty) => js_string!(),
+            Some(GoString::Left) => continue,
+            None => return Err(shape(&what(), "a string", &v)),
+        };
+        head.pair(field, k.len(), s.len())?;
+        out.push((text::lossy(&k), text::lossy(&s)));
+    }
+    Ok(out)
 }
 
 /// Applies the script's answer `ret` to `req`, following Tyk's
@@ -290,8 +431,9 @@ pub(crate) fn apply(
     let format = ErrorFormat::of(&req.headers);
     let mut head = HeadText::new();
     let ro = answer.field(Lazy::ReturnOverrides, ctx)?;
-    if let Some(answer) = overrides(&ro, format, &mut head, ctx)? {
-        return Ok(answer);
+    if let Some(forced) = overrides(&ro, format, &mut head, ctx)? {
+        answer.check_edits(&mut head, ctx)?;
+        return Ok(forced);
     }
     answer.apply_body(req, ctx)?;
     answer.apply_url(req, ctx)?;
@@ -349,6 +491,33 @@ impl<'a> Answer<'a> {
             }
         }
         get(&self.r, f.key(), ctx)
+    }
+
+    /// What Go's decoder refuses in the edits when an override answers
+    /// (Tyk decodes the whole answer before it uses any of it): each field
+    /// read and its types checked as the phases below read them, nothing
+    /// applied. `Body` is made a string as Tyk's `b64enc` makes it (unless
+    /// `IgnoreBody`, as the QuickJS reader does).
+    fn check_edits(&self, head: &mut HeadText, ctx: &mut Context) -> Result<(), MwError> {
+        let body = get(&self.r, js_string!("Body"), ctx)?;
+        let ignored = get(&self.r, js_string!("IgnoreBody"), ctx)?.to_boolean();
+        if !ignored && !body.is_string() {
+            body.to_string(ctx).map_err(|e| threw("Request.Body", &e))?;
+        }
+        // Left out or `null` is Go's "" (never applied, so never refused).
+        let url = get(&self.r, js_string!("URL"), ctx)?;
+        if !url.is_string() && !json_nothing(&url) {
+            return Err(shape("Request.URL", "a string", &url));
+        }
+        let deletes = self.field(Lazy::DeleteHeaders, ctx)?;
+        strings(&deletes, "Request.DeleteHeaders", head, ctx)?;
+        let sets = self.field(Lazy::SetHeaders, ctx)?;
+        string_map(&sets, "Request.SetHeaders", head, ctx)?;
+        let deletes = self.field(Lazy::DeleteParams, ctx)?;
+        strings(&deletes, "Request.DeleteParams", head, ctx)?;
+        let adds = self.field(Lazy::AddParams, ctx)?;
+        string_map(&adds, "Request.AddParams", head, ctx)?;
+        extended_params(&self.field(Lazy::ExtendedParams, ctx)?, head, ctx).map(drop)
     }
 
     /// Phase 2: `Body`, unless `IgnoreBody`. Any value, as Tyk's
@@ -410,25 +579,37 @@ impl<'a> Answer<'a> {
             }
         }
         let field = "Request.SetHeaders";
-        let Some(sets) = map_object(&self.field(Lazy::SetHeaders, ctx)?, field)? else {
+        let Some(sets) = map_object(&self.field(Lazy::SetHeaders, ctx)?, field, ctx)? else {
             return Ok(());
         };
-        let sets = own_entries(&sets, field, ctx)?;
-        for (k, v) in &sets {
-            let Some(s) = v.as_string() else {
-                return Err(shape(
-                    &format!("{field}[{:?}]", text::lossy(k)),
-                    "a string",
-                    v,
-                ));
+        let mut sets = own_entries(&sets, field, ctx)?;
+        let mut kept = 0;
+        for i in 0..sets.len() {
+            let (k, v) = &sets[i];
+            let s = if let Some(s) = v.as_string() {
+                s
+            } else {
+                let what = || format!("{field}[{:?}]", text::lossy(k));
+                match go_string(v, || k.clone(), what, ctx)? {
+                    Some(GoString::Text(s)) => s,
+                    Some(GoString::Empty) => js_string!(),
+                    Some(GoString::Left) => continue,
+                    None => return Err(shape(&what(), "a string", v)),
+                }
             };
             head.pair(field, k.len(), s.len())?;
+            // Only an entry left out, or a value made a string, moves.
+            if kept != i || !sets[i].1.is_string() {
+                sets[kept] = (sets[i].0.clone(), s.into());
+            }
+            kept += 1;
         }
+        sets.truncate(kept);
         // The cache's work and what goes into `req` are the host's
         // (`heap.rs`).
         uncounted(|| {
             for (k, v) in &sets {
-                let v = v.as_string().expect("checked above");
+                let v = v.as_string().expect("made a string above");
                 let (n, v) = set_header(cache, k, &v, field)?;
                 put_header(&mut req.headers, n, v, field)?;
             }
@@ -554,11 +735,14 @@ fn extended_params(
     ctx: &mut Context,
 ) -> Result<Vec<(String, Vec<String>)>, MwError> {
     let field = "Request.ExtendedParams";
-    let Some(obj) = map_object(v, field)? else {
+    let Some(obj) = map_object(v, field, ctx)? else {
         return Ok(Vec::new());
     };
     entries(&obj, field, ctx)?
         .into_iter()
+        // A value JSON leaves out or makes `null` is a nil list to Go:
+        // nothing to add.
+        .filter(|(_, v)| !json_nothing(v))
         .map(|(k, v)| {
             head.take(field, k.len())?;
             let vals = strings(&v, &format!("{field}[{k:?}]"), head, ctx)?;
@@ -580,16 +764,18 @@ fn overrides(
         return Ok(None);
     };
     let code = get(&ro, js_string!("ResponseCode"), ctx)?;
+    // Without a code nothing answers, but the other fields are read all
+    // the same: Go decodes them, and refuses a wrong one.
     let code = match code.as_number() {
-        Some(0.0) => return Ok(None),
-        Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => n as u16,
+        _ if json_nothing(&code) => None,
+        Some(0.0) => None,
+        Some(n) if n.fract() == 0.0 && (100.0..=999.0).contains(&n) => Some(n as u16),
         Some(_) => {
             return Err(MwError::bad_answer(format!(
                 "{field}.ResponseCode {} is not an HTTP status",
                 code.display()
             )))
         }
-        None if code.is_null_or_undefined() => return Ok(None),
         None => {
             return Err(shape(
                 "Request.ReturnOverrides.ResponseCode",
@@ -606,15 +792,18 @@ fn overrides(
     )?;
     let override_error = get(&ro, js_string!("OverrideError"), ctx)?.to_boolean();
     let mut text = |key: JsString, field: BodyField| -> Result<String, MwError> {
-        let v = get(&ro, key, ctx)?;
-        match v.as_string() {
-            Some(s) => text::body(&s, field),
-            None if v.is_null_or_undefined() => Ok(String::new()),
+        let v = get(&ro, key.clone(), ctx)?;
+        match go_string(&v, || key, || field.name.to_string(), ctx)? {
+            Some(GoString::Text(s)) => text::body(&s, field),
+            Some(GoString::Left | GoString::Empty) => Ok(String::new()),
             None => Err(shape(field.name, "a string", &v)),
         }
     };
     let error = text(js_string!("ResponseError"), OVERRIDE_ERROR)?;
     let body = text(js_string!("ResponseBody"), OVERRIDE_BODY)?;
+    let Some(code) = code else {
+        return Ok(None);
+    };
     // The answer leaves with the request (`heap.rs`): the strings above
     // are counted, and freed here; their copies in the answer are not.
     let answer = uncounted(|| {
