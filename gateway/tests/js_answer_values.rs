@@ -185,13 +185,16 @@ fn values_tyk_s_decoder_takes_are_taken_and_the_rest_refused_everywhere() {
         // What Go's decoder refuses fails the request, wherever it is in
         // the answer: a number for a string; an array (a Proxy of one) for
         // a map; an override field with no override code; an edit beside
-        // an override that answers; a Date as SessionMeta (a string).
+        // an override that answers; a Date as SessionMeta (a string); a
+        // number or a string for a boolean.
         for c in [
             "number-header",
             "proxied-map",
             "no-code-bad-header",
             "code-bad-edit",
             "date-meta",
+            "number-ignore-body",
+            "string-override-error",
         ] {
             refused(c);
         }
@@ -205,6 +208,8 @@ fn values_tyk_s_decoder_takes_are_taken_and_the_rest_refused_everywhere() {
         assert_eq!(got.headers["x-d"], "1970-01-01T00:00:00.000Z", "{api}");
         // NaN as the code is JSON null: no override.
         proxied("nan-code");
+        // A null boolean is false: the script's body goes upstream.
+        assert_eq!(&proxied("null-ignore-body").body[..], b"replaced", "{api}");
     }
     gw.stop();
 }

@@ -280,15 +280,14 @@ fn string_map(
         .collect()
 }
 
-/// JS truthiness of a decoded value (the other strategies read `IgnoreBody`
-/// and `OverrideError` so).
-fn truthy(v: Option<&Value>) -> bool {
+/// A field Go decodes into a `bool` (`IgnoreBody`, `OverrideError`): a
+/// boolean, or absent or `null` (`false`); anything else is refused, as
+/// the other strategies refuse it (`crate::js::request::go_bool`).
+fn go_bool(v: Option<&Value>, field: &str) -> Result<bool, MwError> {
     match v {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(_) => true,
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(shape(field, "a boolean", other)),
     }
 }
 
@@ -334,7 +333,7 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
         check_edits(r, &mut head)?;
         return Ok(answer);
     }
-    if !truthy(r.get("IgnoreBody")) {
+    if !go_bool(r.get("IgnoreBody"), "Request.IgnoreBody")? {
         let body = match r.get("Body") {
             Some(Value::String(b)) => STANDARD
                 .decode(b)
@@ -374,6 +373,7 @@ pub(crate) fn apply(answer: &str, req: &mut MwRequest) -> Result<Flow, MwError> 
 /// The edits' types, read as [`apply`] reads them, nothing applied: what
 /// Go's decoder refuses when an override answers.
 fn check_edits(r: &Map<String, Value>, head: &mut HeadText) -> Result<(), MwError> {
+    go_bool(r.get("IgnoreBody"), "Request.IgnoreBody")?;
     // Absent or `null` is Go's "" (never applied, so never refused).
     match r.get("URL") {
         None | Some(Value::Null | Value::String(_)) => {}
@@ -464,6 +464,10 @@ fn overrides(
         text("ResponseError", OVERRIDE_ERROR)?,
         text("ResponseBody", OVERRIDE_BODY)?,
     );
+    let override_error = go_bool(
+        ro.get("OverrideError"),
+        "Request.ReturnOverrides.OverrideError",
+    )?;
     // Without a code nothing answers; the fields were read all the same,
     // as Go decodes them.
     let Some(code) = code else {
@@ -474,7 +478,7 @@ fn overrides(
         error,
         body,
         headers,
-        override_error: truthy(ro.get("OverrideError")),
+        override_error,
     };
     o.respond(format).map(Some)
 }

@@ -112,7 +112,7 @@ fuzzMw.NewProcessRequest(function (request, session, spec) {
             request.URL = pick([undefined, null, 5, "/p/other?k=v", "/p/a?x=1&y=2", "no-slash", "http://host/abs?q=1"]);
         },
         IgnoreBody: function () {
-            request.IgnoreBody = pick([true, false, 0, 1, "", "x", null, undefined]);
+            request.IgnoreBody = chance(0.3) ? value() : pick([true, false, 0, 1, "", "x", null, undefined]);
         },
         ReturnOverrides: function () {
             var ro = request.ReturnOverrides;
@@ -125,7 +125,7 @@ fuzzMw.NewProcessRequest(function (request, session, spec) {
             }
             if (chance(0.5)) ro.ResponseError = value();
             if (chance(0.5)) ro.ResponseBody = value();
-            if (chance(0.3)) ro.OverrideError = pick([true, false, 0, 1, "", "x", null]);
+            if (chance(0.3)) ro.OverrideError = chance(0.3) ? value() : pick([true, false, 0, 1, "", "x", null]);
             ro.ResponseCode = code;
         }
     };

@@ -47,6 +47,14 @@ valuesMw.NewProcessRequest(function (request, session, spec) {
         request.ReturnOverrides.ResponseHeaders = { "X-R": null, "X-S": undefined, "X-D": new Date(0) };
     } else if (c === "nan-code") {
         request.ReturnOverrides.ResponseCode = NaN;
+    } else if (c === "number-ignore-body") {
+        request.IgnoreBody = 1;
+    } else if (c === "null-ignore-body") {
+        request.Body = "replaced";
+        request.IgnoreBody = null;
+    } else if (c === "string-override-error") {
+        request.ReturnOverrides.ResponseCode = 403;
+        request.ReturnOverrides.OverrideError = "yes";
     } else if (c === "date-meta") {
         meta = new Date(0);
     }

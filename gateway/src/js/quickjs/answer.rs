@@ -520,6 +520,17 @@ fn is_array_like<'js>(ctx: &Ctx<'js>, v: &Value<'js>) -> rquickjs::Result<bool> 
     }
 }
 
+/// A field Tyk decodes into a Go `bool` (`IgnoreBody`, `OverrideError`):
+/// a boolean, or nothing (`false`); anything else is refused, as Go's
+/// decoder refuses it (the boa reader's rule, `crate::js::request::go_bool`).
+fn go_bool(v: &Value<'_>, field: &str) -> Result<bool, MwError> {
+    match v.as_bool() {
+        Some(b) => Ok(b),
+        None if json_nothing(v) => Ok(false),
+        None => Err(shape(field, "a boolean", v)),
+    }
+}
+
 /// QuickJS's class ids (`quickjs.c`): an ordinary object, a `String` object.
 const CLASS_OBJECT: qjs::JSClassID = 1;
 const CLASS_STRING: qjs::JSClassID = 5;
@@ -1042,16 +1053,7 @@ fn plan_read<'js, R: Seen + ?Sized>(
         .overrides
         .map_or(Ok(None), |o| overrides(o, req.headers(), &mut head, ctx))?;
     let mut body = None;
-    // `false` as the request object holds it needs no conversion.
-    let ignore_body = match a.ignore_body.as_bool() {
-        Some(b) => b,
-        None => {
-            a.ignore_body
-                .get::<Coerced<bool>>()
-                .map_err(|e| thrown(ctx, e, "IgnoreBody"))?
-                .0
-        }
-    };
+    let ignore_body = go_bool(&a.ignore_body, "Request.IgnoreBody")?;
     if !ignore_body && a.body != sent.body {
         // Any value, as Tyk's `b64enc(Body)` turns it into text (`42`
         // becomes "42").
@@ -1165,9 +1167,10 @@ fn overrides<'js>(
     };
     let hfield = "Request.ReturnOverrides.ResponseHeaders";
     let headers = string_map(get(&ro, "ResponseHeaders", ctx)?, hfield, head, ctx)?;
-    let override_error: Coerced<bool> = ro
-        .get("OverrideError")
-        .map_err(|e| thrown(ctx, e, "OverrideError"))?;
+    let override_error = go_bool(
+        &get(&ro, "OverrideError", ctx)?,
+        "Request.ReturnOverrides.OverrideError",
+    )?;
     let text = |key: &str, field: BodyField| -> Result<String, MwError> {
         let v = get(&ro, key, ctx)?;
         if let Some(s) = v.as_string() {
@@ -1191,7 +1194,7 @@ fn overrides<'js>(
         error,
         body,
         headers,
-        override_error: override_error.0,
+        override_error,
     }
     .respond(ErrorFormat::of(request_headers))
     .map(Some)

@@ -113,6 +113,17 @@ pub(crate) fn json_nothing(v: &JsValue) -> bool {
         || v.as_number().is_some_and(json_null_number)
 }
 
+/// A field Tyk decodes into a Go `bool` (`IgnoreBody`, `OverrideError`):
+/// a boolean, or nothing (`false`); anything else (`1`, `"yes"`) is
+/// refused, as Go's decoder refuses it.
+pub(crate) fn go_bool(v: &JsValue, field: &str) -> Result<bool, MwError> {
+    match v.as_boolean() {
+        Some(b) => Ok(b),
+        None if json_nothing(v) => Ok(false),
+        None => Err(shape(field, "a boolean", v)),
+    }
+}
+
 pub(crate) fn opt_object(v: &JsValue, field: &str) -> Result<Option<JsObject>, MwError> {
     match v {
         v if json_nothing(v) => Ok(None),
@@ -500,7 +511,10 @@ impl<'a> Answer<'a> {
     /// `IgnoreBody`, as the QuickJS reader does).
     fn check_edits(&self, head: &mut HeadText, ctx: &mut Context) -> Result<(), MwError> {
         let body = get(&self.r, js_string!("Body"), ctx)?;
-        let ignored = get(&self.r, js_string!("IgnoreBody"), ctx)?.to_boolean();
+        let ignored = go_bool(
+            &get(&self.r, js_string!("IgnoreBody"), ctx)?,
+            "Request.IgnoreBody",
+        )?;
         if !ignored && !body.is_string() {
             body.to_string(ctx).map_err(|e| threw("Request.Body", &e))?;
         }
@@ -524,7 +538,10 @@ impl<'a> Answer<'a> {
     /// `b64enc(Body)` turns it into text (`42` becomes "42"); only a Symbol
     /// cannot be.
     fn apply_body(&self, req: &mut MwRequest, ctx: &mut Context) -> Result<(), MwError> {
-        if get(&self.r, js_string!("IgnoreBody"), ctx)?.to_boolean() {
+        if go_bool(
+            &get(&self.r, js_string!("IgnoreBody"), ctx)?,
+            "Request.IgnoreBody",
+        )? {
             return Ok(());
         }
         let body = get(&self.r, js_string!("Body"), ctx)?;
@@ -790,7 +807,10 @@ fn overrides(
         head,
         ctx,
     )?;
-    let override_error = get(&ro, js_string!("OverrideError"), ctx)?.to_boolean();
+    let override_error = go_bool(
+        &get(&ro, js_string!("OverrideError"), ctx)?,
+        "Request.ReturnOverrides.OverrideError",
+    )?;
     let mut text = |key: JsString, field: BodyField| -> Result<String, MwError> {
         let v = get(&ro, key.clone(), ctx)?;
         match go_string(&v, || key, || field.name.to_string(), ctx)? {
