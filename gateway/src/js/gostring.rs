@@ -26,7 +26,8 @@
 //! `SetHeaders` itself) is not called, where Tyk's `JSON.stringify` would
 //! call it.
 
-/// What Tyk's decoder gets for one value.
+/// What Tyk's decoder gets for one value (each engine's `go_string`
+/// answers `None` for a value it refuses).
 pub(crate) enum GoString<S> {
     /// Left out of an object: no entry; `null` (so `""`) in an array.
     Left,
@@ -34,31 +35,6 @@ pub(crate) enum GoString<S> {
     Empty,
     /// A string.
     Text(S),
-}
-
-/// What a value is, for [`GoString`]'s rules, once a `toJSON` has been
-/// called and a `String` object unwrapped: the engine classifies, the
-/// rules decide.
-pub(crate) enum Kind<S> {
-    /// `undefined`, a function, a Symbol.
-    Left,
-    /// `null`, `NaN`, `±Infinity`.
-    Null,
-    Text(S),
-    /// Anything Go's decoder refuses for a string.
-    Refused,
-}
-
-impl<S> Kind<S> {
-    /// The rule: `None` when Go's decoder refuses the value.
-    pub(crate) fn go(self) -> Option<GoString<S>> {
-        match self {
-            Kind::Left => Some(GoString::Left),
-            Kind::Null => Some(GoString::Empty),
-            Kind::Text(s) => Some(GoString::Text(s)),
-            Kind::Refused => None,
-        }
-    }
 }
 
 /// A number JSON writes as `null`.

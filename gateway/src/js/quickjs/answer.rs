@@ -10,7 +10,7 @@
 use crate::error::ErrorFormat;
 use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY, RESPONSE_BODY};
 use crate::js::forced::Overrides;
-use crate::js::gostring::{json_null_number, GoString, Kind};
+use crate::js::gostring::{json_null_number, GoString};
 use crate::js::headtext::HeadText;
 use crate::js::request::{bad_header_name, bad_header_value, edit_query, set_url};
 use bytes::Bytes;
@@ -575,19 +575,19 @@ fn go_string<'js>(
         return string_at(v, what).map(|s| Some(GoString::Text(s)));
     }
     let v = to_json(v, key, &what, ctx)?;
-    let kind = if class_of(&v) == CLASS_STRING {
+    Ok(if class_of(&v) == CLASS_STRING {
+        // A String object is its string.
         let s: Coerced<String> = v.get().map_err(|e| thrown(ctx, e, &what()))?;
-        Kind::Text(s.0)
+        Some(GoString::Text(s.0))
     } else if v.is_string() {
-        Kind::Text(string_at(&v, &what)?)
+        Some(GoString::Text(string_at(&v, &what)?))
     } else if v.is_null() || v.as_number().is_some_and(json_null_number) {
-        Kind::Null
+        Some(GoString::Empty)
     } else if json_nothing(&v) {
-        Kind::Left
+        Some(GoString::Left)
     } else {
-        Kind::Refused
-    };
-    Ok(kind.go())
+        None
+    })
 }
 
 fn opt_object<'js>(v: Value<'js>, field: &str) -> Result<Option<Object<'js>>, MwError> {
@@ -748,44 +748,31 @@ fn header_map<'js>(
         if wrong.is_some() {
             continue;
         }
-        let Some(s) = value.as_string() else {
+        let parsed = match value.as_string() {
+            // A bad name or value is reported when the headers apply; a
+            // wrong value after it still wins, as the answer's shape.
+            Some(_) if invalid.is_some() => continue,
+            Some(s) => keys
+                .header_value(ctx, s)
+                .map_err(|e| thrown(ctx, e, field))?,
             // Not a string: what Tyk's transport makes of it, if anything.
-            let what = || format!("{field}[{:?}]", table.text(atom));
-            let text = match go_string(&value, || table.text(atom), what, ctx)? {
-                Some(GoString::Text(s)) => s,
-                Some(GoString::Empty) => String::new(),
-                Some(GoString::Left) => continue,
-                None => {
-                    wrong = Some(shape(&what(), "a string", &value));
+            None => {
+                let what = || format!("{field}[{:?}]", table.text(atom));
+                let text = match go_string(&value, || table.text(atom), what, ctx)? {
+                    Some(GoString::Text(s)) => s,
+                    Some(GoString::Empty) => String::new(),
+                    Some(GoString::Left) => continue,
+                    None => {
+                        wrong = Some(shape(&what(), "a string", &value));
+                        continue;
+                    }
+                };
+                if invalid.is_some() {
                     continue;
                 }
-            };
-            if invalid.is_some() {
-                continue;
+                HeaderValue::from_str(&text).map_err(drop)
             }
-            let name = keys
-                .header_name(ctx, atom)
-                .map_err(|e| thrown(ctx, e, field))?;
-            head.pair(
-                field,
-                name.as_ref().map_or(0, |n| n.as_str().len()),
-                text.len(),
-            )?;
-            match (name, HeaderValue::from_str(&text)) {
-                (Some(n), Ok(v)) => out.push((n, v)),
-                (None, _) => invalid = Some(bad_header_name(field, &table.text(atom))),
-                (Some(_), Err(_)) => invalid = Some(bad_header_value(field, &table.text(atom))),
-            }
-            continue;
         };
-        // A bad name or value is reported when the headers apply; a wrong
-        // value after it still wins, as the answer's shape.
-        if invalid.is_some() {
-            continue;
-        }
-        let parsed = keys
-            .header_value(ctx, s)
-            .map_err(|e| thrown(ctx, e, field))?;
         let name = keys
             .header_name(ctx, atom)
             .map_err(|e| thrown(ctx, e, field))?;

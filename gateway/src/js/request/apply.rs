@@ -18,7 +18,7 @@ use crate::heap::uncounted;
 use crate::intern::{BadPair, HeaderCache};
 use crate::js::bodies::{BodyField, OVERRIDE_BODY, OVERRIDE_ERROR, REQUEST_BODY};
 use crate::js::forced::Overrides;
-use crate::js::gostring::{json_null_number, GoString, Kind};
+use crate::js::gostring::{json_null_number, GoString};
 use crate::js::headtext::HeadText;
 use crate::js::json::is_array_like;
 use crate::js::text;
@@ -282,18 +282,19 @@ pub(crate) fn go_string(
         return Ok(Some(GoString::Text(s)));
     }
     let v = to_json(v, key, &what, ctx)?;
+    // A String object is its string.
     let boxed = v
         .as_object()
         .and_then(|o| o.downcast_ref::<JsString>().map(|s| s.clone()));
-    let kind = match (&v, boxed) {
-        (_, Some(s)) => Kind::Text(s),
-        (v, None) if v.is_string() => Kind::Text(v.as_string().expect("a string")),
-        (v, None) if v.is_null() => Kind::Null,
-        (v, None) if json_nothing(v) && !v.is_number() => Kind::Left,
-        (v, None) if v.as_number().is_some_and(json_null_number) => Kind::Null,
-        _ => Kind::Refused,
-    };
-    Ok(kind.go())
+    Ok(if let Some(s) = boxed.or_else(|| v.as_string()) {
+        Some(GoString::Text(s))
+    } else if v.is_null() || v.as_number().is_some_and(json_null_number) {
+        Some(GoString::Empty)
+    } else if json_nothing(&v) {
+        Some(GoString::Left)
+    } else {
+        None
+    })
 }
 
 /// Strings of an array-like (`DeleteHeaders`, `DeleteParams`, ...), each
