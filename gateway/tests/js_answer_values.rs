@@ -208,8 +208,16 @@ fn values_tyk_s_decoder_takes_are_taken_and_the_rest_refused_everywhere() {
         assert_eq!(got.headers["x-d"], "1970-01-01T00:00:00.000Z", "{api}");
         // NaN as the code is JSON null: no override.
         proxied("nan-code");
-        // A null boolean is false: the script's body goes upstream.
+        // A null boolean is false: the script's body goes upstream. So is
+        // a toJSON answering null; a Boolean object is its value (the
+        // client's empty body goes upstream).
         assert_eq!(&proxied("null-ignore-body").body[..], b"replaced", "{api}");
+        assert_eq!(
+            &proxied("to-json-ignore-body").body[..],
+            b"replaced",
+            "{api}"
+        );
+        assert_eq!(&proxied("boxed-ignore-body").body[..], b"", "{api}");
     }
     gw.stop();
 }

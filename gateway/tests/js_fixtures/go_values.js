@@ -52,6 +52,12 @@ valuesMw.NewProcessRequest(function (request, session, spec) {
     } else if (c === "null-ignore-body") {
         request.Body = "replaced";
         request.IgnoreBody = null;
+    } else if (c === "to-json-ignore-body") {
+        request.Body = "replaced";
+        request.IgnoreBody = { toJSON: function () { return null; } };
+    } else if (c === "boxed-ignore-body") {
+        request.Body = "replaced";
+        request.IgnoreBody = new Boolean(true);
     } else if (c === "string-override-error") {
         request.ReturnOverrides.ResponseCode = 403;
         request.ReturnOverrides.OverrideError = "yes";

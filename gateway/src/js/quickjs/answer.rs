@@ -520,20 +520,32 @@ fn is_array_like<'js>(ctx: &Ctx<'js>, v: &Value<'js>) -> rquickjs::Result<bool> 
     }
 }
 
-/// A field Tyk decodes into a Go `bool` (`IgnoreBody`, `OverrideError`):
-/// a boolean, or nothing (`false`); anything else is refused, as Go's
-/// decoder refuses it (the boa reader's rule, `crate::js::request::go_bool`).
-fn go_bool(v: &Value<'_>, field: &str) -> Result<bool, MwError> {
-    match v.as_bool() {
+/// A field Tyk decodes into a Go `bool` (`IgnoreBody`, `OverrideError`,
+/// named `key` in its object): a boolean, or nothing (`false`); past
+/// those, what `JSON.stringify` makes of it (a `toJSON`'s answer, a
+/// `Boolean` object's value); anything else is refused, as Go's decoder
+/// refuses it (the boa reader's rule, `crate::js::request::go_bool`).
+fn go_bool<'js>(v: &Value<'js>, key: &str, field: &str, ctx: &Ctx<'js>) -> Result<bool, MwError> {
+    if let Some(b) = v.as_bool() {
+        return Ok(b);
+    }
+    let made = to_json(v, || key.to_string(), &|| field.to_string(), ctx)?;
+    if class_of(&made) == CLASS_BOOLEAN {
+        let b: Coerced<bool> = made.get().map_err(|e| thrown(ctx, e, field))?;
+        return Ok(b.0);
+    }
+    match made.as_bool() {
         Some(b) => Ok(b),
-        None if json_nothing(v) => Ok(false),
+        None if json_nothing(&made) => Ok(false),
         None => Err(shape(field, "a boolean", v)),
     }
 }
 
-/// QuickJS's class ids (`quickjs.c`): an ordinary object, a `String` object.
+/// QuickJS's class ids (`quickjs.c`): an ordinary object, a `String`
+/// object, a `Boolean` object.
 const CLASS_OBJECT: qjs::JSClassID = 1;
 const CLASS_STRING: qjs::JSClassID = 5;
+const CLASS_BOOLEAN: qjs::JSClassID = 6;
 
 /// The class id of `v` (0 for a value that is not an object).
 fn class_of(v: &Value<'_>) -> qjs::JSClassID {
@@ -1040,7 +1052,7 @@ fn plan_read<'js, R: Seen + ?Sized>(
         .overrides
         .map_or(Ok(None), |o| overrides(o, req.headers(), &mut head, ctx))?;
     let mut body = None;
-    let ignore_body = go_bool(&a.ignore_body, "Request.IgnoreBody")?;
+    let ignore_body = go_bool(&a.ignore_body, "IgnoreBody", "Request.IgnoreBody", ctx)?;
     if !ignore_body && a.body != sent.body {
         // Any value, as Tyk's `b64enc(Body)` turns it into text (`42`
         // becomes "42").
@@ -1156,7 +1168,9 @@ fn overrides<'js>(
     let headers = string_map(get(&ro, "ResponseHeaders", ctx)?, hfield, head, ctx)?;
     let override_error = go_bool(
         &get(&ro, "OverrideError", ctx)?,
+        "OverrideError",
         "Request.ReturnOverrides.OverrideError",
+        ctx,
     )?;
     let text = |key: &str, field: BodyField| -> Result<String, MwError> {
         let v = get(&ro, key, ctx)?;

@@ -113,13 +113,27 @@ pub(crate) fn json_nothing(v: &JsValue) -> bool {
         || v.as_number().is_some_and(json_null_number)
 }
 
-/// A field Tyk decodes into a Go `bool` (`IgnoreBody`, `OverrideError`):
-/// a boolean, or nothing (`false`); anything else (`1`, `"yes"`) is
-/// refused, as Go's decoder refuses it.
-pub(crate) fn go_bool(v: &JsValue, field: &str) -> Result<bool, MwError> {
-    match v.as_boolean() {
+/// A field Tyk decodes into a Go `bool` (`IgnoreBody`, `OverrideError`,
+/// named `key` in its object): a boolean, or nothing (`false`); past
+/// those, what `JSON.stringify` makes of it (a `toJSON`'s answer, a
+/// `Boolean` object's value); anything else (`1`, `"yes"`) is refused, as
+/// Go's decoder refuses it.
+pub(crate) fn go_bool(
+    v: &JsValue,
+    key: JsString,
+    field: &str,
+    ctx: &mut Context,
+) -> Result<bool, MwError> {
+    if let Some(b) = v.as_boolean() {
+        return Ok(b);
+    }
+    let made = to_json(v, || key, &|| field.to_string(), ctx)?;
+    let boxed = made
+        .as_object()
+        .and_then(|o| o.downcast_ref::<bool>().map(|b| *b));
+    match boxed.or_else(|| made.as_boolean()) {
         Some(b) => Ok(b),
-        None if json_nothing(v) => Ok(false),
+        None if json_nothing(&made) => Ok(false),
         None => Err(shape(field, "a boolean", v)),
     }
 }
@@ -512,10 +526,7 @@ impl<'a> Answer<'a> {
     /// `IgnoreBody`, as the QuickJS reader does).
     fn check_edits(&self, head: &mut HeadText, ctx: &mut Context) -> Result<(), MwError> {
         let body = get(&self.r, js_string!("Body"), ctx)?;
-        let ignored = go_bool(
-            &get(&self.r, js_string!("IgnoreBody"), ctx)?,
-            "Request.IgnoreBody",
-        )?;
+        let ignored = self.ignore_body(ctx)?;
         if !ignored && !body.is_string() {
             body.to_string(ctx).map_err(|e| threw("Request.Body", &e))?;
         }
@@ -535,14 +546,18 @@ impl<'a> Answer<'a> {
         extended_params(&self.field(Lazy::ExtendedParams, ctx)?, head, ctx).map(drop)
     }
 
+    /// `IgnoreBody`, a Go boolean ([`go_bool`]).
+    fn ignore_body(&self, ctx: &mut Context) -> Result<bool, MwError> {
+        let key = js_string!("IgnoreBody");
+        let v = get(&self.r, key.clone(), ctx)?;
+        go_bool(&v, key, "Request.IgnoreBody", ctx)
+    }
+
     /// Phase 2: `Body`, unless `IgnoreBody`. Any value, as Tyk's
     /// `b64enc(Body)` turns it into text (`42` becomes "42"); only a Symbol
     /// cannot be.
     fn apply_body(&self, req: &mut MwRequest, ctx: &mut Context) -> Result<(), MwError> {
-        if go_bool(
-            &get(&self.r, js_string!("IgnoreBody"), ctx)?,
-            "Request.IgnoreBody",
-        )? {
+        if self.ignore_body(ctx)? {
             return Ok(());
         }
         let body = get(&self.r, js_string!("Body"), ctx)?;
@@ -808,10 +823,9 @@ fn overrides(
         head,
         ctx,
     )?;
-    let override_error = go_bool(
-        &get(&ro, js_string!("OverrideError"), ctx)?,
-        "Request.ReturnOverrides.OverrideError",
-    )?;
+    let key = js_string!("OverrideError");
+    let v = get(&ro, key.clone(), ctx)?;
+    let override_error = go_bool(&v, key, "Request.ReturnOverrides.OverrideError", ctx)?;
     let mut text = |key: JsString, field: BodyField| -> Result<String, MwError> {
         let v = get(&ro, key.clone(), ctx)?;
         match go_string(&v, || key, || field.name.to_string(), ctx)? {
