@@ -422,26 +422,91 @@ pub(crate) fn clip(mut text: String) -> String {
 /// The longest error text [`clip`] leaves.
 pub(crate) const MAX_ERROR_TEXT: usize = 2000;
 
-/// A message a script or plugin wrote, on one log line: control
-/// characters escaped as Rust writes them (`\n`, `\r`, `\t`, `\u{1b}`), so
-/// a message cannot start log lines of its own (`log("ok\nlevel=ERROR
-/// ...")`) or rewrite what a terminal shows; Tyk's logrus quotes such a
-/// message the same way. Borrowed when there is nothing to escape, as in
-/// almost every message. Both JS engines' `log` and the wasm host's
-/// `proxy_log` use it (JS `rawlog` stays raw, as Tyk's).
-pub(crate) fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
-    if !msg.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(msg);
+/// The most bytes of a middleware's message one log line carries: 16 KiB,
+/// what Docker's `json-file` driver keeps in one record. A script's
+/// `log(request.Body)` fits; `log` of 8 Mi control characters wrote a
+/// 40 MB line (on boa, its copy and escapes, 56 MB, made in the call's
+/// heap count, which stops a VM thread for good past its ceiling).
+pub(crate) const MAX_LOG_TEXT: usize = 16 * 1024;
+
+/// What of a message a log line is handed: all of it, or only its start
+/// (a long JS string or plugin buffer is not converted whole).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Part {
+    /// The whole message.
+    Whole,
+    /// The start of a message `len` `unit`s long (a JS string's `length`
+    /// in "characters", a plugin's buffer in "bytes").
+    Start { len: usize, unit: &'static str },
+}
+
+/// A message a script or plugin wrote, as one bounded log line: with
+/// `escape`, control characters escaped as Rust writes them (`\n`, `\r`,
+/// `\t`, `\u{1b}`), so a message cannot start log lines of its own
+/// (`log("ok\nlevel=ERROR ...")`) or rewrite what a terminal shows (Tyk's
+/// logrus quotes such a message the same way); then cut to
+/// [`MAX_LOG_TEXT`] bytes, on a character and never inside an escape, and
+/// ended with a note of the message's whole length. Borrowed when there is
+/// nothing to escape or cut, as in almost every message. Every middleware
+/// kind's log goes through it: JS `log` (escaped) and `rawlog` (raw, as
+/// Tyk's) on both engines, the WebAssembly host's `proxy_log`, the native
+/// plugin ABI's `log`.
+pub(crate) fn log_text(text: &str, part: Part, escape: bool) -> std::borrow::Cow<'_, str> {
+    let escapes = |c: char| escape && c.is_control();
+    if matches!(part, Part::Whole) && text.len() <= MAX_LOG_TEXT && !text.chars().any(escapes) {
+        return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(msg.len() + 8);
-    for c in msg.chars() {
-        if c.is_control() {
+    let mut out = String::with_capacity(text.len().min(MAX_LOG_TEXT) + 64);
+    let mut cut = !matches!(part, Part::Whole);
+    for c in text.chars() {
+        let esc = escapes(c);
+        let need = if esc {
+            c.escape_default().len()
+        } else {
+            c.len_utf8()
+        };
+        if out.len() + need > MAX_LOG_TEXT {
+            cut = true;
+            break;
+        }
+        if esc {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
+    if cut {
+        let (len, unit) = match part {
+            Part::Whole => (text.len(), "bytes"),
+            Part::Start { len, unit } => (len, unit),
+        };
+        out.push_str(&format!("... [cut: the message is {len} {unit} long]"));
+    }
     std::borrow::Cow::Owned(out)
+}
+
+/// [`log_text`] of a plugin's message bytes (UTF-8 expected, each invalid
+/// byte one U+FFFD): only the start that can be shown is converted.
+pub(crate) fn log_bytes(msg: &[u8], escape: bool) -> std::borrow::Cow<'_, str> {
+    if msg.len() <= MAX_LOG_TEXT {
+        return match String::from_utf8_lossy(msg) {
+            std::borrow::Cow::Borrowed(s) => log_text(s, Part::Whole, escape),
+            std::borrow::Cow::Owned(s) => {
+                std::borrow::Cow::Owned(log_text(&s, Part::Whole, escape).into_owned())
+            }
+        };
+    }
+    // A character's start within its last three bytes is not cut in two.
+    let mut end = MAX_LOG_TEXT;
+    while end > MAX_LOG_TEXT - 3 && msg[end] & 0xc0 == 0x80 {
+        end -= 1;
+    }
+    let start = String::from_utf8_lossy(&msg[..end]);
+    let part = Part::Start {
+        len: msg.len(),
+        unit: "bytes",
+    };
+    std::borrow::Cow::Owned(log_text(&start, part, escape).into_owned())
 }
 
 #[cfg(test)]
@@ -501,5 +566,85 @@ mod tests {
         // Tyk compares exactly: no case folding, no trimming.
         h.insert("content-type", "Application/XML".parse().unwrap());
         assert_eq!(ErrorFormat::of(&h), ErrorFormat::Json);
+    }
+
+    #[test]
+    fn a_log_message_is_one_line_of_at_most_the_bound() {
+        use std::borrow::Cow;
+        // Nothing to escape or cut: borrowed, as it was.
+        assert!(matches!(
+            log_text("plain ünïcode", Part::Whole, true),
+            Cow::Borrowed("plain ünïcode")
+        ));
+        assert_eq!(
+            log_text("a\nb\u{1b}[31m", Part::Whole, true),
+            "a\\nb\\u{1b}[31m"
+        );
+        // Raw (`rawlog`): control characters kept.
+        assert_eq!(log_text("a\nb", Part::Whole, false), "a\nb");
+        let note = |len: usize, unit: &str| format!("... [cut: the message is {len} {unit} long]");
+        // The bound passes; one byte more is cut, and says so.
+        let full = "x".repeat(MAX_LOG_TEXT);
+        assert!(matches!(
+            log_text(&full, Part::Whole, true),
+            Cow::Borrowed(_)
+        ));
+        let over = "x".repeat(MAX_LOG_TEXT + 1);
+        assert_eq!(
+            log_text(&over, Part::Whole, true),
+            format!("{full}{}", note(MAX_LOG_TEXT + 1, "bytes"))
+        );
+        // Escapes count as they are written, and none is cut in two: 16
+        // KiB of `\u{1}` (5 bytes each escaped) ends at the last whole one.
+        let controls = "\u{1}".repeat(MAX_LOG_TEXT);
+        let line = log_text(&controls, Part::Whole, true);
+        let kept = MAX_LOG_TEXT / r"\u{1}".len();
+        assert_eq!(
+            line,
+            format!("{}{}", r"\u{1}".repeat(kept), note(MAX_LOG_TEXT, "bytes"))
+        );
+        // Raw, the same 16 KiB is within the bound: nothing cut.
+        assert_eq!(log_text(&controls, Part::Whole, false), controls);
+        // A character is never cut in two.
+        let wide = "é".repeat(MAX_LOG_TEXT);
+        let line = log_text(&wide, Part::Whole, true);
+        assert_eq!(
+            line,
+            format!(
+                "{}{}",
+                "é".repeat(MAX_LOG_TEXT / 2),
+                note(2 * MAX_LOG_TEXT, "bytes")
+            )
+        );
+        // The start of a longer message: noted even when it fits.
+        let start = Part::Start {
+            len: 8_000_000,
+            unit: "characters",
+        };
+        assert_eq!(
+            log_text("abc", start, true),
+            format!("abc{}", note(8_000_000, "characters"))
+        );
+    }
+
+    #[test]
+    fn a_plugin_s_log_bytes_are_converted_only_as_far_as_shown() {
+        assert_eq!(log_bytes(b"ok\n", true), "ok\\n");
+        assert_eq!(log_bytes(b"bad \xff", true), "bad \u{fffd}");
+        // A 3-byte character across the bound is left out whole, not made
+        // a U+FFFD.
+        let mut msg = "x".repeat(MAX_LOG_TEXT - 1).into_bytes();
+        msg.extend("€".repeat(10).bytes());
+        let line = log_bytes(&msg, true);
+        let want = format!(
+            "{}... [cut: the message is {} bytes long]",
+            "x".repeat(MAX_LOG_TEXT - 1),
+            msg.len()
+        );
+        assert_eq!(line, want);
+        let huge = vec![b'\n'; 32 << 20];
+        let line = log_bytes(&huge, true);
+        assert!(line.len() < MAX_LOG_TEXT + 64, "{}", line.len());
+        assert!(line.ends_with("... [cut: the message is 33554432 bytes long]"));
     }
 }

@@ -63,6 +63,120 @@ fn a_scripts_log_message_stays_on_its_own_line() {
     );
 }
 
+/// Whatever a middleware logs is one line of at most 16 KiB, the rest cut
+/// with the message's length noted: JS `log` (escaped) and `rawlog` (raw)
+/// on both engines, and a native plugin's `log` (escaped now, as the
+/// others). `log` of 8 Mi control characters wrote a 40 MB line on each
+/// engine (boa made the copy and its escapes, 56 MB, in the call's heap
+/// count), and a native plugin's line breaks started lines of its own.
+#[test]
+fn every_middleware_s_log_line_is_one_line_of_at_most_16_kib() {
+    const BOUND: usize = 16 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (up, _rec) = recorder();
+    let t = format!("http://{up}");
+    let logger = write_file(
+        d,
+        "logger.js",
+        "var mw = new TykJS.TykMiddleware.NewMiddleware({});\n\
+         var raw = new Array(1024 * 1024 + 1).join('r');\n\
+         mw.NewProcessRequest(function (request) {\n\
+           var controls = '\\u0001'.repeat(8 * 1024 * 1024);\n\
+           log('big start ' + controls);\n\
+           rawlog('raw start\\tand ' + raw);\n\
+           log('short one\\n');\n\
+           return mw.ReturnData(request, {});\n\
+         });\n",
+    );
+    for engine in ["boa", "quickjs"] {
+        let mut mw = js_mw("mw", &logger);
+        mw["engine"] = json!(engine);
+        let id = format!("log-{engine}");
+        write_api(d, &id, &api_json(&id, &format!("/{id}/"), &t, true, mw));
+    }
+    let lib = &common::native::plugins().test;
+    let native = common::native::native_api(
+        "native",
+        "/native/",
+        &up.to_string(),
+        &[(lib, "LogBody")],
+        &[],
+    );
+    write_api(d, "native", &native);
+    let log = d.join("gateway.log");
+    let args = ["--threads", "1", "--secret", "s3cret"];
+    let (child, addr) = spawn_binary_with(d, "127.0.0.1:0", &log, &args);
+    const CALLS: usize = 3;
+    for _ in 0..CALLS {
+        for engine in ["boa", "quickjs"] {
+            assert_eq!(
+                get(addr, &format!("/log-{engine}/x")).status,
+                200,
+                "{engine}"
+            );
+        }
+        let mut body = b"line one\nFORGED level=ERROR\n".to_vec();
+        body.resize(1 << 20, b'b');
+        assert_eq!(send(addr, "POST", "/native/x", &[], &body).status, 200);
+    }
+    let stats = send(
+        addr,
+        "GET",
+        "/tyk/stats",
+        &[("x-tyk-authorization", "s3cret")],
+        b"",
+    );
+    let stats: Value = serde_json::from_slice(&stats.body).unwrap();
+    stop_binary(child);
+    assert_eq!(stats["js_threads"]["parked"], 0, "{stats}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let head = |s: &str| s.chars().take(300).collect::<String>();
+    for line in text.lines() {
+        assert!(
+            line.len() < BOUND + 400,
+            "a line of {} bytes: {}",
+            line.len(),
+            head(line)
+        );
+    }
+    let lines = |mark: &str| -> Vec<&str> { text.lines().filter(|l| l.contains(mark)).collect() };
+    let cut = |len: usize, unit: &str| format!("... [cut: the message is {len} {unit} long]");
+    let big = lines("big start ");
+    assert_eq!(big.len(), 2 * CALLS, "{}", head(&text));
+    for line in big {
+        assert!(line.contains(r"big start \u{1}\u{1}"), "{}", head(line));
+        assert!(
+            line.contains(&cut(10 + (8 << 20), "characters")),
+            "{}",
+            head(line)
+        );
+    }
+    let raw = lines("raw start\tand rrr");
+    assert_eq!(raw.len(), 2 * CALLS, "{}", head(&text));
+    for line in raw {
+        assert!(
+            line.contains(&cut(14 + (1 << 20), "characters")),
+            "{}",
+            head(line)
+        );
+    }
+    assert_eq!(lines(r"short one\n").len(), 2 * CALLS);
+    let native = lines(r"LogBody: line one\nFORGED level=ERROR\nbbb");
+    assert_eq!(native.len(), CALLS, "{}", head(&text));
+    for line in native {
+        assert!(
+            line.contains(&cut(9 + (1 << 20), "bytes")),
+            "{}",
+            head(line)
+        );
+    }
+    assert!(
+        !text.lines().any(|l| l.starts_with("FORGED")),
+        "a plugin started a line"
+    );
+}
+
 /// A script that throws an error megabytes long: the failure's log line
 /// carries its start, cut at 2,000 bytes, on both engines (QuickJS wrote
 /// all 4 MiB of it, per request).

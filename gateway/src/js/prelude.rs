@@ -31,8 +31,8 @@ pub(crate) fn install(ctx: &mut Context, api_id: &str) -> JsResult<()> {
             if crate::heap::abandoned_here() {
                 return Ok(JsValue::undefined());
             }
-            let msg = arg_string(args, ctx)?;
-            let msg = crate::error::one_line(&msg);
+            let (msg, part) = arg_log_text(args, ctx)?;
+            let msg = crate::error::log_text(&msg, part, true);
             // Not counted: the log's writer holds a process-wide lock, and
             // the allocator may stop a counted thread for good.
             crate::heap::uncounted(
@@ -47,7 +47,8 @@ pub(crate) fn install(ctx: &mut Context, api_id: &str) -> JsResult<()> {
             if crate::heap::abandoned_here() {
                 return Ok(JsValue::undefined());
             }
-            let msg = arg_string(args, ctx)?;
+            let (msg, part) = arg_log_text(args, ctx)?;
+            let msg = crate::error::log_text(&msg, part, false);
             crate::heap::uncounted(
                 || tracing::info!(target: "jsvm::raw", api_id = %api.to_std_string_lossy(), "{msg}"),
             );
@@ -80,6 +81,23 @@ pub(crate) fn install(ctx: &mut Context, api_id: &str) -> JsResult<()> {
 fn arg_string(args: &[JsValue], ctx: &mut Context) -> JsResult<String> {
     let v = args.first().cloned().unwrap_or_default();
     Ok(super::text::lossy(&v.to_string(ctx)?))
+}
+
+/// The first argument as `String(x)` makes it, for a log line: only as
+/// much of it as a line shows ([`crate::error::MAX_LOG_TEXT`]) is
+/// converted, in the call's heap count, however long the string is.
+fn arg_log_text(args: &[JsValue], ctx: &mut Context) -> JsResult<(String, crate::error::Part)> {
+    use crate::error::{Part, MAX_LOG_TEXT};
+    let v = args.first().cloned().unwrap_or_default();
+    let s = v.to_string(ctx)?;
+    let part = match s.len() {
+        len if len > MAX_LOG_TEXT => Part::Start {
+            len,
+            unit: "characters",
+        },
+        _ => Part::Whole,
+    };
+    Ok((super::text::lossy_start(&s, MAX_LOG_TEXT), part))
 }
 
 fn b64enc(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {

@@ -24,6 +24,22 @@ pub(crate) fn lossy(s: &JsString) -> String {
     }
 }
 
+/// The first `units` UTF-16 units of `s` (all of it when shorter) as
+/// [`lossy`] makes them, without converting the rest; a surrogate pair the
+/// cut would split is left out whole.
+pub(crate) fn lossy_start(s: &JsString, units: usize) -> String {
+    match s.as_str().variant() {
+        JsStrVariant::Latin1(bytes) => latin1(&bytes[..bytes.len().min(units)]),
+        JsStrVariant::Utf16(all) => {
+            let mut end = all.len().min(units);
+            if end < all.len() && end > 0 && (0xd800..0xdc00).contains(&all[end - 1]) {
+                end -= 1;
+            }
+            String::from_utf16_lossy(&all[..end])
+        }
+    }
+}
+
 /// `s` as the body `field` of an answer: [`lossy`], refused past the
 /// field's bound by its length before it is converted (`bodies.rs`).
 pub(crate) fn body(s: &JsString, field: BodyField) -> Result<String, MwError> {

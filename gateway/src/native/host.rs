@@ -483,7 +483,8 @@ unsafe extern "C" fn log(req: *const GwRequest, level: u32, message: GwStr) {
     guard((), || {
         // SAFETY: the plugin's handle and buffer.
         let (ctx, msg) = unsafe { (ctx(req), bytes(message)) };
-        let msg = String::from_utf8_lossy(msg);
+        // One bounded line, as every middleware's (`error::log_text`).
+        let msg = crate::error::log_bytes(msg, true);
         let (api_id, name) = (ctx.api.api_id.as_str(), ctx.name);
         // One macro call per level: tracing's level is part of the callsite.
         match level {

@@ -399,7 +399,7 @@ fn define_misc(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             let Some(msg) = slice(mem, p, l) else {
                 return abi::INVALID_MEMORY_ACCESS;
             };
-            log(level, &st.plugin, &String::from_utf8_lossy(msg));
+            log(level, &st.plugin, msg);
             abi::OK
         },
     )?;
@@ -472,9 +472,9 @@ fn property(st: &HostState, path: &[u8]) -> Option<Vec<u8>> {
 /// Control characters are escaped: a module's newline would otherwise start
 /// a line of its own making in the gateway's log, and an escape sequence
 /// could rewrite what a terminal shows.
-fn log(level: u32, plugin: &PluginInfo, msg: &str) {
+fn log(level: u32, plugin: &PluginInfo, msg: &[u8]) {
     let (api, name) = (&plugin.api_id, &plugin.name);
-    let msg = crate::error::one_line(msg);
+    let msg = crate::error::log_bytes(msg, true);
     match level {
         0 => tracing::trace!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
         1 => tracing::debug!(target: "wasm", api_id = %api, plugin = %name, "{msg}"),
@@ -615,7 +615,7 @@ mod tests {
             log(
                 2,
                 &plugin(),
-                "hello\n2026-01-01T00:00:00Z ERROR gateway: FORGED\r\x1b[31mred",
+                b"hello\n2026-01-01T00:00:00Z ERROR gateway: FORGED\r\x1b[31mred",
             )
         });
         assert_eq!(out.lines().count(), 1, "{out}");
@@ -624,7 +624,21 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains('\x1b'), "{out}");
-        assert_eq!(crate::error::one_line("plain ünïcode"), "plain ünïcode");
+        // A module's 8 MiB message is one line of the bound's length: the
+        // rest is cut, its length noted.
+        let big = vec![b'\n'; 8 << 20];
+        let out = logged(|| log(2, &plugin(), &big));
+        assert_eq!(out.lines().count(), 1, "{}", &out[..200]);
+        assert!(
+            out.len() < crate::error::MAX_LOG_TEXT + 400,
+            "{}",
+            out.len()
+        );
+        assert!(
+            out.contains(r"\n\n... [cut: the message is 8388608 bytes long]"),
+            "{}",
+            &out[out.len() - 200..]
+        );
     }
 
     #[test]

@@ -141,7 +141,8 @@ typedef struct GwHost {
     GwStr (*api_id)(const GwRequest *req);
     /* The API's config_data as JSON text ("{}" when absent); valid all call. */
     GwStr (*config_data)(const GwRequest *req);
-    /* Log through the gateway (tagged with API and middleware); GW_LOG_*. */
+    /* Log through the gateway (tagged with API and middleware); GW_LOG_*.
+     * One line: control characters escaped, cut at 16 KiB (length noted). */
     void (*log)(const GwRequest *req, uint32_t level, GwStr message);
     /* The gateway's budget for one call, in microseconds (--jsvm-timeout). */
     uint64_t (*call_budget_us)(const GwRequest *req);

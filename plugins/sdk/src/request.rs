@@ -280,6 +280,8 @@ impl<'a> Request<'a> {
 
     /// Logs `message` through the gateway's log, tagged with the API and the
     /// middleware. A host older than ABI 1.1 has no log: the line is dropped.
+    /// The gateway writes it on one line (control characters escaped, as
+    /// `\n`) of at most 16 KiB, the rest cut and its length noted.
     pub fn log(&self, level: LogLevel, message: &str) {
         if host_has!(self.host, log) {
             let level = level as u32;

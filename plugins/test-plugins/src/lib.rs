@@ -170,6 +170,14 @@ fn api_info(req: &mut Request<'_>) -> Result<(), PluginError> {
     req.set_header("X-Budget-Ms", budget.as_millis().to_string())
 }
 
+/// Logs the request's body through the gateway, whatever it holds (line
+/// breaks, megabytes): the gateway's log line is the bound on it.
+fn log_body(req: &mut Request<'_>) -> Result<(), PluginError> {
+    let body = String::from_utf8_lossy(req.body()).into_owned();
+    req.log(LogLevel::Info, &format!("LogBody: {body}"));
+    Ok(())
+}
+
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts calls in a process-wide static: APIs sharing this library share it.
@@ -242,6 +250,7 @@ export_plugin!(
     EditRequestLate => edit_request_late,
     Noop => noop,
     EditHeaders => edit_headers,
+    LogBody => log_body,
     Rewrite => rewrite,
     DropQuery => drop_query,
     ClimbOut => climb_out,

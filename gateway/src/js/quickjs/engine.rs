@@ -152,8 +152,8 @@ pub(crate) fn install_natives(ctx: &Ctx<'_>, api_id: &Rc<str>) -> rquickjs::Resu
     g.set(
         "log",
         Function::new(ctx.clone(), move |v: Opt<Value<'_>>| {
-            let msg = arg_string(v)?;
-            let msg = crate::error::one_line(&msg);
+            let (msg, part) = arg_log_text(v)?;
+            let msg = crate::error::log_text(&msg, part, true);
             tracing::info!(target: "jsvm", api_id = %api, "{msg}");
             rquickjs::Result::Ok(())
         })?,
@@ -162,7 +162,8 @@ pub(crate) fn install_natives(ctx: &Ctx<'_>, api_id: &Rc<str>) -> rquickjs::Resu
     g.set(
         "rawlog",
         Function::new(ctx.clone(), move |v: Opt<Value<'_>>| {
-            let msg = arg_string(v)?;
+            let (msg, part) = arg_log_text(v)?;
+            let msg = crate::error::log_text(&msg, part, false);
             tracing::info!(target: "jsvm::raw", api_id = %api, "{msg}");
             rquickjs::Result::Ok(())
         })?,
@@ -208,6 +209,32 @@ pub(crate) fn arg_string(v: Opt<Value<'_>>) -> rquickjs::Result<String> {
     }
 }
 
+/// The first argument as [`arg_string`] makes it, for a log line: a string
+/// longer than a line shows ([`crate::error::MAX_LOG_TEXT`] units) is made
+/// UTF-8 by QuickJS in its own heap (within `--jsvm-memory`, refused as any
+/// allocation past it), and only the start a line shows is copied out.
+pub(crate) fn arg_log_text(v: Opt<Value<'_>>) -> rquickjs::Result<(String, crate::error::Part)> {
+    use crate::error::{Part, MAX_LOG_TEXT};
+    let Some(v) = v.0 else {
+        return Ok(("undefined".into(), Part::Whole));
+    };
+    let s = v.get::<Coerced<rquickjs::String>>()?.0;
+    let len = units(&s);
+    if len <= MAX_LOG_TEXT {
+        return Ok((lossy(&s)?, Part::Whole));
+    }
+    let start = with_utf8(&s, |bytes| {
+        let mut end = bytes.len().min(MAX_LOG_TEXT);
+        // Not inside a character (a surrogate's three bytes included).
+        while end < bytes.len() && end > 0 && bytes[end] & 0xc0 == 0x80 {
+            end -= 1;
+        }
+        wtf8_lossy(&bytes[..end]).into_owned()
+    })?;
+    let unit = "characters";
+    Ok((start, Part::Start { len, unit }))
+}
+
 /// `String(v)` as UTF-8, each lone surrogate one U+FFFD ([`lossy`]).
 pub(crate) fn coerced(v: &Value<'_>) -> rquickjs::Result<String> {
     lossy(&v.get::<Coerced<rquickjs::String>>()?.0)
@@ -240,6 +267,12 @@ pub(crate) fn lossy(s: &rquickjs::String<'_>) -> rquickjs::Result<String> {
         Err(rquickjs::Error::Utf8(_)) => {}
         other => return other,
     }
+    with_utf8(s, |bytes| wtf8_lossy(bytes).into_owned())
+}
+
+/// `read` of `s`'s WTF-8 bytes (QuickJS's UTF-8, a lone surrogate as its
+/// three bytes), made by QuickJS in its heap and freed after.
+fn with_utf8<T>(s: &rquickjs::String<'_>, read: impl FnOnce(&[u8]) -> T) -> rquickjs::Result<T> {
     let raw = s.ctx().as_raw().as_ptr();
     let mut len = 0;
     // SAFETY: the live context and one of its strings; the C string is
@@ -249,9 +282,9 @@ pub(crate) fn lossy(s: &rquickjs::String<'_>) -> rquickjs::Result<String> {
         if p.is_null() {
             return Err(rquickjs::Error::Exception);
         }
-        let text = wtf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned();
+        let out = read(std::slice::from_raw_parts(p.cast::<u8>(), len));
         qjs::JS_FreeCString(raw, p);
-        Ok(text)
+        Ok(out)
     }
 }
 
