@@ -647,17 +647,72 @@ fn a_boa_callback_growing_past_its_ceiling_stops_its_thread_there() {
     // empty again), and the parked thread stays parked.
     assert_eq!(memory_case(&mut c, "keep"), Some(1));
     assert_eq!(stats(&mut c)["js_threads"]["parked"], 1);
-    // One step that asks for 200 MB at once (`"x".repeat(2e8)`, answered
-    // 200 before) stops the same way, without making the allocation.
+    // One step that asks for 200 MB at once (`"x".repeat(2e8)`: answered
+    // 200 before the ceiling, then parked its thread) is refused before
+    // the allocation: the call fails, counted as out of memory, and the
+    // thread and its context serve on (`kept` holds one more).
     let peak = status_field(gw.child.id(), "VmHWM:");
     assert_eq!(memory_case(&mut c, "huge"), None);
     let s = stats(&mut c);
     assert_eq!(failures(&s, "memory", "out_of_memory"), 2, "{s}");
-    assert_eq!(s["js_threads"]["parked"], 2, "{s}");
+    assert_eq!(s["js_threads"]["parked"], 1, "{s}");
     let grown = status_field(gw.child.id(), "VmHWM:") - peak;
     assert!(grown < 112 * 1024, "peak RSS +{grown} KiB");
-    assert_eq!(memory_case(&mut c, "keep"), Some(1));
+    assert_eq!(memory_case(&mut c, "keep"), Some(2));
     gw.assert_alive();
+}
+
+/// `"x".repeat(n)`, `new Array(n + 1).join("x")` and `Array.prototype.join
+/// .call({length: n + 1}, "x")` make an `n`-character string and no more:
+/// boa's own made a vector of 16 bytes a character first, so 16 M
+/// characters (16 MB, within the default `--jsvm-memory`) asked for one
+/// 256 MB block and parked the VM thread for good, a thread per request
+/// (then no thread at all once the parked filled their budget). A string
+/// past what the call may still allocate is refused before it is made:
+/// 500, counted as out of memory, nothing parked; so is an `ArrayBuffer`
+/// (boa reserves it at once: `new Uint8Array(3e8)` parked too).
+#[test]
+fn boa_repeat_and_join_make_no_more_than_their_result() {
+    let flags = ["--jsvm-timeout", "60s", "--secret", "s3cret"];
+    for place in PLACES {
+        let (_dir, mut gw, mut c) = memory_gateway("persistent", place, &flags);
+        let n = (16_000_000).to_string();
+        for kase in ["repeat", "join", "join-like"] {
+            let (status, body) = c.send(
+                "GET",
+                "/memory/",
+                &[("x-case", kase), ("x-n", &n)],
+                Bytes::new(),
+            );
+            assert_eq!(
+                (status, String::from_utf8_lossy(&body).into_owned()),
+                (200, n.clone()),
+                "{kase}, --jsvm-threads {place}"
+            );
+        }
+        let s = stats(&mut c);
+        assert_eq!(s["js_threads"]["parked"], 0, "{s}");
+        assert_eq!(failures(&s, "memory", "out_of_memory"), 0, "{s}");
+        if place == "1" {
+            // Past the ceiling (64 + 192 MiB): refused, not parked, as is
+            // an ArrayBuffer past it (boa reserves it at once); a join
+            // past boa's loop iteration limit (1e8) is not looped.
+            let n = (300_000_000).to_string();
+            for kase in ["repeat", "join-like", "buffer"] {
+                let headers = [("x-case", kase), ("x-n", n.as_str())];
+                assert_eq!(c.send("GET", "/memory/", &headers, Bytes::new()).0, 500);
+            }
+            let s = stats(&mut c);
+            assert_eq!(s["js_threads"]["parked"], 0, "{s}");
+            assert_eq!(failures(&s, "memory", "out_of_memory"), 2, "{s}");
+        }
+        assert_eq!(
+            memory_case(&mut c, "keep"),
+            Some(1),
+            "--jsvm-threads {place}"
+        );
+        gw.assert_alive();
+    }
 }
 
 #[test]
@@ -695,14 +750,14 @@ fn an_abandoned_boa_thread_stops_growing_at_jsvm_memory() {
 
 #[test]
 fn parked_boa_threads_are_bounded_by_what_they_hold() {
-    // A thread stopped before one huge block holds almost nothing: twenty
+    // A thread stopped before one huge block (`padStart`'s) holds almost nothing: twenty
     // of them (more than the 16 running abandoned threads allowed) leave
     // the API served. Threads that filled their ceiling (2 + 64 MiB here)
     // use up the parked threads' budget (4 ceilings) in four: then the API
     // answers 500 rather than start a fifth, until a restart.
     let (_dir, mut gw, mut c) = memory_gateway("persistent", "1", &SMALL_HEAP_SLOW_CALLS);
     for i in 0..20 {
-        assert_eq!(memory_case(&mut c, "huge"), None, "huge call {i}");
+        assert_eq!(memory_case(&mut c, "huge-block"), None, "huge call {i}");
     }
     assert_eq!(memory_case(&mut c, "calls"), Some(0));
     let s = stats(&mut c);

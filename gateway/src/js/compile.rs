@@ -78,6 +78,16 @@ impl HostHooks for Hooks {
             ))
             .into())
     }
+
+    /// The largest `ArrayBuffer` (a typed array's too) a script may make:
+    /// no more than its call may still allocate (`heap::room`), else
+    /// boa's 1.5 GiB. boa reserves the whole block at once, and one past
+    /// the heap's ceiling (`new Uint8Array(3e8)`) stopped the VM thread
+    /// for good; it is boa's `RangeError` now, counted as out of memory.
+    fn max_buffer_size(&self, _context: &mut Context) -> u64 {
+        const BOA_S: u64 = 1_610_612_736;
+        crate::heap::room().map_or(BOA_S, |room| (room as u64).min(BOA_S))
+    }
 }
 
 /// How many characters of source the stack left can take.

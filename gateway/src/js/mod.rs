@@ -132,6 +132,7 @@ mod scope;
 mod session;
 mod sniff;
 mod sources;
+mod strbuild;
 mod text;
 mod tykapi;
 mod tykjson;

@@ -176,6 +176,7 @@ fn new_context(src: &Sources) -> Result<(Context, JsObject, Rc<reactions::Queue>
     memory::install_symbol_registry(&mut ctx).map_err(internal)?;
     depth::install(&mut ctx).map_err(internal)?;
     let stringify = super::json::install(&mut ctx).map_err(internal)?;
+    super::strbuild::install(&mut ctx).map_err(internal)?;
     super::proxy::install(&mut ctx).map_err(internal)?;
     prelude::install(&mut ctx, &src.api_id).map_err(internal)?;
     if src.strategy == Strategy::TykJson {
@@ -581,7 +582,16 @@ async fn run(
 
 /// A JS error a call ended with, as the call's failure.
 fn js_error(e: &boa_engine::JsError) -> CallError {
-    CallError::Failed(MwError::threw(format!("JS error: {}", error_text(e))))
+    let text = error_text(e);
+    // A builtin refused a block past what the call may still allocate
+    // (`strbuild.rs`, `compile::Hooks`): counted as the heap's, as the
+    // allocator's stop is.
+    let failed = if super::strbuild::refused(&text) {
+        MwError::out_of_memory
+    } else {
+        MwError::threw
+    };
+    CallError::Failed(failed(format!("JS error: {text}")))
 }
 
 /// Writes `value` into the hidden host object's field `key` ([`Vm::hand`]).

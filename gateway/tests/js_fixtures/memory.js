@@ -35,6 +35,21 @@ memoryMw.NewProcessRequest(function (request, session, spec) {
     } else if (c === "huge") {
         // One native step that asks for 200 MB at once.
         n = "x".repeat(2e8).length;
+    } else if (c === "huge-block") {
+        // One native step that reserves 400 MB at once (`padStart` makes
+        // its filler as a vector of UTF-16 units first).
+        n = "x".padStart(2e8).length;
+    } else if (c === "buffer") {
+        // An ArrayBuffer of 300 MB, reserved at once.
+        n = new Uint8Array(3e8).length;
+    } else if (c === "repeat" || c === "join" || c === "join-like") {
+        // A string of X-N characters, made the three usual ways (boa's own
+        // builtins first made a vector of 16 bytes a character).
+        var len = Number(request.Headers["X-N"] ? request.Headers["X-N"][0] : 0);
+        var made = c === "repeat" ? "x".repeat(len)
+            : c === "join" ? new Array(len + 1).join("x")
+            : Array.prototype.join.call({ length: len + 1 }, "x");
+        n = made.length;
     } else if (c === "late-grow") {
         // Spins inside a callback for X-Spin ms (past the call's deadline,
         // so that its VM thread is abandoned meanwhile), then grows there
