@@ -195,6 +195,14 @@ fn values_tyk_s_decoder_takes_are_taken_and_the_rest_refused_everywhere() {
             "date-meta",
             "number-ignore-body",
             "string-override-error",
+            // A URL that is no absolute path or URL (Tyk proxies an empty
+            // or relative one, and skips the rest of the answer for one
+            // Go cannot parse): a broken answer, failed closed.
+            "url-undefined",
+            "url-null",
+            "url-empty",
+            "url-relative",
+            "url-unparseable",
         ] {
             refused(c);
         }

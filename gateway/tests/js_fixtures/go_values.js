@@ -6,7 +6,17 @@ valuesMw.NewProcessRequest(function (request, session, spec) {
     var c = request.Headers["X-Case"][0];
     var meta = {};
     request.SetHeaders["X-Ran"] = c;
-    if (c === "undefined-header") {
+    if (c === "url-undefined") {
+        request.URL = undefined;
+    } else if (c === "url-null") {
+        request.URL = null;
+    } else if (c === "url-empty") {
+        request.URL = "";
+    } else if (c === "url-relative") {
+        request.URL = "a/b";
+    } else if (c === "url-unparseable") {
+        request.URL = "http://[::1/x";
+    } else if (c === "undefined-header") {
         request.SetHeaders["X-User"] = ({}).id;
     } else if (c === "null-header") {
         request.SetHeaders["X-Null"] = null;
