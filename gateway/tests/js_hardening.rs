@@ -690,6 +690,14 @@ fn boa_repeat_and_join_make_no_more_than_their_result() {
                 "{kase}, --jsvm-threads {place}"
             );
         }
+        // JSON.stringify's output, 20 MiB and a little.
+        let headers = [("x-case", "stringify"), ("x-n", "20")];
+        let (status, body) = c.send("GET", "/memory/", &headers, Bytes::new());
+        let want = (20 * ((1 << 20) + 3) + 1).to_string();
+        assert_eq!(
+            (status, String::from_utf8_lossy(&body).into_owned()),
+            (200, want)
+        );
         let s = stats(&mut c);
         assert_eq!(s["js_threads"]["parked"], 0, "{s}");
         assert_eq!(failures(&s, "memory", "out_of_memory"), 0, "{s}");
@@ -698,13 +706,19 @@ fn boa_repeat_and_join_make_no_more_than_their_result() {
             // an ArrayBuffer past it (boa reserves it at once); a join
             // past boa's loop iteration limit (1e8) is not looped.
             let n = (300_000_000).to_string();
-            for kase in ["repeat", "join-like", "buffer"] {
-                let headers = [("x-case", kase), ("x-n", n.as_str())];
+            for (kase, n) in [
+                ("repeat", n.as_str()),
+                ("join-like", &n),
+                ("buffer", &n),
+                // 300 MiB of JSON: its output grew past the ceiling.
+                ("stringify", "300"),
+            ] {
+                let headers = [("x-case", kase), ("x-n", n)];
                 assert_eq!(c.send("GET", "/memory/", &headers, Bytes::new()).0, 500);
             }
             let s = stats(&mut c);
             assert_eq!(s["js_threads"]["parked"], 0, "{s}");
-            assert_eq!(failures(&s, "memory", "out_of_memory"), 2, "{s}");
+            assert_eq!(failures(&s, "memory", "out_of_memory"), 3, "{s}");
         }
         assert_eq!(
             memory_case(&mut c, "keep"),

@@ -284,6 +284,9 @@ fn stringify(b: &Builtins, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVa
     };
     let wrote = w.property(Key::Str(js_string!()), value, holder.as_ref(), ctx)?;
     Ok(if wrote {
+        // boa's string of it: one byte a character when ASCII, else two.
+        let wide = if w.out.is_ascii() { 1 } else { 2 };
+        super::strbuild::room(w.out.len().saturating_mul(wide), "JSON.stringify")?;
         JsString::from(w.out.as_str()).into()
     } else {
         JsValue::undefined()
@@ -417,6 +420,33 @@ struct Writer<'b> {
 }
 
 impl Writer<'_> {
+    /// Makes sure `bytes` more fit in the output without its growing: it
+    /// grows here only, doubling, each new block checked first against
+    /// what the call may still allocate (`strbuild::room`). A call
+    /// writing hundreds of MB grew it past the heap's ceiling and parked
+    /// its VM thread for good; it is refused now. Every write is preceded
+    /// by one of these, for at least what it writes.
+    #[inline]
+    fn room_for(&mut self, bytes: usize) -> JsResult<()> {
+        if self.out.capacity() - self.out.len() >= bytes {
+            return Ok(());
+        }
+        self.grow(bytes)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, bytes: usize) -> JsResult<()> {
+        let len = self.out.len();
+        let want = len
+            .saturating_add(bytes)
+            .max(self.out.capacity().saturating_mul(2))
+            .max(256);
+        super::strbuild::room(want, "JSON.stringify")?;
+        self.out.reserve_exact(want - len);
+        Ok(())
+    }
+
     /// `holder[key]`: straight from the table of a plain object or array.
     fn get(&self, holder: &JsObject, key: &Key, ctx: &mut Context) -> JsResult<JsValue> {
         let key = key.property();
@@ -464,6 +494,7 @@ impl Writer<'_> {
             } else if o.prototype().is_none() && self.raw_json(&o, ctx)? {
                 let raw = o.get(js_string!("rawJSON"), ctx)?;
                 if let Some(raw) = raw.as_string() {
+                    self.room_for(raw.len().saturating_mul(3))?;
                     self.out.push_str(&super::text::lossy(&raw));
                     return Ok(true);
                 }
@@ -471,12 +502,17 @@ impl Writer<'_> {
             }
         }
         if value.is_null() {
+            self.room_for(4)?;
             self.out.push_str("null");
         } else if let Some(b) = value.as_boolean() {
+            self.room_for(5)?;
             self.out.push_str(if b { "true" } else { "false" });
         } else if let Some(s) = value.as_string() {
+            self.room_for(quoted_bound(&s))?;
             quote(&mut self.out, &s);
         } else if let Some(n) = value.as_number() {
+            // At most 25 characters (`-1.2345678901234567e-308`).
+            self.room_for(32)?;
             number(&mut self.out, n);
         } else if value.is_bigint() {
             return Err(JsNativeError::typ()
@@ -546,11 +582,19 @@ impl Writer<'_> {
         self.out.push(bracket);
     }
 
+    /// What [`Writer::separate`] or [`Writer::close`] write at most,
+    /// and four bytes more (`null`, a bracket).
+    fn punctuation(&self) -> usize {
+        self.indent.len() + 8
+    }
+
     /// `SerializeJSONArray`.
     fn array(&mut self, a: &JsObject, ctx: &mut Context) -> JsResult<()> {
         let len = a.get(js_string!("length"), ctx)?.to_length(ctx)?;
+        self.room_for(1)?;
         self.out.push('[');
         for i in 0..len {
+            self.room_for(self.punctuation())?;
             self.separate(i == 0);
             let key = match u32::try_from(i) {
                 Ok(i) => Key::Index(i),
@@ -561,6 +605,7 @@ impl Writer<'_> {
                 self.out.push_str("null");
             }
         }
+        self.room_for(self.punctuation())?;
         self.close(len > 0, ']');
         Ok(())
     }
@@ -571,12 +616,18 @@ impl Writer<'_> {
             Some(list) => list.clone(),
             None => self.own_keys(o, ctx)?,
         };
+        self.room_for(1)?;
         self.out.push('{');
         let mut any = false;
         for k in keys {
             let key = Key::Str(k);
             let value = self.get(o, &key, ctx)?;
             let mark = self.out.len();
+            let name = match &key {
+                Key::Str(name) => quoted_bound(name),
+                Key::Index(_) => 12,
+            };
+            self.room_for(self.punctuation() + name)?;
             self.separate(!any);
             if let Key::Str(name) = &key {
                 quote(&mut self.out, name);
@@ -591,6 +642,7 @@ impl Writer<'_> {
                 self.out.truncate(mark);
             }
         }
+        self.room_for(self.punctuation())?;
         self.close(any, '}');
         Ok(())
     }
@@ -629,6 +681,13 @@ impl Writer<'_> {
 
 fn address(o: &JsObject) -> usize {
     std::ptr::from_ref(o.as_ref()) as *const u8 as usize
+}
+
+/// The most [`quote`] writes for `s`: six bytes a UTF-16 unit (`\u001f`,
+/// an escaped lone surrogate; a character of three UTF-8 bytes is one
+/// unit, of four two), and the quotes.
+fn quoted_bound(s: &JsString) -> usize {
+    s.len().saturating_mul(6).saturating_add(2)
 }
 
 /// `QuoteJSONString`, well-formed: a lone surrogate is escaped.

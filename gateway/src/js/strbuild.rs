@@ -257,8 +257,9 @@ pub(crate) fn refused(text: &str) -> bool {
         )
 }
 
-/// Refuses a block of `bytes` past what the call may still allocate.
-fn room(bytes: usize, what: &str) -> JsResult<()> {
+/// Refuses a block of `bytes` past what the call may still allocate
+/// (the host's `JSON.stringify` asks too, `json.rs`).
+pub(crate) fn room(bytes: usize, what: &str) -> JsResult<()> {
     match crate::heap::room() {
         Some(room) if bytes > room => Err(range(&format!(
             "{}{what} would make a string of {}, more than the script may still allocate ({} left under --jsvm-memory's ceiling)",

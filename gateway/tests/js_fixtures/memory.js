@@ -42,6 +42,10 @@ memoryMw.NewProcessRequest(function (request, session, spec) {
     } else if (c === "buffer") {
         // An ArrayBuffer of 300 MB, reserved at once.
         n = new Uint8Array(3e8).length;
+    } else if (c === "stringify") {
+        // The JSON of X-N strings of 1 MiB.
+        var count = Number(request.Headers["X-N"] ? request.Headers["X-N"][0] : 0);
+        n = JSON.stringify(new Array(count).fill("x".repeat(1 << 20))).length;
     } else if (c === "repeat" || c === "join" || c === "join-like") {
         // A string of X-N characters, made the three usual ways (boa's own
         // builtins first made a vector of 16 bytes a character).
