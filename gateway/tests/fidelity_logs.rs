@@ -19,6 +19,29 @@ fn js_mw(name: &str, path: &str) -> Value {
     json!({"driver": "otto", "pre": [{"name": name, "path": path}]})
 }
 
+/// `GET /tyk/stats` of a gateway started with `--secret s3cret`.
+fn stats(addr: std::net::SocketAddr) -> Value {
+    let got = send(
+        addr,
+        "GET",
+        "/tyk/stats",
+        &[("x-tyk-authorization", "s3cret")],
+        b"",
+    );
+    serde_json::from_slice(&got.body).unwrap()
+}
+
+/// `script` (defining `mw`) as one API per engine in front of `target`:
+/// `/<prefix>-boa/` and `/<prefix>-quickjs/`.
+fn engine_apis(d: &Path, prefix: &str, script: &str, target: &str) {
+    for engine in ["boa", "quickjs"] {
+        let mut mw = js_mw("mw", script);
+        mw["engine"] = json!(engine);
+        let id = format!("{prefix}-{engine}");
+        write_api(d, &id, &api_json(&id, &format!("/{id}/"), target, true, mw));
+    }
+}
+
 /// A script's `log` cannot forge log lines: its control characters are
 /// escaped, on both engines (Tyk's logrus quotes such a message).
 #[test]
@@ -36,12 +59,7 @@ fn a_scripts_log_message_stays_on_its_own_line() {
            return mw.ReturnData(request, {});\n\
          });\n",
     );
-    for engine in ["boa", "quickjs"] {
-        let mut mw = js_mw("mw", &forger);
-        mw["engine"] = json!(engine);
-        let id = format!("log-{engine}");
-        write_api(d, &id, &api_json(&id, &format!("/{id}/"), &t, true, mw));
-    }
+    engine_apis(d, "log", &forger, &t);
     let log = d.join("gateway.log");
     let (child, addr) = spawn_binary(d, "0", &log);
     for engine in ["boa", "quickjs"] {
@@ -89,12 +107,7 @@ fn every_middleware_s_log_line_is_one_line_of_at_most_16_kib() {
            return mw.ReturnData(request, {});\n\
          });\n",
     );
-    for engine in ["boa", "quickjs"] {
-        let mut mw = js_mw("mw", &logger);
-        mw["engine"] = json!(engine);
-        let id = format!("log-{engine}");
-        write_api(d, &id, &api_json(&id, &format!("/{id}/"), &t, true, mw));
-    }
+    engine_apis(d, "log", &logger, &t);
     let lib = &common::native::plugins().test;
     let native = common::native::native_api(
         "native",
@@ -120,14 +133,7 @@ fn every_middleware_s_log_line_is_one_line_of_at_most_16_kib() {
         body.resize(1 << 20, b'b');
         assert_eq!(send(addr, "POST", "/native/x", &[], &body).status, 200);
     }
-    let stats = send(
-        addr,
-        "GET",
-        "/tyk/stats",
-        &[("x-tyk-authorization", "s3cret")],
-        b"",
-    );
-    let stats: Value = serde_json::from_slice(&stats.body).unwrap();
+    let stats = stats(addr);
     stop_binary(child);
     assert_eq!(stats["js_threads"]["parked"], 0, "{stats}");
     let text = std::fs::read_to_string(&log).unwrap();
@@ -196,12 +202,7 @@ fn a_thrown_error_s_text_is_cut_in_the_log_on_both_engines() {
            throw new Error(big);\n\
          });\n",
     );
-    for engine in ["boa", "quickjs"] {
-        let mut mw = js_mw("mw", &thrower);
-        mw["engine"] = json!(engine);
-        let id = format!("throw-{engine}");
-        write_api(d, &id, &api_json(&id, &format!("/{id}/"), &t, true, mw));
-    }
+    engine_apis(d, "throw", &thrower, &t);
     let log = d.join("gateway.log");
     let (child, addr) = spawn_binary(d, "0", &log);
     for engine in ["boa", "quickjs"] {
@@ -420,14 +421,7 @@ fn failure_lines_are_bounded_and_account_for_every_failure() {
     assert_eq!(get(addr, "/js/x").status, 500);
     assert_ne!(get(addr, "/down/x").status, 200);
     refused(addr);
-    let stats = send(
-        addr,
-        "GET",
-        "/tyk/stats",
-        &[("x-tyk-authorization", "s3cret")],
-        b"",
-    );
-    let stats: Value = serde_json::from_slice(&stats.body).unwrap();
+    let stats = stats(addr);
     stop_binary(child);
     let counted = stats["errors"]
         .as_array()
@@ -506,12 +500,7 @@ fn a_scripts_failing_host_calls_log_a_bounded_number_of_lines() {
              }});\n"
         ),
     );
-    for engine in ["boa", "quickjs"] {
-        let mut mw = js_mw("mw", &looper);
-        mw["engine"] = json!(engine);
-        let id = format!("loop-{engine}");
-        write_api(d, &id, &api_json(&id, &format!("/{id}/"), &t, true, mw));
-    }
+    engine_apis(d, "loop", &looper, &t);
     let log = d.join("gateway.log");
     let (child, addr) = spawn_binary_with(d, "0", &log, &["--threads", "1", "--log-rate", "5"]);
     for engine in ["boa", "quickjs"] {

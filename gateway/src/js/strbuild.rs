@@ -21,6 +21,11 @@
 //! the room is made; the slice check then holds the heap to the limit as
 //! for anything a script makes.
 //!
+//! `join` over more elements than boa's loop iteration limit (`vm.rs`,
+//! 1e8) throws boa's `RuntimeLimitError` before looping, as boa's own
+//! `repeat` charged that limit per copy: a call cannot spend minutes in
+//! one native loop over `{length: 4e9}`.
+//!
 //! The rest is the spec's, as boa's: `repeat`'s `RangeError`s, `join`'s
 //! `ToObject`, `LengthOfArrayLike`, `","` for an undefined separator,
 //! `""` for `undefined` and `null` elements, getters and `toString`s run in
