@@ -690,7 +690,8 @@ fn boa_repeat_and_join_make_no_more_than_their_result() {
                 "{kase}, --jsvm-threads {place}"
             );
         }
-        // JSON.stringify's output, 20 MiB and a little.
+        // JSON.stringify's output, 20 MiB and a little; JSON.parse of a
+        // million numbers.
         let headers = [("x-case", "stringify"), ("x-n", "20")];
         let (status, body) = c.send("GET", "/memory/", &headers, Bytes::new());
         let want = (20 * ((1 << 20) + 3) + 1).to_string();
@@ -698,6 +699,9 @@ fn boa_repeat_and_join_make_no_more_than_their_result() {
             (status, String::from_utf8_lossy(&body).into_owned()),
             (200, want)
         );
+        let headers = [("x-case", "parse"), ("x-n", "1000000")];
+        let (status, body) = c.send("GET", "/memory/", &headers, Bytes::new());
+        assert_eq!((status, &body[..]), (200, &b"1000000"[..]));
         let s = stats(&mut c);
         assert_eq!(s["js_threads"]["parked"], 0, "{s}");
         assert_eq!(failures(&s, "memory", "out_of_memory"), 0, "{s}");
@@ -712,13 +716,15 @@ fn boa_repeat_and_join_make_no_more_than_their_result() {
                 ("buffer", &n),
                 // 300 MiB of JSON: its output grew past the ceiling.
                 ("stringify", "300"),
+                // 30 M numbers: 16 bytes each as values, twice.
+                ("parse", "30000000"),
             ] {
                 let headers = [("x-case", kase), ("x-n", n)];
                 assert_eq!(c.send("GET", "/memory/", &headers, Bytes::new()).0, 500);
             }
             let s = stats(&mut c);
             assert_eq!(s["js_threads"]["parked"], 0, "{s}");
-            assert_eq!(failures(&s, "memory", "out_of_memory"), 3, "{s}");
+            assert_eq!(failures(&s, "memory", "out_of_memory"), 4, "{s}");
         }
         assert_eq!(
             memory_case(&mut c, "keep"),

@@ -116,20 +116,76 @@ pub(crate) fn to_text(
 /// The value of JSON text `text`, or the `SyntaxError` boa would throw.
 pub(crate) fn parse(text: &str, ctx: &mut Context) -> JsResult<JsValue> {
     let mut de = serde_json::Deserializer::from_str(text);
-    Build { ctx }
+    let made = std::cell::Cell::new(0);
+    Build { ctx, made: &made }
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v))
-        .map_err(|e| JsNativeError::syntax().with_message(e.to_string()).into())
+        .map_err(|e| {
+            let msg = e.to_string();
+            let kind = if super::strbuild::is_refusal(&msg) {
+                JsNativeError::range()
+            } else {
+                JsNativeError::syntax()
+            };
+            kind.with_message(msg).into()
+        })
 }
 
 /// Builds one JSON value (and, recursively, its members) in `ctx`.
+///
+/// What it makes is checked against what the call may still allocate
+/// (`strbuild::refusal`), so that a text too large for the heap is a
+/// `RangeError` (out of memory) rather than the VM thread stopped for good
+/// at its ceiling (`heap.rs`): a long string before it is made, an array's
+/// or an object's next doubling from 1,024 members on, and every 4,096
+/// values whether 4 MiB are still free. `JSON.parse` of a call out's 20 MB
+/// answer of small numbers needs ~600 MB; it parked the thread.
 struct Build<'a> {
     ctx: &'a mut Context,
+    /// Values made so far.
+    made: &'a std::cell::Cell<usize>,
 }
+
+/// Below this many members or bytes a block is not checked on its own:
+/// the every-4,096-values look covers it.
+const CHECKED_FROM: usize = 1024;
+
+/// How much must be free at each look every [`LOOK_EVERY`] values.
+const LOOK_MARGIN: usize = 4 << 20;
+const LOOK_EVERY: usize = 4096;
+
+/// A JS value's size in an array's storage, and a member's in an
+/// object's table (a guess on the high side: key, value and slot).
+const VALUE_BYTES: usize = std::mem::size_of::<JsValue>();
+const MEMBER_BYTES: usize = 64;
 
 impl Build<'_> {
     fn again(&mut self) -> Build<'_> {
-        Build { ctx: self.ctx }
+        Build {
+            ctx: self.ctx,
+            made: self.made,
+        }
+    }
+
+    /// Counts one value made; every [`LOOK_EVERY`], looks whether
+    /// [`LOOK_MARGIN`] is still free.
+    #[inline]
+    fn count<E: de::Error>(&self) -> Result<(), E> {
+        let n = self.made.get() + 1;
+        self.made.set(n);
+        if n.is_multiple_of(LOOK_EVERY) {
+            room(LOOK_MARGIN)?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a block of `bytes` past what the call may still allocate, as a
+/// serde error [`parse`] throws as a `RangeError`.
+fn room<E: de::Error>(bytes: usize) -> Result<(), E> {
+    match super::strbuild::refusal(bytes, "JSON.parse") {
+        Some(why) => Err(E::custom(why)),
+        None => Ok(()),
     }
 }
 
@@ -178,22 +234,44 @@ impl<'de> Visitor<'de> for Build<'_> {
         Ok(literal(v))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<JsValue, E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<JsValue, E> {
+        self.count()?;
+        if v.len() >= CHECKED_FROM {
+            // Two bytes a character at most.
+            room(v.len().saturating_mul(2))?;
+        }
         Ok(JsString::from(v).into())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<JsValue, A::Error> {
+        self.count()?;
         let mut items = Vec::new();
         while let Some(v) = seq.next_element_seed(self.again())? {
+            if items.len() == items.capacity() && items.len() >= CHECKED_FROM {
+                // The doubled vector, and the array's storage made from it.
+                let doubled = items.len() * 2;
+                room((doubled + items.len()).saturating_mul(VALUE_BYTES))?;
+                items.reserve_exact(doubled - items.len());
+            }
             items.push(v);
+        }
+        if items.len() >= CHECKED_FROM {
+            room(items.len().saturating_mul(VALUE_BYTES))?;
         }
         Ok(JsArray::from_iter(items, self.ctx).into())
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<JsValue, A::Error> {
+        self.count()?;
         let object = plain(self.ctx);
+        let mut members = 0usize;
         while let Some(key) = map.next_key_seed(Name)? {
             let value = map.next_value_seed(self.again())?;
+            members += 1;
+            if members >= CHECKED_FROM && members.is_power_of_two() {
+                // The table's next doubling.
+                room(members.saturating_mul(2 * MEMBER_BYTES))?;
+            }
             // The object is new and ordinary: CreateDataProperty cannot be
             // refused (a repeated key keeps its place, as there).
             put_data(&object, key, value);

@@ -265,15 +265,28 @@ pub(crate) fn refused(text: &str) -> bool {
 /// Refuses a block of `bytes` past what the call may still allocate
 /// (the host's `JSON.stringify` asks too, `json.rs`).
 pub(crate) fn room(bytes: usize, what: &str) -> JsResult<()> {
-    match crate::heap::room() {
-        Some(room) if bytes > room => Err(range(&format!(
-            "{}{what} would make a string of {}, more than the script may still allocate ({} left under --jsvm-memory's ceiling)",
-            &REFUSED["RangeError: ".len()..],
-            super::memory::mib(bytes),
-            super::memory::mib(room)
-        ))),
-        _ => Ok(()),
+    match refusal(bytes, what) {
+        Some(why) => Err(range(&why)),
+        None => Ok(()),
     }
+}
+
+/// Why a block of `bytes` is refused (`out of memory: ...`), when it is
+/// past what the call may still allocate ([`crate::heap::room`]; nothing
+/// where nothing bounds the call).
+pub(crate) fn refusal(bytes: usize, what: &str) -> Option<String> {
+    let room = crate::heap::room().filter(|&room| bytes > room)?;
+    Some(format!(
+        "{}{what} would allocate {}, more than the script may still allocate ({} left under --jsvm-memory's ceiling)",
+        &REFUSED["RangeError: ".len()..],
+        super::memory::mib(bytes),
+        super::memory::mib(room)
+    ))
+}
+
+/// Whether `message` (an error's, without its kind) is a [`refusal`].
+pub(crate) fn is_refusal(message: &str) -> bool {
+    message.starts_with(&REFUSED["RangeError: ".len()..])
 }
 
 #[cfg(test)]

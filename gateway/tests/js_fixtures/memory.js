@@ -42,6 +42,10 @@ memoryMw.NewProcessRequest(function (request, session, spec) {
     } else if (c === "buffer") {
         // An ArrayBuffer of 300 MB, reserved at once.
         n = new Uint8Array(3e8).length;
+    } else if (c === "parse") {
+        // A JSON array of X-N zeros, parsed.
+        var zeros = Number(request.Headers["X-N"] ? request.Headers["X-N"][0] : 1);
+        n = JSON.parse("[" + "0,".repeat(zeros - 1) + "0]").length;
     } else if (c === "stringify") {
         // The JSON of X-N strings of 1 MiB.
         var count = Number(request.Headers["X-N"] ? request.Headers["X-N"][0] : 0);
