@@ -139,7 +139,7 @@ pub(crate) fn parse(text: &str, ctx: &mut Context) -> JsResult<JsValue> {
 /// at its ceiling (`heap.rs`): a long string before it is made, an array's
 /// or an object's next doubling from 1,024 members on, and every 4,096
 /// values whether 4 MiB are still free. `JSON.parse` of 30 M numbers (a
-/// 60 MB text) parked the thread holding 255 MB: each number is 16 bytes
+/// 60 MB text) parked the thread holding 255 MiB: each number is 16 bytes
 /// as a value, in the vector it is read into and again in the array.
 struct Build<'a> {
     ctx: &'a mut Context,
