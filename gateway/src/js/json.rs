@@ -762,11 +762,43 @@ fn address(o: &JsObject) -> usize {
     std::ptr::from_ref(o.as_ref()) as *const u8 as usize
 }
 
-/// The most [`quote`] writes for `s`: six bytes a UTF-16 unit (`\u001f`,
-/// an escaped lone surrogate; a character of three UTF-8 bytes is one
-/// unit, of four two), and the quotes.
+/// At least what [`quote`] writes for `s`: for a short string six bytes
+/// a UTF-16 unit (`\u001f`, an escaped lone surrogate) and the quotes; a
+/// long one is measured ([`quoted_len`]), since six times a 43 MiB base64
+/// body (`tyk-json`'s answer) is more than a call's ceiling.
 fn quoted_bound(s: &JsString) -> usize {
-    s.len().saturating_mul(6).saturating_add(2)
+    if s.len() < 4096 {
+        return s.len() * 6 + 2;
+    }
+    quoted_len(s)
+}
+
+/// What [`quote`] writes for `s`, a lone surrogate counted at six bytes
+/// (a pair is four, at most twelve counted).
+fn quoted_len(s: &JsString) -> usize {
+    fn ascii_len(b: u16) -> usize {
+        match b {
+            0x22 | 0x5c | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        }
+    }
+    let body: usize = match s.as_str().variant() {
+        JsStrVariant::Latin1(bytes) => bytes
+            .iter()
+            .map(|&b| if b < 0x80 { ascii_len(u16::from(b)) } else { 2 })
+            .sum(),
+        JsStrVariant::Utf16(units) => units
+            .iter()
+            .map(|&u| match u {
+                0..=0x7f => ascii_len(u),
+                0x80..=0x7ff => 2,
+                0xd800..=0xdfff => 6,
+                _ => 3,
+            })
+            .sum(),
+    };
+    body + 2
 }
 
 /// `QuoteJSONString`, well-formed: a lone surrogate is escaped.
@@ -834,6 +866,43 @@ fn number(out: &mut String, n: f64) {
 #[cfg(test)]
 mod tests {
     use boa_engine::{Context, Source};
+
+    /// What `quote` writes is measured exactly (a lone surrogate at six
+    /// bytes, a pair within its twelve), so the output's room is checked
+    /// for what it really takes.
+    #[test]
+    fn quoted_len_is_what_quote_writes() {
+        use boa_engine::JsString;
+        let texts: [&[u16]; 6] = [
+            &[],
+            &[
+                0x61, 0x22, 0x5c, 0x0a, 0x09, 0x08, 0x0c, 0x0d, 0x01, 0x1f, 0x7f, 0x20,
+            ],
+            &[0xe9, 0xff, 0x80, 0x61],
+            &[0x4e2d, 0x6587, 0x7ff, 0x800, 0xffff],
+            &[0xd83d, 0xde00, 0x61],
+            &[0xd800, 0x61, 0xdc00],
+        ];
+        for units in texts {
+            let s = JsString::from(units);
+            let mut out = String::new();
+            super::quote(&mut out, &s);
+            let pairs = units
+                .windows(2)
+                .filter(|w| (0xd800..0xdc00).contains(&w[0]) && (0xdc00..0xe000).contains(&w[1]))
+                .count();
+            assert_eq!(
+                super::quoted_len(&s),
+                out.len() + pairs * 8,
+                "{units:x?}: {out}"
+            );
+        }
+        // Latin-1 as boa holds it.
+        let s = JsString::from("a\"é\u{1}");
+        let mut out = String::new();
+        super::quote(&mut out, &s);
+        assert_eq!(super::quoted_len(&s), out.len(), "{out}");
+    }
 
     /// Runs `probe` (JS source whose value is a string) in a context with
     /// the native `JSON.parse` and in a stock boa context: the two must
