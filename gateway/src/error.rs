@@ -488,25 +488,35 @@ pub(crate) fn log_text(text: &str, part: Part, escape: bool) -> std::borrow::Cow
 /// [`log_text`] of a plugin's message bytes (UTF-8 expected, each invalid
 /// byte one U+FFFD): only the start that can be shown is converted.
 pub(crate) fn log_bytes(msg: &[u8], escape: bool) -> std::borrow::Cow<'_, str> {
-    if msg.len() <= MAX_LOG_TEXT {
-        return match String::from_utf8_lossy(msg) {
-            std::borrow::Cow::Borrowed(s) => log_text(s, Part::Whole, escape),
-            std::borrow::Cow::Owned(s) => {
-                std::borrow::Cow::Owned(log_text(&s, Part::Whole, escape).into_owned())
-            }
-        };
-    }
-    // A character's start within its last three bytes is not cut in two.
-    let mut end = MAX_LOG_TEXT;
-    while end > MAX_LOG_TEXT - 3 && msg[end] & 0xc0 == 0x80 {
-        end -= 1;
-    }
-    let start = String::from_utf8_lossy(&msg[..end]);
-    let part = Part::Start {
-        len: msg.len(),
-        unit: "bytes",
+    use std::borrow::Cow;
+    let (end, part) = if msg.len() <= MAX_LOG_TEXT {
+        (msg.len(), Part::Whole)
+    } else {
+        // A character's start within its last three bytes is not cut in two.
+        let mut end = MAX_LOG_TEXT;
+        while end > MAX_LOG_TEXT - 3 && msg[end] & 0xc0 == 0x80 {
+            end -= 1;
+        }
+        let unit = "bytes";
+        (
+            end,
+            Part::Start {
+                len: msg.len(),
+                unit,
+            },
+        )
     };
-    std::borrow::Cow::Owned(log_text(&start, part, escape).into_owned())
+    match String::from_utf8_lossy(&msg[..end]) {
+        Cow::Borrowed(text) => log_text(text, part, escape),
+        // Invalid bytes replaced: that copy is the line, unless there is
+        // more to escape or cut.
+        Cow::Owned(text) => {
+            if let Cow::Owned(line) = log_text(&text, part, escape) {
+                return Cow::Owned(line);
+            }
+            Cow::Owned(text)
+        }
+    }
 }
 
 #[cfg(test)]

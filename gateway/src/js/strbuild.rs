@@ -195,18 +195,14 @@ impl Builder {
         }
         match (self, piece.variant()) {
             (Builder::Latin1(b), JsStrVariant::Latin1(bytes)) => {
-                if b.len() + bytes.len() > b.capacity() {
-                    let want = grown(b.len(), b.capacity(), bytes.len());
-                    room(want, JOIN)?;
-                    b.reserve_exact(want - b.len());
+                if let Some(more) = growth(b.len(), b.capacity(), bytes.len(), 1)? {
+                    b.reserve_exact(more);
                 }
                 b.extend_from_slice(bytes);
             }
             (Builder::Utf16(b), variant) => {
-                if b.len() + piece.len() > b.capacity() {
-                    let want = grown(b.len(), b.capacity(), piece.len());
-                    room(want.saturating_mul(2), JOIN)?;
-                    b.reserve_exact(want - b.len());
+                if let Some(more) = growth(b.len(), b.capacity(), piece.len(), 2)? {
+                    b.reserve_exact(more);
                 }
                 match variant {
                     JsStrVariant::Latin1(bytes) => widen(b, bytes),
@@ -248,18 +244,30 @@ fn grown(len: usize, cap: usize, add: usize) -> usize {
     len.saturating_add(add).max(cap.saturating_mul(2)).max(16)
 }
 
-/// How a refusal's error reads when the call fails with it.
-const REFUSED: &str = "RangeError: out of memory: ";
+/// How many units to reserve past `len` before `add` more go into a
+/// buffer of capacity `cap` (units of `unit` bytes): `None` when they
+/// fit; the grown block ([`grown`]) checked first.
+fn growth(len: usize, cap: usize, add: usize, unit: usize) -> JsResult<Option<usize>> {
+    if len + add <= cap {
+        return Ok(None);
+    }
+    let want = grown(len, cap, add);
+    room(want.saturating_mul(unit), JOIN)?;
+    Ok(Some(want - len))
+}
+
+/// How a [`refusal`]'s message starts.
+const OUT_OF_MEMORY: &str = "out of memory: ";
 
 /// Whether a call's error `text` is a block refused for the call's heap:
 /// this module's, or boa's for an `ArrayBuffer` past `compile::Hooks`'s
 /// bound. The call is counted `out_of_memory` (`vm.rs`); a script's own
 /// `RangeError` with the same message is counted so too.
 pub(crate) fn refused(text: &str) -> bool {
-    text.starts_with(REFUSED)
-        || text.starts_with(
-            "RangeError: cannot allocate a buffer that exceeds the maximum buffer size",
-        )
+    text.strip_prefix("RangeError: ").is_some_and(|message| {
+        is_refusal(message)
+            || message.starts_with("cannot allocate a buffer that exceeds the maximum buffer size")
+    })
 }
 
 /// Refuses a block of `bytes` past what the call may still allocate
@@ -277,8 +285,7 @@ pub(crate) fn room(bytes: usize, what: &str) -> JsResult<()> {
 pub(crate) fn refusal(bytes: usize, what: &str) -> Option<String> {
     let room = crate::heap::room().filter(|&room| bytes > room)?;
     Some(format!(
-        "{}{what} would allocate {}, more than the script may still allocate ({} left under --jsvm-memory's ceiling)",
-        &REFUSED["RangeError: ".len()..],
+        "{OUT_OF_MEMORY}{what} would allocate {}, more than the script may still allocate ({} left under --jsvm-memory's ceiling)",
         super::memory::mib(bytes),
         super::memory::mib(room)
     ))
@@ -286,7 +293,7 @@ pub(crate) fn refusal(bytes: usize, what: &str) -> Option<String> {
 
 /// Whether `message` (an error's, without its kind) is a [`refusal`].
 pub(crate) fn is_refusal(message: &str) -> bool {
-    message.starts_with(&REFUSED["RangeError: ".len()..])
+    message.starts_with(OUT_OF_MEMORY)
 }
 
 #[cfg(test)]
